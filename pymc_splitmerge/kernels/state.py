@@ -1,0 +1,147 @@
+"""Partition state with incremental sufficient statistics (see ``core.slots``).
+
+All point moves of every kernel go through ``assign_point`` / ``unassign_point`` /
+``move_point`` here, which keep sizes, the active-slot list and the family's
+statistics rows consistent.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
+
+__all__ = ["PartitionState", "assign_point", "unassign_point", "move_point", "free_slot"]
+
+
+@numba.njit(cache=True)
+def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where, meta):
+    """Take point ``i`` out of its cluster; close the cluster if it becomes empty.
+
+    Returns the slot the point was in.  ``labels[i]`` is left unchanged.
+    """
+    slot = labels[i]
+    sizes[slot] -= 1
+    if sizes[slot] == 0:
+        close_slot(slot, stats, empty_row, active, where, meta)
+    else:
+        dispatch.remove_point(family_id, params, stats[slot], x[i])
+    return slot
+
+
+@numba.njit(cache=True)
+def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta):
+    """Put point ``i`` into ``slot`` (opening it if it is free)."""
+    if where[slot] < 0:
+        open_slot(slot, active, where, meta)
+    dispatch.add_point(family_id, params, stats[slot], x[i])
+    sizes[slot] += 1
+    labels[i] = slot
+
+
+@numba.njit(cache=True)
+def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, active, where, meta):
+    """Move point ``i`` from its cluster to ``slot`` (no-op if already there)."""
+    if labels[i] == slot:
+        return
+    unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where, meta)
+    assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta)
+
+
+@numba.njit(cache=True)
+def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, where, meta, labels):
+    for slot in range(stats.shape[0]):
+        stats[slot, :] = empty_row
+    for i in range(canonical.shape[0]):
+        assign_point(family_id, params, x, i, canonical[i], labels, sizes, stats, active, where,
+                     meta)
+
+
+class PartitionState:
+    """Labels, cluster sizes and per-cluster sufficient statistics of one partition.
+
+    Parameters
+    ----------
+    family : ComponentFamily
+        A numeric component family (``family.is_numeric``).
+    x : ndarray of shape (n, data_dim)
+        Data prepared by ``family.prepare_data``.
+    labels : array_like of int, shape (n,)
+        Any labelling of the partition (values need not be contiguous).
+
+    Notes
+    -----
+    The arrays are mutated in place by the kernels.  ``labels()`` returns the
+    canonical labelling (order of first appearance) for storage in a trace.
+    """
+
+    def __init__(self, family, x, labels):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        labels = np.asarray(labels)
+        if labels.ndim != 1 or labels.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"labels must have shape ({x.shape[0]},) to match the data; got {labels.shape}"
+            )
+        self.family = family
+        self.family_id = int(family.family_id)
+        self.params = np.ascontiguousarray(family.params, dtype=np.float64)
+        self.empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
+        self.x = x
+        n = x.shape[0]
+        self.n = n
+        capacity = n + 2
+        self.labels_slots = np.empty(n, dtype=np.int64)
+        self.sizes = np.zeros(capacity, dtype=np.int64)
+        self.stats = np.empty((capacity, self.empty_row.shape[0]), dtype=np.float64)
+        self.active = np.zeros(capacity, dtype=np.int64)
+        self.where = np.full(capacity, -1, dtype=np.int64)
+        self.meta = np.zeros(1, dtype=np.int64)
+        _, canonical = np.unique(labels, return_inverse=True)
+        _build(self.family_id, self.params, self.x, canonical.astype(np.int64), self.sizes,
+               self.stats, self.empty_row, self.active, self.where, self.meta, self.labels_slots)
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.meta[0])
+
+    def arrays(self):
+        """The tuple of arrays kernels take, in contract order."""
+        return (self.labels_slots, self.sizes, self.stats, self.empty_row, self.active,
+                self.where, self.meta)
+
+    def labels(self) -> np.ndarray:
+        """Canonical labels (order of first appearance, 0..K-1), int64 array of shape (n,)."""
+        from pymc_splitmerge.core.relabel import canonical_labels
+
+        return canonical_labels(self.labels_slots)
+
+    def cluster_sizes(self) -> np.ndarray:
+        """Sizes of the active clusters (in slot order of ``active``)."""
+        return self.sizes[self.active[: self.n_clusters]].copy()
+
+    def log_likelihood(self) -> float:
+        """Sum of the family's log marginal likelihood over the clusters."""
+        total = 0.0
+        for slot in self.active[: self.n_clusters]:
+            total += dispatch.log_marginal(self.family_id, self.params, self.stats[slot])
+        return float(total)
+
+    def log_joint(self, prior) -> float:
+        """log p(c) + log p(x | c) for a numeric prior."""
+        return float(prior.log_eppf(self.cluster_sizes())) + self.log_likelihood()
+
+    def check(self, atol: float = 1e-6) -> None:
+        """Recompute everything from the labels and raise ``AssertionError`` on mismatch."""
+        fresh = PartitionState(self.family, self.x, self.labels_slots)
+        k = self.n_clusters
+        assert k == fresh.n_clusters, (k, fresh.n_clusters)
+        assert np.array_equal(np.bincount(self.labels_slots, minlength=self.sizes.shape[0]),
+                              self.sizes)
+        active = set(self.active[:k].tolist())
+        assert active == set(np.unique(self.labels_slots).tolist())
+        for slot in active:
+            members = np.flatnonzero(self.labels_slots == slot)
+            expected = self.family.stats_of(self.x[members])
+            np.testing.assert_allclose(self.stats[slot], expected, atol=atol, rtol=1e-8)
