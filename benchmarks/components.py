@@ -1,0 +1,153 @@
+"""Cost of one ``log_predictive`` call per component family.
+
+For every family this prints nanoseconds per call of
+
+* the family's numba leaf function, timed inside a numba loop;
+* ``dispatch.log_predictive`` (the switch on ``family_id`` every kernel uses), timed
+  inside a numba loop;
+* ``family.log_predictive`` called from Python (numba dispatcher overhead included);
+* the plain numpy/scipy reference (``reference_log_predictive``), called from Python;
+
+and the ratio reference / dispatch, all measured in the same run.  The cluster holds
+``CLUSTER_SIZE`` points; the query point cycles through 16 rows so nothing is hoisted out
+of the loop.  Normal-Inverse-Wishart is measured at D = 2, 16 and 64.
+
+Run with ``python benchmarks/components.py``.  No assertion is made on the timings.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numba import njit
+from scipy import stats
+
+from pymc_splitmerge.components import (
+    BetaBernoulli,
+    DirichletCategorical,
+    GammaPoisson,
+    GridComponent,
+    NormalInverseGamma,
+    NormalInverseWishart,
+    NormalKnownCovariance,
+    dispatch,
+)
+from pymc_splitmerge.components import beta_bernoulli as beta_bernoulli_module
+from pymc_splitmerge.components import dirichlet_categorical as dirichlet_categorical_module
+from pymc_splitmerge.components import gamma_poisson as gamma_poisson_module
+from pymc_splitmerge.components import grid as grid_module
+from pymc_splitmerge.components import normal_inverse_gamma as normal_inverse_gamma_module
+from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+from pymc_splitmerge.components import normal_known_covariance as nkc_module
+
+CLUSTER_SIZE = 50
+N_QUERIES = 16
+TARGET_SECONDS = 0.2
+
+
+@njit
+def _loop_leaf(function, params, stats_row, queries, repetitions):
+    total = 0.0
+    n_queries = queries.shape[0]
+    for r in range(repetitions):
+        total += function(params, stats_row, queries[r % n_queries])
+    return total
+
+
+@njit
+def _loop_dispatch(family_id, params, stats_row, queries, repetitions):
+    total = 0.0
+    n_queries = queries.shape[0]
+    for r in range(repetitions):
+        total += dispatch.log_predictive(family_id, params, stats_row, queries[r % n_queries])
+    return total
+
+
+def _time_per_call(run, minimum_repetitions=1):
+    """Seconds per call of ``run(repetitions)``, growing repetitions to TARGET_SECONDS."""
+    run(minimum_repetitions)  # compile / warm up
+    repetitions = minimum_repetitions
+    while True:
+        start = time.perf_counter()
+        run(repetitions)
+        elapsed = time.perf_counter() - start
+        if elapsed > TARGET_SECONDS or repetitions > 50_000_000:
+            return elapsed / repetitions
+        repetitions *= 4 if elapsed < TARGET_SECONDS / 10 else 2
+
+
+def _spd(rng, dim):
+    a = rng.normal(size=(dim, dim))
+    return a @ a.T / dim + np.eye(dim)
+
+
+def _cases(rng):
+    n = CLUSTER_SIZE + N_QUERIES
+    cases = []
+    for dim in (2, 16, 64):
+        family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=1.0, nu0=dim + 2.0,
+                                      psi0=np.eye(dim))
+        cases.append((f"NormalInverseWishart D={dim}", family, niw_module,
+                      niw_module.niw_log_predictive, rng.normal(size=(n, dim))))
+    family = NormalKnownCovariance(mu0=np.zeros(2), sigma0=_spd(rng, 2), sigma=_spd(rng, 2))
+    cases.append(("NormalKnownCovariance D=2", family, nkc_module,
+                  nkc_module.normal_known_covariance_log_predictive, rng.normal(size=(n, 2))))
+    family = NormalInverseGamma(mu0=0.0, kappa0=1.0, alpha0=2.0, beta0=1.0)
+    cases.append(("NormalInverseGamma", family, normal_inverse_gamma_module,
+                  normal_inverse_gamma_module.normal_inverse_gamma_log_predictive,
+                  rng.normal(size=n)))
+    family = BetaBernoulli(a=1.0, b=1.0)
+    cases.append(("BetaBernoulli J=50", family, beta_bernoulli_module,
+                  beta_bernoulli_module.beta_bernoulli_log_predictive,
+                  rng.integers(0, 2, size=(n, 50))))
+    family = DirichletCategorical(concentration=0.5, n_categories=4)
+    cases.append(("DirichletCategorical J=20 K=4", family, dirichlet_categorical_module,
+                  dirichlet_categorical_module.dirichlet_categorical_log_predictive,
+                  rng.integers(0, 4, size=(n, 20))))
+    family = GammaPoisson(shape=2.0, rate=0.5)
+    cases.append(("GammaPoisson J=10", family, gamma_poisson_module,
+                  gamma_poisson_module.gamma_poisson_log_predictive,
+                  rng.poisson(3.0, size=(n, 10))))
+    phi = np.linspace(0.005, 0.995, 100)
+    depth = rng.integers(20, 100, size=n)
+    reads = rng.binomial(depth, 0.4)
+    family = GridComponent(np.zeros(100))
+    cases.append(("GridComponent G=100", family, grid_module, grid_module.grid_log_predictive,
+                  stats.binom.logpmf(reads[:, None], depth[:, None], phi[None, :])))
+    return cases
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    header = (f"{'family':32s} {'leaf ns':>10s} {'dispatch ns':>12s} {'python ns':>10s} "
+              f"{'reference ns':>13s} {'ref/dispatch':>13s}")
+    print(header)
+    print("-" * len(header))
+    for name, family, module, leaf, raw in _cases(rng):
+        x = family.prepare_data(raw)
+        cluster, queries = x[:CLUSTER_SIZE], np.ascontiguousarray(x[CLUSTER_SIZE:])
+        row = family.stats_of(cluster)
+        params, family_id = family.params, family.family_id
+        leaf_time = _time_per_call(
+            lambda r: _loop_leaf(leaf, params, row, queries, r), 1000)
+        dispatch_time = _time_per_call(
+            lambda r: _loop_dispatch(family_id, params, row, queries, r), 1000)
+
+        def python_calls(repetitions):
+            for r in range(repetitions):
+                family.log_predictive(queries[r % N_QUERIES], row)
+
+        def reference_calls(repetitions):
+            for r in range(repetitions):
+                module.reference_log_predictive(family, queries[r % N_QUERIES], cluster)
+
+        python_time = _time_per_call(python_calls, 10)
+        reference_time = _time_per_call(reference_calls, 4)
+        print(f"{name:32s} {leaf_time * 1e9:10.1f} {dispatch_time * 1e9:12.1f} "
+              f"{python_time * 1e9:10.0f} {reference_time * 1e9:13.0f} "
+              f"{reference_time / dispatch_time:13.0f}")
+
+
+if __name__ == "__main__":
+    main()

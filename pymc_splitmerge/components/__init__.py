@@ -1,0 +1,27 @@
+"""Conjugate component families (parameters integrated out) and their numba core.
+
+See :mod:`pymc_splitmerge.components.base` for the Python interface and
+:mod:`pymc_splitmerge.components.dispatch` for the numba functions the kernels call.
+"""
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.components.base import ComponentFamily
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.dirichlet_categorical import DirichletCategorical
+from pymc_splitmerge.components.gamma_poisson import GammaPoisson
+from pymc_splitmerge.components.grid import GridComponent
+from pymc_splitmerge.components.normal_inverse_gamma import NormalInverseGamma
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.components.normal_known_covariance import NormalKnownCovariance
+
+__all__ = [
+    "ComponentFamily",
+    "NormalInverseWishart",
+    "NormalKnownCovariance",
+    "NormalInverseGamma",
+    "BetaBernoulli",
+    "DirichletCategorical",
+    "GammaPoisson",
+    "GridComponent",
+    "dispatch",
+]

@@ -1,0 +1,430 @@
+"""Base class of the conjugate component families.
+
+A component family describes the law of the observations of one cluster,
+
+    x_i | theta ~ F(theta),    theta ~ H(hyperparameters),
+
+with theta integrated out.  Every family reduces a cluster to a fixed-length row of
+*sufficient statistics* (float64, ``stat_dim`` entries) that can be updated in O(1)-ish
+time when a point joins (``add_point``) or leaves (``remove_point``), and from which the
+log marginal likelihood ``log p(x_cluster)`` and the log posterior predictive
+``log p(x_new | x_cluster)`` are computed.  The numeric work is done by numba leaf functions
+in each family module, reached through :mod:`pymc_splitmerge.components.dispatch`; this
+module only holds the Python-side object: hyperparameter handling (numeric or symbolic),
+validation, data preparation and conveniences.
+
+Hyperparameters
+---------------
+A hyperparameter is *numeric* when it is an ``int``/``float``/``bool``/NumPy scalar, a
+NumPy array of a numeric dtype, or a (nested) list/tuple of numbers.  Numeric values are
+validated at construction (``ValueError`` naming the parameter).  Anything else (e.g. a
+pytensor variable) is *symbolic*: it is stored unvalidated and a numeric, validated copy is
+obtained with :meth:`ComponentFamily.with_values`.
+
+Data dimension
+--------------
+Some families know their data dimension from the hyperparameters (a ``psi0`` matrix, a list
+of per-attribute categories, a grid); others accept scalar hyperparameters that broadcast to
+any number of attributes.  In that case the dimension is *bound* by the first call of
+:meth:`ComponentFamily.prepare_data` (the family object records it; later data must have
+the same width) and carried over by :meth:`ComponentFamily.with_values`.
+
+Sufficient statistics depend on the hyperparameters (e.g. the Cholesky factor of the
+posterior scale matrix): after :meth:`with_values` the rows must be recomputed
+(:meth:`stats_of`).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ComponentFamily", "is_numeric_value"]
+
+
+def is_numeric_value(value: Any) -> bool:
+    """Whether a hyperparameter value is concrete (numeric) rather than symbolic.
+
+    Parameters
+    ----------
+    value : object
+        A hyperparameter as given by the user.
+
+    Returns
+    -------
+    bool
+        True for Python/NumPy numbers, NumPy arrays of a numeric dtype and (nested, possibly
+        ragged) lists/tuples of numbers; False for anything else (e.g. pytensor variables).
+    """
+    if isinstance(value, (bool, np.bool_, numbers.Number)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "biufc"
+    if isinstance(value, (list, tuple)):
+        return all(is_numeric_value(item) for item in value)
+    return False
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return " ".join(np.array2string(value, threshold=8, separator=", ", precision=4).split())
+    if isinstance(value, (list, tuple)) and len(value) > 8:
+        return f"[{len(value)} values]"
+    if is_numeric_value(value):
+        return repr(value)
+    return str(value)
+
+
+class ComponentFamily:
+    """A conjugate component family with its hyperparameters (numeric or symbolic).
+
+    Subclasses define ``hyperparameter_names``, ``family_id`` and the hooks
+    ``_validate``, ``_data_dim_from_hyperparameters``, ``_finalize``, ``_pack_params``,
+    ``_pack_empty_stats`` and (optionally) ``_check_data``.
+
+    Attributes
+    ----------
+    hyperparameter_names : tuple of str
+        Constructor keyword names, in order.
+    family_id : int
+        Constant per class, one of the ``FAMILY_*`` constants of
+        :mod:`pymc_splitmerge.components.dispatch`.
+    """
+
+    hyperparameter_names: tuple[str, ...] = ()
+    family_id: int = -1
+
+    def __init__(self, **hyperparameters: Any) -> None:
+        unknown = set(hyperparameters) - set(self.hyperparameter_names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unknown hyperparameters {sorted(unknown)}")
+        for name in self.hyperparameter_names:
+            value = hyperparameters[name]
+            if value is None or isinstance(value, (str, bytes)):
+                raise TypeError(
+                    f"{type(self).__name__}: hyperparameter {name!r} must be a number, an array "
+                    f"or a symbolic (e.g. pytensor) variable, got {value!r}"
+                )
+        self._hyperparameters = {name: hyperparameters[name] for name in self.hyperparameter_names}
+        self._data_dim: int | None = None
+        self._canonical: dict[str, Any] | None = None
+        self._full: dict[str, Any] | None = None
+        self._params: np.ndarray | None = None
+        self._empty_stats: np.ndarray | None = None
+        self._is_numeric = all(is_numeric_value(v) for v in self._hyperparameters.values())
+        if self._is_numeric:
+            converted = {}
+            for name, value in self._hyperparameters.items():
+                array = self._to_array(name, value)
+                converted[name] = array
+            self._canonical = self._validate(converted)
+            dim = self._data_dim_from_hyperparameters(self._canonical)
+            if dim is not None:
+                self._bind(dim)
+
+    # ------------------------------------------------------------------ hooks
+    def _validate(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Check domains of numeric hyperparameters; return canonical values.
+
+        ``values`` maps names to float64 arrays (ragged lists stay lists of arrays).
+        Must raise ``ValueError`` naming the parameter.
+        """
+        raise NotImplementedError
+
+    def _data_dim_from_hyperparameters(self, canonical: dict[str, Any]) -> int | None:
+        """Data dimension implied by the hyperparameters, or None if they broadcast."""
+        raise NotImplementedError
+
+    def _finalize(self, canonical: dict[str, Any], data_dim: int) -> dict[str, Any]:
+        """Broadcast hyperparameters to ``data_dim`` and run dimension-dependent checks."""
+        raise NotImplementedError
+
+    def _pack_params(self, full: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _pack_empty_stats(self, full: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _check_data(self, x2d: np.ndarray) -> None:
+        """Family-specific domain check of prepared data (raise ``ValueError``)."""
+
+    _accepts_bool = True
+
+    # ------------------------------------------------------------ internals
+    def _to_array(self, name: str, value: Any) -> Any:
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            # ragged nested list: keep as a list of arrays (checked by the family)
+            return [self._to_array(name, item) for item in value]
+        if array.dtype.kind == "c":
+            raise ValueError(f"{type(self).__name__}: hyperparameter {name!r} must be real")
+        if array.dtype == object:
+            return [self._to_array(name, item) for item in value]
+        array = array.astype(np.float64)
+        if not np.all(np.isfinite(array)):
+            raise ValueError(
+                f"{type(self).__name__}: hyperparameter {name!r} must be finite, got {value!r}"
+            )
+        return array
+
+    def _bind(self, data_dim: int) -> None:
+        data_dim = int(data_dim)
+        if self._canonical is not None:
+            full = self._finalize(self._canonical, data_dim)  # may raise: bind nothing then
+            params = np.ascontiguousarray(self._pack_params(full), dtype=np.float64)
+            empty = np.ascontiguousarray(self._pack_empty_stats(full), dtype=np.float64)
+            self._full, self._params, self._empty_stats = full, params, empty
+        self._data_dim = data_dim
+
+    def _require_ready(self) -> None:
+        if self._params is not None:
+            return
+        if not self._is_numeric:
+            symbolic = [n for n, v in self._hyperparameters.items() if not is_numeric_value(v)]
+            raise ValueError(
+                f"{type(self).__name__} has symbolic hyperparameters {symbolic}; "
+                "call with_values(...) with numeric values first"
+            )
+        if self._params is None:
+            raise ValueError(
+                f"{type(self).__name__}: the data dimension is not known yet (all "
+                "hyperparameters are scalars); call prepare_data(data) first or give "
+                "hyperparameters of the data's dimension"
+            )
+
+    # ------------------------------------------------------------ public API
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """Hyperparameters as given by the user (dict, constructor order)."""
+        return dict(self._hyperparameters)
+
+    @property
+    def is_numeric(self) -> bool:
+        """True when every hyperparameter is a concrete number/array."""
+        return self._is_numeric
+
+    @property
+    def data_dim(self) -> int | None:
+        """Width of a prepared data row, or None while not bound (see module docstring)."""
+        return self._data_dim
+
+    def with_values(self, **values: Any) -> ComponentFamily:
+        """Return a validated numeric copy with some hyperparameters replaced.
+
+        Parameters
+        ----------
+        **values
+            New values, by hyperparameter name; the others are kept.  After the
+            replacement every hyperparameter must be numeric.
+
+        Returns
+        -------
+        ComponentFamily
+            A new instance of the same class, bound to the same data dimension.
+        """
+        unknown = set(values) - set(self.hyperparameter_names)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.with_values got unknown names {sorted(unknown)}; "
+                f"expected some of {self.hyperparameter_names}"
+            )
+        merged = {**self._hyperparameters, **values}
+        symbolic = [n for n, v in merged.items() if not is_numeric_value(v)]
+        if symbolic:
+            raise ValueError(
+                f"{type(self).__name__}.with_values needs numeric values for {symbolic}"
+            )
+        new = type(self)(**merged)
+        if self._data_dim is not None:
+            if new._data_dim is None:
+                new._bind(self._data_dim)
+            elif new._data_dim != self._data_dim:
+                raise ValueError(
+                    f"{type(self).__name__}.with_values: the new hyperparameters have data "
+                    f"dimension {new._data_dim}, but the family is bound to {self._data_dim}"
+                )
+        return new
+
+    @property
+    def params(self) -> np.ndarray:
+        """Packed numeric constants for the numba core, float64 array of shape (n_params,).
+
+        The same array is returned on every call.  Some families reserve a scratch tail in
+        it (documented per family) that the numba core writes to: do not share one params
+        array between threads.
+        """
+        self._require_ready()
+        return self._params
+
+    @property
+    def empty_stats(self) -> np.ndarray:
+        """Statistics row of an empty cluster, float64 array of shape (stat_dim,) (a copy)."""
+        self._require_ready()
+        return self._empty_stats.copy()
+
+    @property
+    def stat_dim(self) -> int:
+        """Length of a statistics row."""
+        self._require_ready()
+        return int(self._empty_stats.shape[0])
+
+    def prepare_data(self, data: Any) -> np.ndarray:
+        """Validate observations and return them as a float64 array of shape (n, data_dim).
+
+        A 1-D array of length n is read as n observations of dimension 1 (allowed while the
+        data dimension is 1 or not yet bound).  Binds the data dimension if not yet known.
+
+        Parameters
+        ----------
+        data : array_like
+            Observations, shape (n, data_dim) (or (n,) for dimension 1).
+
+        Returns
+        -------
+        ndarray of float64, shape (n, data_dim), C-contiguous.
+        """
+        name = type(self).__name__
+        array = np.asarray(data)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: data must be numeric (got dtype {array.dtype})")
+        if array.dtype.kind == "b" and not self._accepts_bool:
+            raise TypeError(f"{name}: data must not be boolean")
+        if array.ndim == 1:
+            if self._data_dim not in (None, 1):
+                raise ValueError(
+                    f"{name}: data must have shape (n, {self._data_dim}), got a 1-D array of "
+                    f"shape {array.shape}"
+                )
+            array = array.reshape(-1, 1)
+        if array.ndim != 2:
+            raise ValueError(f"{name}: data must be a 2-D array (n, dim), got shape {array.shape}")
+        x2d = np.ascontiguousarray(array, dtype=np.float64)
+        if not np.all(np.isfinite(x2d)):
+            bad = np.argwhere(~np.isfinite(x2d))[0]
+            raise ValueError(
+                f"{name}: data contains NaN or infinite values (first at row {bad[0]}, "
+                f"column {bad[1]}: {x2d[bad[0], bad[1]]}); remove or impute them"
+            )
+        if self._data_dim is None:
+            if x2d.shape[1] < 1:
+                raise ValueError(f"{name}: data must have at least one column")
+            self._bind(x2d.shape[1])
+        elif x2d.shape[1] != self._data_dim:
+            raise ValueError(
+                f"{name}: data rows must have {self._data_dim} entries, got {x2d.shape[1]} "
+                f"(shape {x2d.shape})"
+            )
+        self._check_data(x2d)
+        return x2d
+
+    # --- Python conveniences (call the numba core) ---
+    def _as_rows(self, x2d: Any) -> np.ndarray:
+        x2d = np.ascontiguousarray(x2d, dtype=np.float64)
+        if x2d.ndim == 1 and self._data_dim == 1:
+            x2d = x2d.reshape(-1, 1)
+        if x2d.ndim != 2 or x2d.shape[1] != self._data_dim:
+            raise ValueError(
+                f"{type(self).__name__}: expected prepared rows of shape (n, {self._data_dim}), "
+                f"got {x2d.shape}; use prepare_data"
+            )
+        return x2d
+
+    def _as_stats(self, stats_row: Any) -> np.ndarray:
+        row = np.ascontiguousarray(stats_row, dtype=np.float64)
+        if row.shape != self._empty_stats.shape:
+            raise ValueError(
+                f"{type(self).__name__}: statistics row must have shape "
+                f"{self._empty_stats.shape}, got {row.shape}"
+            )
+        return row
+
+    def stats_of(self, x2d: Any) -> np.ndarray:
+        """Sufficient statistics of a set of prepared rows.
+
+        Parameters
+        ----------
+        x2d : ndarray, shape (n, data_dim)
+            Prepared observations (see :meth:`prepare_data`).
+
+        Returns
+        -------
+        ndarray of float64, shape (stat_dim,)
+        """
+        from pymc_splitmerge.components import dispatch
+
+        self._require_ready()
+        x2d = self._as_rows(x2d)
+        index = np.arange(x2d.shape[0], dtype=np.int64)
+        return dispatch.stats_from_rows(
+            self.family_id, self._params, self._empty_stats, x2d, index
+        )
+
+    def log_marginal(self, stats_row: Any) -> float:
+        """Log marginal likelihood of a cluster from its statistics row (0.0 when empty)."""
+        from pymc_splitmerge.components import dispatch
+
+        self._require_ready()
+        return float(dispatch.log_marginal(self.family_id, self._params, self._as_stats(stats_row)))
+
+    def log_predictive(self, x_row: Any, stats_row: Any) -> float:
+        """Log posterior predictive density/mass of one prepared row given a cluster.
+
+        Parameters
+        ----------
+        x_row : ndarray, shape (data_dim,)
+        stats_row : ndarray, shape (stat_dim,)
+        """
+        from pymc_splitmerge.components import dispatch
+
+        self._require_ready()
+        x_row = np.ascontiguousarray(x_row, dtype=np.float64).reshape(-1)
+        if x_row.shape[0] != self._data_dim:
+            raise ValueError(
+                f"{type(self).__name__}: x_row must have {self._data_dim} entries, "
+                f"got {x_row.shape[0]}"
+            )
+        return float(
+            dispatch.log_predictive(
+                self.family_id, self._params, self._as_stats(stats_row), x_row
+            )
+        )
+
+    def log_marginal_of(self, x2d: Any) -> float:
+        """Log marginal likelihood of a set of prepared rows, shape (n, data_dim)."""
+        return self.log_marginal(self.stats_of(x2d))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(
+            f"{name}={_format_value(value)}" for name, value in self._hyperparameters.items()
+        )
+        return f"{type(self).__name__}({inner})"
+
+
+# ---------------------------------------------------------------- validation helpers
+def _require_positive(family: str, name: str, array: np.ndarray) -> None:
+    if not np.all(array > 0):
+        raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got {array!r}")
+
+
+def _require_vector(family: str, name: str, array: Any) -> np.ndarray:
+    if isinstance(array, list) or np.ndim(array) > 1:
+        raise ValueError(
+            f"{family}: hyperparameter {name!r} must be a scalar or a 1-D array, "
+            f"got shape {np.shape(array)}"
+        )
+    return np.asarray(array, dtype=np.float64)
+
+
+def _broadcast_vector(family: str, name: str, array: np.ndarray, size: int) -> np.ndarray:
+    """Broadcast a scalar or length-``size`` 1-D hyperparameter to shape (size,)."""
+    if array.ndim == 0:
+        return np.full(size, float(array))
+    if array.shape != (size,):
+        raise ValueError(
+            f"{family}: hyperparameter {name!r} has length {array.shape[0]} but the data have "
+            f"{size} attributes"
+        )
+    return array.astype(np.float64).copy()

@@ -1,0 +1,220 @@
+r"""Univariate normal with unknown mean and variance, Normal-Inverse-Gamma prior.
+
+Model::
+
+    x_i | mu, s2 ~ N(mu, s2),   mu | s2 ~ N(mu0, s2 / kappa0),   s2 ~ InvGamma(alpha0, beta0)
+
+(``beta0`` is the inverse-gamma *scale*, i.e. the rate of the gamma law of 1/s2).
+With ``y_i = x_i - mu0``, ``S = sum y_i``, ``Q = sum y_i^2``::
+
+    kappa_n = kappa0 + n,  alpha_n = alpha0 + n/2,  mu_n = mu0 + S / kappa_n,
+    beta_n  = beta0 + (Q - S^2 / kappa_n) / 2.
+
+Log marginal likelihood::
+
+    lgamma(alpha_n) - lgamma(alpha0) + alpha0 log beta0 - alpha_n log beta_n
+    + (log kappa0 - log kappa_n)/2 - n/2 log(2 pi)
+
+Predictive: Student-t with ``2 alpha_n`` degrees of freedom, location ``mu_n`` and squared
+scale ``beta_n (kappa_n + 1) / (alpha_n kappa_n)``.
+
+Layouts
+-------
+Statistics row (``stat_dim = 4``): ``[n, sum (x_i - mu0), sum (x_i - mu0)^2, c_n]`` (centred
+at ``mu0`` to limit cancellation; rows must be recomputed when ``mu0`` changes).  The last
+entry caches ``c_n = lgamma(alpha_n + 1/2) - lgamma(alpha_n)
+- log(2 pi beta_n (kappa_n + 1) / kappa_n) / 2``, refreshed by ``add_point``/``remove_point``,
+so that a predictive costs a single ``log1p``.
+Params: ``[mu0, kappa0, alpha0, beta0, alpha0 log beta0 - lgamma(alpha0)]``.
+
+References
+----------
+Murphy (2007), "Conjugate Bayesian analysis of the Gaussian distribution", section 3.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy import special, stats
+
+from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_INVERSE_GAMMA
+from pymc_splitmerge.components.base import ComponentFamily, _require_positive
+
+__all__ = [
+    "NormalInverseGamma",
+    "normal_inverse_gamma_add_point",
+    "normal_inverse_gamma_remove_point",
+    "normal_inverse_gamma_log_predictive",
+    "normal_inverse_gamma_log_marginal",
+    "reference_log_marginal",
+    "reference_log_predictive",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+@njit(cache=True)
+def _refresh_constant(params, stats):
+    count = stats[0]
+    kappa = params[1] + count
+    alpha = params[2] + 0.5 * count
+    beta = params[3] + 0.5 * (stats[2] - stats[1] * stats[1] / kappa)
+    stats[3] = (
+        math.lgamma(alpha + 0.5) - math.lgamma(alpha)
+        - 0.5 * (_LOG_2PI + math.log(beta * (kappa + 1.0) / kappa))
+    )
+
+
+@njit(cache=True)
+def normal_inverse_gamma_add_point(params, stats, x):
+    """Add one observation ``x`` (shape (1,)) to a statistics row, in place."""
+    y = x[0] - params[0]
+    stats[0] += 1.0
+    stats[1] += y
+    stats[2] += y * y
+    _refresh_constant(params, stats)
+
+
+@njit(cache=True)
+def normal_inverse_gamma_remove_point(params, stats, x):
+    """Remove one observation from a statistics row, in place (exact reset when emptied)."""
+    if stats[0] <= 1.0:
+        stats[0] = 0.0
+        stats[1] = 0.0
+        stats[2] = 0.0
+    else:
+        y = x[0] - params[0]
+        stats[0] -= 1.0
+        stats[1] -= y
+        stats[2] -= y * y
+    _refresh_constant(params, stats)
+
+
+@njit(cache=True)
+def normal_inverse_gamma_log_predictive(params, stats, x):
+    """Log Student-t predictive of ``x`` (shape (1,)) given a statistics row."""
+    count = stats[0]
+    kappa = params[1] + count
+    alpha = params[2] + 0.5 * count
+    beta = params[3] + 0.5 * (stats[2] - stats[1] * stats[1] / kappa)
+    residual = x[0] - params[0] - stats[1] / kappa
+    ratio = (kappa + 1.0) / kappa
+    return stats[3] - (alpha + 0.5) * math.log1p(residual * residual / (2.0 * beta * ratio))
+
+
+@njit(cache=True)
+def normal_inverse_gamma_log_marginal(params, stats):
+    """Log marginal likelihood of a statistics row; 0.0 for an empty row."""
+    count = stats[0]
+    if count == 0.0:
+        return 0.0
+    kappa0 = params[1]
+    kappa = kappa0 + count
+    alpha = params[2] + 0.5 * count
+    beta = params[3] + 0.5 * (stats[2] - stats[1] * stats[1] / kappa)
+    return (
+        math.lgamma(alpha) - alpha * math.log(beta) + params[4]
+        + 0.5 * (math.log(kappa0) - math.log(kappa)) - 0.5 * count * _LOG_2PI
+    )
+
+
+class NormalInverseGamma(ComponentFamily):
+    """Univariate normal with unknown mean and variance (Normal-Inverse-Gamma prior).
+
+    Parameters
+    ----------
+    mu0 : float
+        Prior mean of the component means.
+    kappa0 : float
+        Prior pseudo-count of the mean, > 0.
+    alpha0 : float
+        Inverse-gamma shape of the variance, > 0.
+    beta0 : float
+        Inverse-gamma scale of the variance, > 0.
+
+    Notes
+    -----
+    Data: shape (n,) or (n, 1).  Statistics row ``[n, sum (x-mu0), sum (x-mu0)^2]``.
+
+    References
+    ----------
+    Murphy (2007), "Conjugate Bayesian analysis of the Gaussian distribution", section 3.
+    """
+
+    hyperparameter_names = ("mu0", "kappa0", "alpha0", "beta0")
+    family_id = FAMILY_NORMAL_INVERSE_GAMMA
+
+    def __init__(self, mu0=0.0, kappa0=1.0, alpha0=1.0, beta0=1.0):
+        super().__init__(mu0=mu0, kappa0=kappa0, alpha0=alpha0, beta0=beta0)
+
+    def _validate(self, values):
+        name = type(self).__name__
+        for key in self.hyperparameter_names:
+            if isinstance(values[key], list) or values[key].ndim != 0:
+                raise ValueError(f"{name}: hyperparameter {key!r} must be a scalar")
+        for key in ("kappa0", "alpha0", "beta0"):
+            _require_positive(name, key, values[key])
+        return {key: float(value) for key, value in values.items()}
+
+    def _data_dim_from_hyperparameters(self, canonical):
+        return 1
+
+    def _finalize(self, canonical, data_dim):
+        if data_dim != 1:
+            raise ValueError(
+                f"{type(self).__name__} is univariate: data must have shape (n,) or (n, 1), "
+                f"got {data_dim} columns"
+            )
+        return dict(canonical)
+
+    def _pack_params(self, full):
+        constant = full["alpha0"] * math.log(full["beta0"]) - math.lgamma(full["alpha0"])
+        return np.array(
+            [full["mu0"], full["kappa0"], full["alpha0"], full["beta0"], constant]
+        )
+
+    def _pack_empty_stats(self, full):
+        alpha, beta, kappa = full["alpha0"], full["beta0"], full["kappa0"]
+        constant = (
+            math.lgamma(alpha + 0.5) - math.lgamma(alpha)
+            - 0.5 * (_LOG_2PI + math.log(beta * (kappa + 1.0) / kappa))
+        )
+        return np.array([0.0, 0.0, 0.0, constant])
+
+
+def _posterior(family, x2d):
+    full = family._full
+    x = np.asarray(x2d, dtype=np.float64).reshape(-1)
+    n = x.shape[0]
+    kappa = full["kappa0"] + n
+    mean = (full["kappa0"] * full["mu0"] + x.sum()) / kappa
+    alpha = full["alpha0"] + 0.5 * n
+    xbar = x.mean() if n else 0.0
+    beta = (
+        full["beta0"] + 0.5 * np.sum((x - xbar) ** 2)
+        + full["kappa0"] * n * (xbar - full["mu0"]) ** 2 / (2.0 * kappa)
+    )
+    return n, kappa, mean, alpha, beta
+
+
+def reference_log_marginal(family: NormalInverseGamma, x2d: np.ndarray) -> float:
+    """Textbook closed form (Murphy 2007 eq. 95) from the raw observations."""
+    full = family._full
+    n, kappa, _, alpha, beta = _posterior(family, x2d)
+    if n == 0:
+        return 0.0
+    return float(
+        special.gammaln(alpha) - special.gammaln(full["alpha0"])
+        + full["alpha0"] * np.log(full["beta0"]) - alpha * np.log(beta)
+        + 0.5 * (np.log(full["kappa0"]) - np.log(kappa)) - 0.5 * n * np.log(2.0 * np.pi)
+    )
+
+
+def reference_log_predictive(family: NormalInverseGamma, x_row, x2d) -> float:
+    """scipy Student-t predictive of ``x_row`` given the observations ``x2d``."""
+    _, kappa, mean, alpha, beta = _posterior(family, x2d)
+    scale = np.sqrt(beta * (kappa + 1.0) / (alpha * kappa))
+    return float(stats.t(df=2.0 * alpha, loc=mean, scale=scale).logpdf(np.reshape(x_row, -1)[0]))

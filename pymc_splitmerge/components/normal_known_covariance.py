@@ -1,0 +1,301 @@
+r"""Multivariate normal with known covariance and a normal prior on the mean.
+
+Model::
+
+    x_i | mu ~ N_D(mu, sigma),      mu ~ N_D(mu0, sigma0)
+
+Posterior after n points: ``Sigma_n = (sigma0^{-1} + n sigma^{-1})^{-1}``,
+``mu_n = Sigma_n (sigma0^{-1} mu0 + sigma^{-1} sum x_i)``; predictive
+``N(mu_n, Sigma_n + sigma)``.
+
+Computation.  With ``sigma = C C^T`` (Cholesky) and the eigen-decomposition
+``C^{-1} sigma0 C^{-T} = U diag(lambda) U^T``, the whitened coordinates
+``z = T x`` with ``T = U^T C^{-1}`` satisfy ``z | theta ~ N(theta, I)``,
+``theta ~ N(m, diag(lambda))`` with ``m = T mu0``: the problem splits into D independent
+univariate normal-normal problems, and ``log p(x) = log p(z) - log|C|``.  Hence the
+predictive costs O(D^2) (the product ``T x``) with no allocation, and no D x D solve
+per call.  For coordinate d with n points and whitened sum ``s_d``::
+
+    P_d = n + 1/lambda_d,  predictive z_d ~ N((m_d/lambda_d + s_d)/P_d, 1 + 1/P_d)
+    log p(z_{1..n, d}) = -n/2 log(2 pi) - 1/2 log(1 + n lambda_d) - 1/2 sum_i z_id^2
+                         - m_d^2/(2 lambda_d) + (m_d/lambda_d + s_d)^2 / (2 P_d)
+
+Layouts
+-------
+Statistics row (``stat_dim = D + 2``)::
+
+    [n, sum_x (D), sum_i x_i^T sigma^{-1} x_i]
+
+The last entry is needed for the log marginal likelihood (it is not used by the
+predictive; it cancels in ratios of marginals over the same points).
+
+Params (``2 + D*D + 3D``)::
+
+    [D, log|C|, T (D*D row-major), m / lambda (D), 1 / lambda (D), m^2 / lambda (D)]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy import stats
+
+from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_KNOWN_COVARIANCE
+from pymc_splitmerge.components.base import ComponentFamily
+
+__all__ = [
+    "NormalKnownCovariance",
+    "normal_known_covariance_add_point",
+    "normal_known_covariance_remove_point",
+    "normal_known_covariance_log_predictive",
+    "normal_known_covariance_log_marginal",
+    "reference_log_marginal",
+    "reference_log_predictive",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+@njit(cache=True)
+def _whitened_square(params, x, dim):
+    total = 0.0
+    for d in range(dim):
+        z = 0.0
+        for j in range(dim):
+            z += params[2 + d * dim + j] * x[j]
+        total += z * z
+    return total
+
+
+@njit(cache=True)
+def normal_known_covariance_add_point(params, stats, x):
+    """Add one row ``x`` (shape (D,)) to a statistics row, in place."""
+    dim = int(params[0])
+    stats[0] += 1.0
+    for j in range(dim):
+        stats[1 + j] += x[j]
+    stats[1 + dim] += _whitened_square(params, x, dim)
+
+
+@njit(cache=True)
+def normal_known_covariance_remove_point(params, stats, x):
+    """Remove one row ``x`` from a statistics row, in place (exact reset when emptied)."""
+    dim = int(params[0])
+    if stats[0] <= 1.0:
+        for j in range(dim + 2):
+            stats[j] = 0.0
+        return
+    stats[0] -= 1.0
+    for j in range(dim):
+        stats[1 + j] -= x[j]
+    stats[1 + dim] -= _whitened_square(params, x, dim)
+
+
+@njit(cache=True)
+def normal_known_covariance_log_predictive(params, stats, x):
+    """Log normal predictive ``N(x | mu_n, Sigma_n + sigma)`` (O(D^2), no allocation)."""
+    dim = int(params[0])
+    count = stats[0]
+    offset_t = 2
+    offset_mean = 2 + dim * dim
+    offset_precision = offset_mean + dim
+    quadratic = 0.0
+    log_variance = 0.0
+    product = 1.0
+    for d in range(dim):
+        z = 0.0
+        s = 0.0
+        row = offset_t + d * dim
+        for j in range(dim):
+            z += params[row + j] * x[j]
+            s += params[row + j] * stats[1 + j]
+        precision = count + params[offset_precision + d]
+        mean = (params[offset_mean + d] + s) / precision
+        variance = 1.0 + 1.0 / precision
+        quadratic += (z - mean) * (z - mean) / variance
+        product *= variance
+        if product > 1e150:
+            log_variance += math.log(product)
+            product = 1.0
+    log_variance += math.log(product)
+    return -0.5 * (dim * _LOG_2PI + log_variance + quadratic) - params[1]
+
+
+@njit(cache=True)
+def normal_known_covariance_log_marginal(params, stats):
+    """Log marginal likelihood of a statistics row; 0.0 for an empty row."""
+    count = stats[0]
+    if count == 0.0:
+        return 0.0
+    dim = int(params[0])
+    offset_mean = 2 + dim * dim
+    offset_precision = offset_mean + dim
+    offset_square = offset_precision + dim
+    total = -0.5 * count * dim * _LOG_2PI - count * params[1] - 0.5 * stats[1 + dim]
+    for d in range(dim):
+        s = 0.0
+        for j in range(dim):
+            s += params[2 + d * dim + j] * stats[1 + j]
+        inverse_lambda = params[offset_precision + d]
+        precision = count + inverse_lambda
+        b = params[offset_mean + d] + s
+        total += (
+            -0.5 * math.log1p(count / inverse_lambda) - 0.5 * params[offset_square + d]
+            + 0.5 * b * b / precision
+        )
+    return total
+
+
+def _as_covariance(name: str, family: str, value: np.ndarray) -> np.ndarray:
+    if isinstance(value, list) or value.ndim not in (0, 2):
+        raise ValueError(f"{family}: hyperparameter {name!r} must be a scalar or a (D, D) matrix")
+    if value.ndim == 0:
+        if not value > 0:
+            raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got {float(value)}")
+        return value
+    if value.shape[0] != value.shape[1]:
+        raise ValueError(f"{family}: hyperparameter {name!r} must be square, got {value.shape}")
+    scale = max(float(np.max(np.abs(value))), 1e-300)
+    if not np.allclose(value, value.T, rtol=0.0, atol=1e-10 * scale):
+        raise ValueError(f"{family}: hyperparameter {name!r} must be symmetric")
+    try:
+        np.linalg.cholesky(value)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{family}: hyperparameter {name!r} must be positive definite") from None
+    return value
+
+
+class NormalKnownCovariance(ComponentFamily):
+    """Multivariate normal with known covariance ``sigma`` and a normal prior on the mean.
+
+    Parameters
+    ----------
+    mu0 : float or array_like of shape (D,)
+        Prior mean of the component means.
+    sigma0 : float or array_like of shape (D, D)
+        Prior covariance of the component means (scalar ``s`` means ``s * I``), SPD.
+    sigma : float or array_like of shape (D, D)
+        Known within-component covariance (scalar ``s`` means ``s * I``), SPD.
+
+    Notes
+    -----
+    Statistics row ``[n, sum_x (D), sum_i x_i^T sigma^{-1} x_i]``; see the module docstring.
+    """
+
+    hyperparameter_names = ("mu0", "sigma0", "sigma")
+    family_id = FAMILY_NORMAL_KNOWN_COVARIANCE
+
+    def __init__(self, mu0=0.0, sigma0=1.0, sigma=1.0):
+        super().__init__(mu0=mu0, sigma0=sigma0, sigma=sigma)
+
+    def _validate(self, values):
+        name = type(self).__name__
+        mu0 = values["mu0"]
+        if isinstance(mu0, list) or mu0.ndim > 1:
+            raise ValueError(f"{name}: hyperparameter 'mu0' must be a scalar or a 1-D array")
+        sigma0 = _as_covariance("sigma0", name, values["sigma0"])
+        sigma = _as_covariance("sigma", name, values["sigma"])
+        dims = {}
+        if mu0.ndim == 1:
+            dims["mu0"] = mu0.shape[0]
+        for key, value in (("sigma0", sigma0), ("sigma", sigma)):
+            if value.ndim == 2:
+                dims[key] = value.shape[0]
+        if len(set(dims.values())) > 1:
+            raise ValueError(f"{name}: mismatched dimensions of hyperparameters {dims}")
+        return {"mu0": mu0, "sigma0": sigma0, "sigma": sigma}
+
+    def _data_dim_from_hyperparameters(self, canonical):
+        for key in ("sigma", "sigma0"):
+            if canonical[key].ndim == 2:
+                return canonical[key].shape[0]
+        if canonical["mu0"].ndim == 1:
+            return canonical["mu0"].shape[0]
+        return None
+
+    def _finalize(self, canonical, data_dim):
+        name = type(self).__name__
+        full = {}
+        mu0 = canonical["mu0"]
+        if mu0.ndim == 0:
+            mu0 = np.full(data_dim, float(mu0))
+        elif mu0.shape[0] != data_dim:
+            raise ValueError(f"{name}: 'mu0' has length {mu0.shape[0]}, data have {data_dim}")
+        full["mu0"] = mu0.astype(np.float64)
+        for key in ("sigma0", "sigma"):
+            value = canonical[key]
+            if value.ndim == 0:
+                value = float(value) * np.eye(data_dim)
+            elif value.shape[0] != data_dim:
+                raise ValueError(
+                    f"{name}: {key!r} is {value.shape}, data have dimension {data_dim}"
+                )
+            full[key] = 0.5 * (value + value.T)
+        chol = np.linalg.cholesky(full["sigma"])
+        chol_inverse = np.linalg.solve(chol, np.eye(data_dim))
+        whitened_prior = chol_inverse @ full["sigma0"] @ chol_inverse.T
+        eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (whitened_prior + whitened_prior.T))
+        if not np.all(eigenvalues > 0):
+            raise ValueError(f"{name}: hyperparameter 'sigma0' is numerically singular")
+        full["transform"] = eigenvectors.T @ chol_inverse
+        full["lambda"] = eigenvalues
+        full["log_det_chol"] = float(np.sum(np.log(np.diag(chol))))
+        return full
+
+    def _pack_params(self, full):
+        dim = full["mu0"].shape[0]
+        m = full["transform"] @ full["mu0"]
+        lam = full["lambda"]
+        return np.concatenate(
+            [
+                [dim, full["log_det_chol"]],
+                full["transform"].ravel(),
+                m / lam,
+                1.0 / lam,
+                m * m / lam,
+            ]
+        )
+
+    def _pack_empty_stats(self, full):
+        return np.zeros(full["mu0"].shape[0] + 2)
+
+
+def _posterior(family, x2d):
+    full = family._full
+    dim = full["mu0"].shape[0]
+    x2d = np.asarray(x2d, dtype=np.float64).reshape(-1, dim)
+    sigma_inverse = np.linalg.inv(full["sigma"])
+    sigma0_inverse = np.linalg.inv(full["sigma0"])
+    covariance = np.linalg.inv(sigma0_inverse + x2d.shape[0] * sigma_inverse)
+    mean = covariance @ (sigma0_inverse @ full["mu0"] + sigma_inverse @ x2d.sum(axis=0))
+    return mean, covariance
+
+
+def reference_log_marginal(family: NormalKnownCovariance, x2d: np.ndarray) -> float:
+    """Joint Gaussian density of all rows (shape (n, D)): covariance I (x) sigma + J (x) sigma0."""
+    full = family._full
+    dim = full["mu0"].shape[0]
+    x2d = np.asarray(x2d, dtype=np.float64).reshape(-1, dim)
+    n = x2d.shape[0]
+    if n == 0:
+        return 0.0
+    covariance = np.kron(np.eye(n), full["sigma"]) + np.kron(np.ones((n, n)), full["sigma0"])
+    return float(
+        stats.multivariate_normal(mean=np.tile(full["mu0"], n), cov=covariance).logpdf(
+            x2d.ravel()
+        )
+    )
+
+
+def reference_log_predictive(
+    family: NormalKnownCovariance, x_row: np.ndarray, x2d: np.ndarray
+) -> float:
+    """scipy normal predictive ``N(x_row | mu_n, Sigma_n + sigma)`` given rows ``x2d``."""
+    mean, covariance = _posterior(family, x2d)
+    return float(
+        stats.multivariate_normal(mean=mean, cov=covariance + family._full["sigma"]).logpdf(
+            np.reshape(x_row, -1)
+        )
+    )

@@ -1,0 +1,300 @@
+r"""Gibbs-type partition priors: the shared base class.
+
+Every partition prior of this package is *Gibbs-type*: the probability of a set
+partition :math:`c` of :math:`n` points into :math:`K` blocks :math:`b_1, \dots, b_K` is
+
+.. math::
+
+    p(c) = V(n, K) \prod_{j=1}^{K} W(|b_j|),
+
+normalised so that the sum over all set partitions of ``n`` points is one
+(PGSM eq. 3, with :math:`\tau_1 = V` and :math:`\tau_2 = W`).
+
+Kernels never call a prior object in their inner loops.  They receive the two tables
+returned by :meth:`GibbsTypePrior.tables` for a partition of ``N`` points (``N`` counted
+*after* the placement of the point being moved) and use
+
+* log weight of joining a cluster of current size ``m``:
+  ``log_w_table[m + 1] - log_w_table[m]``;
+* log weight of opening a new cluster when ``K`` clusters exist:
+  ``log_v_table[K + 1] - log_v_table[K] + log_w_table[1]``;
+
+(the common factor :math:`V(N, K)` of the join weights cancels).  The sequential urn of
+:meth:`GibbsTypePrior.sample` uses exactly these ratios, so drawing from the prior with the
+urn and comparing with the enumerated EPPF tests the tables the kernels use.
+
+References
+----------
+.. [1] Bouchard-Côté, A., Doucet, A. and Roth, A. (2017). Particle Gibbs split-merge sampling
+   for Bayesian inference in mixture models. JMLR 18(28), eq. 3.
+.. [2] Gnedin, A. and Pitman, J. (2006). Exchangeable Gibbs partitions and Stirling
+   triangles. Journal of Mathematical Sciences 138(3).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+__all__ = ["GibbsTypePrior", "validate_real", "validate_positive_integer"]
+
+
+def validate_real(value, name: str) -> float:
+    """Return ``value`` as a finite Python float or raise a clear error.
+
+    Accepts Python numbers, numpy scalars and 0-d arrays.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number (e.g. a string, a list, a symbolic variable).
+    ValueError
+        If ``value`` is NaN or infinite.
+    """
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be a real number, got a boolean {value!r}")
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            raise TypeError(f"{name} must be a scalar, got an array of shape {value.shape}")
+        value = value[()]
+    if not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__}; "
+            "symbolic hyperparameters belong to the PyMC distributions, not the numeric priors"
+        )
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite, got {result}")
+    return result
+
+
+def validate_positive_integer(value, name: str) -> int:
+    """Return ``value`` as a Python int >= 1 or raise a clear error.
+
+    Accepts Python/numpy integers and integral floats (``3.0``).
+    """
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be an integer >= 1, got a boolean {value!r}")
+    if isinstance(value, np.ndarray):
+        if value.ndim != 0:
+            raise TypeError(f"{name} must be a scalar, got an array of shape {value.shape}")
+        value = value[()]
+    if isinstance(value, numbers.Integral):
+        result = int(value)
+    elif isinstance(value, numbers.Real):
+        as_float = float(value)
+        if not math.isfinite(as_float) or not as_float.is_integer():
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        result = int(as_float)
+    else:
+        raise TypeError(f"{name} must be an integer >= 1, got {type(value).__name__}")
+    if result < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {result}")
+    return result
+
+
+def _validate_n(n) -> int:
+    if isinstance(n, bool | np.bool_) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"n (number of points) must be an integer, got {type(n).__name__}")
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"n (number of points) must be >= 0, got {n}")
+    return n
+
+
+def _as_int_array(values, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind == "f":
+        if not np.all(np.isfinite(array)) or not np.all(array == np.round(array)):
+            raise ValueError(f"{name} must hold integers, got {values!r}")
+        array = array.astype(np.int64)
+    elif array.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers, got dtype {array.dtype}")
+    return array.astype(np.int64, copy=False)
+
+
+class GibbsTypePrior(ABC):
+    r"""Base class of Gibbs-type partition priors :math:`p(c) = V(n, K) \prod_b W(|b|)`.
+
+    Subclasses implement :meth:`_log_v` (vectorised over ``K >= 1``, ``n >= 1``) and
+    :meth:`_log_w` (vectorised over ``m >= 1``); this class handles validation, the
+    ``K = 0`` / ``n = 0`` conventions, the EPPF, the kernel tables and the urn sampler.
+    """
+
+    # ----------------------------------------------------------------- to implement
+    @abstractmethod
+    def _log_v(self, n: int, k: np.ndarray) -> np.ndarray:
+        """log V(n, K) for ``n >= 1`` and an int64 array of ``K >= 1``."""
+
+    @abstractmethod
+    def _log_w(self, m: np.ndarray) -> np.ndarray:
+        """log W(m) for an int64 array of ``m >= 1``."""
+
+    @property
+    def max_clusters(self) -> int | None:
+        """Largest number of clusters with positive prior mass (``None`` when unbounded)."""
+        return None
+
+    # ----------------------------------------------------------------- public API
+    def log_v(self, n: int, k):
+        """Log of the Gibbs coefficient :math:`V(n, K)`.
+
+        Parameters
+        ----------
+        n : int
+            Number of points, ``n >= 0``.
+        k : int or array of int
+            Number of clusters ``K >= 0``.
+
+        Returns
+        -------
+        float or ndarray of float64 (same shape as ``k``)
+            ``log V(n, K)``; ``-inf`` where the configuration is infeasible
+            (``K = 0`` with ``n >= 1``, ``K >= 1`` with ``n = 0``, ``K > max_clusters``).
+        """
+        if type(n) is int and type(k) is int and 1 <= k and 1 <= n:  # fast scalar path
+            if self.max_clusters is not None and k > self.max_clusters:
+                return -np.inf
+            return float(self._log_v(n, np.int64(k)))
+        n = _validate_n(n)
+        k_array = _as_int_array(k, "k (number of clusters)")
+        if np.any(k_array < 0):
+            raise ValueError(f"k (number of clusters) must be >= 0, got {k!r}")
+        flat = k_array.reshape(-1)
+        result = np.full(flat.shape, -np.inf)
+        if n == 0:
+            result[flat == 0] = 0.0
+        else:
+            positive = flat >= 1
+            if self.max_clusters is not None:
+                positive &= flat <= self.max_clusters
+            if np.any(positive):
+                result[positive] = self._log_v(n, flat[positive])
+        result = result.reshape(k_array.shape)
+        return float(result) if result.ndim == 0 else result
+
+    def log_w(self, m):
+        """Log of the block weight :math:`W(m)`.
+
+        Parameters
+        ----------
+        m : int or array of int
+            Block sizes, ``m >= 1``.
+
+        Returns
+        -------
+        float or ndarray of float64 (same shape as ``m``)
+        """
+        m_array = _as_int_array(m, "m (block size)")
+        if np.any(m_array < 1):
+            raise ValueError(f"m (block size) must be >= 1, got {m!r}")
+        result = np.asarray(self._log_w(m_array.reshape(-1)), dtype=np.float64)
+        result = result.reshape(m_array.shape)
+        return float(result) if result.ndim == 0 else result
+
+    def log_eppf(self, sizes) -> float:
+        """Log exchangeable partition probability function.
+
+        Parameters
+        ----------
+        sizes : array of int, shape (n_slots,)
+            Block sizes; zero entries (free slots) are ignored.
+
+        Returns
+        -------
+        float
+            ``log V(n, K) + sum_j log W(sizes[j])`` with ``n = sizes.sum()`` and
+            ``K`` the number of non-zero entries.
+        """
+        sizes = _as_int_array(sizes, "sizes").reshape(-1)
+        if np.any(sizes < 0):
+            raise ValueError(f"sizes must be >= 0, got {sizes!r}")
+        sizes = sizes[sizes > 0]
+        n = int(sizes.sum())
+        log_v = self.log_v(n, len(sizes))
+        if log_v == -np.inf:
+            return -np.inf
+        return float(log_v + (np.sum(self.log_w(sizes)) if len(sizes) else 0.0))
+
+    def tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tables the kernels use for a partition of ``n`` points.
+
+        Parameters
+        ----------
+        n : int
+            Number of points (after the placement of the point being moved).
+
+        Returns
+        -------
+        log_v_table : ndarray of float64, shape (n + 2,)
+            ``log_v_table[K] = log V(n, K)`` for ``K = 0..n+1``.
+        log_w_table : ndarray of float64, shape (n + 2,)
+            ``log_w_table[m] = log W(m)`` for ``m = 1..n+1`` and ``log_w_table[0] = 0``.
+        """
+        n = _validate_n(n)
+        log_v_table = np.asarray(self.log_v(n, np.arange(n + 2)), dtype=np.float64).copy()
+        log_w_table = np.zeros(n + 2)
+        log_w_table[1:] = self.log_w(np.arange(1, n + 2))
+        return log_v_table, log_w_table
+
+    def sample(self, n: int, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        """Draw partitions from the prior with the sequential (Chinese-restaurant) urn.
+
+        Point ``N`` (1-based) joins an existing cluster of size ``m`` with weight
+        ``W(m+1)/W(m)`` or opens a new one with weight ``V(N, K+1)/V(N, K) W(1)``, computed
+        from ``tables(N)`` exactly as the kernels do.
+
+        Parameters
+        ----------
+        n : int
+            Number of points.
+        rng : numpy.random.Generator
+            Source of randomness.
+        size : int, optional
+            Number of independent partitions; ``None`` draws one.
+
+        Returns
+        -------
+        labels : ndarray of int64, shape (n,) or (size, n)
+            Canonical labels (order of first appearance, ``0..K-1``).
+        """
+        n = _validate_n(n)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        num = 1 if size is None else int(size)
+        if num < 0:
+            raise ValueError(f"size must be >= 0, got {size}")
+        labels = np.zeros((num, n), dtype=np.int64)
+        cluster_sizes = np.zeros((num, n + 1), dtype=np.int64)
+        n_clusters = np.zeros(num, dtype=np.int64)
+        rows = np.arange(num)
+        slots = np.arange(n + 1)
+        for point in range(n):
+            log_v_table, log_w_table = self.tables(point + 1)
+            occupied = slots[None, :] < n_clusters[:, None]
+            log_weights = np.where(
+                occupied,
+                log_w_table[np.minimum(cluster_sizes + 1, point + 1)] - log_w_table[cluster_sizes],
+                -np.inf,
+            )
+            # with K = 0 (first point) opening a cluster is the only option: V(N, 0) = 0
+            has_clusters = n_clusters > 0
+            log_new = np.zeros(num)
+            log_new[has_clusters] = (
+                log_v_table[n_clusters[has_clusters] + 1]
+                - log_v_table[n_clusters[has_clusters]]
+                + log_w_table[1]
+            )
+            log_weights[rows, n_clusters] = log_new
+            log_weights -= np.max(log_weights, axis=1, keepdims=True)
+            weights = np.exp(log_weights)
+            cumulative = np.cumsum(weights, axis=1)
+            uniforms = rng.random(num) * cumulative[:, -1]
+            choice = np.minimum((cumulative <= uniforms[:, None]).sum(axis=1), n)
+            labels[:, point] = choice
+            cluster_sizes[rows, choice] += 1
+            n_clusters += choice == n_clusters
+        return labels[0] if size is None else labels

@@ -1,0 +1,76 @@
+r"""Pitman-Yor (two-parameter Poisson-Dirichlet) partition prior.
+
+With concentration :math:`\alpha` and discount :math:`d`, ``0 <= d < 1``, ``alpha > -d``:
+
+.. math::
+
+    V(n, K) = \frac{\prod_{i=1}^{K-1} (\alpha + i d)}{(\alpha + 1)_{n-1}}, \qquad
+    W(m) = (1 - d)_{m-1},
+
+with :math:`(x)_j = \Gamma(x + j) / \Gamma(x)` the rising factorial.  For ``d > 0``,
+:math:`\prod_{i=1}^{K-1}(\alpha + i d) = d^{K-1}\Gamma(\alpha/d + K)/\Gamma(\alpha/d + 1)`.
+``d = 0`` is the Dirichlet process.
+
+References
+----------
+.. [1] Pitman, J. and Yor, M. (1997). The two-parameter Poisson-Dirichlet distribution derived
+   from a stable subordinator. Annals of Probability 25(2), 855-900.
+.. [2] Bouchard-Côté, A., Doucet, A. and Roth, A. (2017). Particle Gibbs split-merge sampling
+   for Bayesian inference in mixture models. JMLR 18(28), eq. 3.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln
+
+from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
+
+__all__ = ["PitmanYorPrior"]
+
+
+@dataclass(frozen=True)
+class PitmanYorPrior(GibbsTypePrior):
+    """Pitman-Yor partition prior.
+
+    Parameters
+    ----------
+    alpha : float
+        Concentration (strength), ``alpha > -discount`` (may be negative).
+    discount : float
+        Discount, ``0 <= discount < 1``.
+    """
+
+    alpha: float
+    discount: float
+
+    def __post_init__(self):
+        alpha = validate_real(self.alpha, "alpha")
+        discount = validate_real(self.discount, "discount")
+        if not 0.0 <= discount < 1.0:
+            raise ValueError(f"discount must satisfy 0 <= discount < 1, got {discount}")
+        if alpha <= -discount:
+            raise ValueError(
+                f"alpha must be > -discount (= {-discount}), got alpha = {alpha}; "
+                "with discount = 0 this means alpha > 0"
+            )
+        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "discount", discount)
+
+    def _log_v(self, n: int, k: np.ndarray) -> np.ndarray:
+        alpha, discount = self.alpha, self.discount
+        if discount == 0.0:
+            log_numerator = (k - 1) * math.log(alpha)
+        else:
+            ratio = alpha / discount
+            log_numerator = (
+                (k - 1) * math.log(discount) + gammaln(ratio + k) - gammaln(ratio + 1.0)
+            )
+        log_denominator = gammaln(alpha + n) - gammaln(alpha + 1.0)
+        return log_numerator - log_denominator
+
+    def _log_w(self, m: np.ndarray) -> np.ndarray:
+        return gammaln(m - self.discount) - gammaln(1.0 - self.discount)

@@ -1,0 +1,465 @@
+"""Tests of the conjugate component families (components/).
+
+Every numba routine is compared with the plain numpy/scipy reference of its module, and every
+log marginal likelihood with a computation that does not share its algebra: the candidate's
+(Besag) identity p(x) = p(x | theta) p(theta) / p(theta | x) with scipy densities, a joint
+Gaussian density, or numerical integration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from pymc_splitmerge.components import (
+    BetaBernoulli,
+    ComponentFamily,
+    DirichletCategorical,
+    GammaPoisson,
+    GridComponent,
+    NormalInverseGamma,
+    NormalInverseWishart,
+    NormalKnownCovariance,
+    dispatch,
+)
+from pymc_splitmerge.components import beta_bernoulli as beta_bernoulli_module
+from pymc_splitmerge.components import dirichlet_categorical as dirichlet_categorical_module
+from pymc_splitmerge.components import gamma_poisson as gamma_poisson_module
+from pymc_splitmerge.components import grid as grid_module
+from pymc_splitmerge.components import normal_inverse_gamma as normal_inverse_gamma_module
+from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+from pymc_splitmerge.components import normal_known_covariance as nkc_module
+
+RTOL = 1e-9
+ATOL = 1e-9
+
+
+def _spd(rng, dim):
+    a = rng.normal(size=(dim, dim))
+    return a @ a.T + dim * np.eye(dim)
+
+
+def _grid_data(rng, n, size=25):
+    phi = np.linspace(0.01, 0.99, size)
+    depth = rng.integers(5, 40, size=n)
+    reads = rng.binomial(depth, 0.3)
+    return stats.binom.logpmf(reads[:, None], depth[:, None], phi[None, :])
+
+
+def _make_cases():
+    """(id, family, module, raw data) for every family and its layout variants."""
+    rng = np.random.default_rng(20240601)
+    cases = []
+    cases.append(("niw-1d", NormalInverseWishart(mu0=0.5, kappa0=0.7, nu0=2.5, psi0=1.3),
+                  niw_module, rng.normal(1.0, 2.0, size=9)))
+    dim = 3
+    cases.append(("niw-3d", NormalInverseWishart(mu0=rng.normal(size=dim), kappa0=0.5,
+                                                 nu0=dim + 1.5, psi0=_spd(rng, dim)),
+                  niw_module, rng.normal(size=(9, dim)) @ _spd(rng, dim)))
+    cases.append(("nkc-1d", NormalKnownCovariance(mu0=0.3, sigma0=2.0, sigma=0.5),
+                  nkc_module, rng.normal(1.0, 1.0, size=8)))
+    cases.append(("nkc-3d", NormalKnownCovariance(mu0=rng.normal(size=dim),
+                                                  sigma0=_spd(rng, dim), sigma=_spd(rng, dim)),
+                  nkc_module, rng.normal(size=(8, dim)) * 2.0))
+    cases.append(("nig", NormalInverseGamma(mu0=1.0, kappa0=0.4, alpha0=2.0, beta0=1.5),
+                  normal_inverse_gamma_module, rng.normal(3.0, 2.0, size=9)))
+    cases.append(("beta-bernoulli", BetaBernoulli(a=rng.uniform(0.5, 2.0, size=6), b=0.8),
+                  beta_bernoulli_module, rng.integers(0, 2, size=(10, 6))))
+    cases.append(("dirichlet-symmetric", DirichletCategorical(0.7, [2, 3, 5]),
+                  dirichlet_categorical_module,
+                  np.column_stack([rng.integers(0, k, size=10) for k in (2, 3, 5)])))
+    cases.append(("dirichlet-full",
+                  DirichletCategorical([[0.5, 1.5], [1.0, 2.0, 0.3, 0.9]], [2, 4]),
+                  dirichlet_categorical_module,
+                  np.column_stack([rng.integers(0, k, size=10) for k in (2, 4)])))
+    cases.append(("gamma-poisson-equal-rates", GammaPoisson(shape=[0.5, 2.0, 3.0], rate=0.7),
+                  gamma_poisson_module, rng.poisson([1.0, 4.0, 45.0], size=(9, 3))))
+    cases.append(("gamma-poisson-rates", GammaPoisson(shape=1.5, rate=[0.2, 1.0, 3.0]),
+                  gamma_poisson_module, rng.poisson([0.5, 8.0, 60.0], size=(9, 3))))
+    cases.append(("grid", GridComponent(rng.normal(size=25) - 7.0), grid_module,
+                  _grid_data(rng, 9)))
+    prepared = []
+    for name, family, module, raw in cases:
+        prepared.append(pytest.param(family, module, family.prepare_data(raw), id=name))
+    return prepared
+
+
+CASES = _make_cases()
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES)
+def test_log_marginal_matches_reference(family, module, x):
+    for n in (1, 2, len(x)):
+        numba_value = family.log_marginal_of(x[:n])
+        assert np.isclose(numba_value, module.reference_log_marginal(family, x[:n]),
+                          rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES)
+def test_log_predictive_matches_reference(family, module, x):
+    for n in (0, 1, 4, len(x) - 1):
+        row = family.stats_of(x[:n])
+        for new in (x[-1], x[0]):
+            assert np.isclose(family.log_predictive(new, row),
+                              module.reference_log_predictive(family, new, x[:n]),
+                              rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES)
+def test_chain_rule_in_two_orders(family, module, x):
+    rng = np.random.default_rng(7)
+    expected = module.reference_log_marginal(family, x)
+    for _ in range(2):
+        order = rng.permutation(len(x))
+        row = family.empty_stats
+        total = 0.0
+        for i in order:
+            total += dispatch.log_predictive(family.family_id, family.params, row, x[i])
+            dispatch.add_point(family.family_id, family.params, row, x[i])
+        assert np.isclose(total, expected, rtol=RTOL, atol=ATOL)
+        assert np.isclose(dispatch.log_marginal(family.family_id, family.params, row), expected,
+                          rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES)
+def test_add_remove_round_trip(family, module, x):
+    rng = np.random.default_rng(11)
+    params, family_id = family.params, family.family_id
+    empty = family.empty_stats
+    assert dispatch.log_marginal(family_id, params, empty) == 0.0
+    assert family.log_marginal_of(x[:0]) == 0.0
+    # all points in, all points out (random order): the empty row exactly or to 1e-10
+    row = family.empty_stats
+    for i in rng.permutation(len(x)):
+        dispatch.add_point(family_id, params, row, x[i])
+    for i in rng.permutation(len(x)):
+        dispatch.remove_point(family_id, params, row, x[i])
+    np.testing.assert_allclose(row, empty, rtol=0, atol=1e-10)
+    # a base cluster plus some points, then removal of those points: the base statistics
+    base = family.stats_of(x[:4])
+    row = base.copy()
+    for i in range(4, len(x)):
+        dispatch.add_point(family_id, params, row, x[i])
+    assert np.allclose(row, family.stats_of(x), rtol=1e-10, atol=1e-10)
+    for i in rng.permutation(np.arange(4, len(x))):
+        dispatch.remove_point(family_id, params, row, x[i])
+    np.testing.assert_allclose(row, base, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES)
+def test_batch_helpers_match_single_calls(family, module, x):
+    params, family_id = family.params, family.family_id
+    stats_table = np.stack([family.stats_of(x[:n]) for n in range(4)])
+    slots = np.array([3, 0, 2, 1, 3], dtype=np.int64)
+    out = np.full(6, 123.0)
+    dispatch.log_predictive_many(family_id, params, stats_table, slots, 4, x[-1], out)
+    expected = [family.log_predictive(x[-1], stats_table[s]) for s in slots[:4]]
+    np.testing.assert_allclose(out[:4], expected, rtol=1e-12, atol=1e-12)
+    assert np.all(out[4:] == 123.0)
+    index = np.array([5, 1, 3], dtype=np.int64)
+    row = dispatch.stats_from_rows(family_id, params, family.empty_stats, x, index)
+    assert np.allclose(row, family.stats_of(x[[1, 3, 5]]), rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------------------------ independent checks
+def _niw_log_density(mu, sigma, mean, kappa, nu, psi):
+    return (stats.multivariate_normal(mean, sigma / kappa).logpdf(mu)
+            + stats.invwishart(df=nu, scale=psi).logpdf(sigma))
+
+
+@pytest.mark.parametrize("dim", [1, 2, 4])
+def test_niw_candidate_identity(dim):
+    """Besag's identity with scipy normal / inverse-Wishart densities (shares no algebra)."""
+    rng = np.random.default_rng(dim)
+    mu0, kappa0, nu0, psi0 = rng.normal(size=dim), 0.8, dim + 1.2, _spd(rng, dim)
+    family = NormalInverseWishart(mu0=mu0, kappa0=kappa0, nu0=nu0, psi0=psi0)
+    x = family.prepare_data(rng.normal(size=(7, dim)) * 1.5 + 2.0)
+    n = len(x)
+    kappa, nu = kappa0 + n, nu0 + n
+    mean = (kappa0 * mu0 + x.sum(0)) / kappa
+    xbar = x.mean(0)
+    psi = psi0 + (x - xbar).T @ (x - xbar) + kappa0 * n / kappa * np.outer(xbar - mu0, xbar - mu0)
+    mu_star, sigma_star = rng.normal(size=dim), _spd(rng, dim) / dim
+    log_likelihood = stats.multivariate_normal(mu_star, sigma_star).logpdf(x).sum()
+    expected = (log_likelihood + _niw_log_density(mu_star, sigma_star, mu0, kappa0, nu0, psi0)
+                - _niw_log_density(mu_star, sigma_star, mean, kappa, nu, psi))
+    assert np.isclose(family.log_marginal_of(x), expected, rtol=1e-9)
+
+
+def test_niw_univariate_predictive_is_student_t():
+    family = NormalInverseWishart(mu0=0.2, kappa0=2.0, nu0=3.0, psi0=1.5)
+    x = family.prepare_data(np.array([0.3, -1.2, 2.2, 0.9]))
+    assert x.shape == (4, 1)
+    kappa, nu = 2.0 + 4, 3.0 + 4
+    mean = (2.0 * 0.2 + x.sum()) / kappa
+    psi = 1.5 + np.sum((x - x.mean()) ** 2) + 2.0 * 4 / kappa * (x.mean() - 0.2) ** 2
+    scale = np.sqrt(psi * (kappa + 1) / (kappa * nu))
+    expected = stats.t(df=nu, loc=mean, scale=scale).logpdf(0.7)
+    assert np.isclose(family.log_predictive(np.array([0.7]), family.stats_of(x)), expected,
+                      rtol=1e-10)
+
+
+def test_normal_known_covariance_one_dimensional_integration():
+    mu0, sigma0, sigma = 0.4, 1.7, 0.6
+    family = NormalKnownCovariance(mu0=mu0, sigma0=sigma0, sigma=sigma)
+    x = family.prepare_data([0.1, 1.3, 0.8])
+
+    def integrand(mu):
+        return np.exp(stats.norm(mu, np.sqrt(sigma)).logpdf(x[:, 0]).sum()
+                      + stats.norm(mu0, np.sqrt(sigma0)).logpdf(mu))
+
+    value, _ = integrate.quad(integrand, -np.inf, np.inf, epsabs=0, epsrel=1e-12)
+    assert np.isclose(family.log_marginal_of(x), np.log(value), rtol=1e-8)
+
+
+def test_normal_inverse_gamma_candidate_identity():
+    rng = np.random.default_rng(3)
+    mu0, kappa0, alpha0, beta0 = 1.0, 0.4, 2.0, 1.5
+    family = NormalInverseGamma(mu0=mu0, kappa0=kappa0, alpha0=alpha0, beta0=beta0)
+    x = family.prepare_data(rng.normal(3.0, 2.0, size=8))[:, 0]
+    n = len(x)
+    kappa, alpha = kappa0 + n, alpha0 + n / 2
+    mean = (kappa0 * mu0 + x.sum()) / kappa
+    beta = beta0 + 0.5 * np.sum((x - x.mean()) ** 2) + kappa0 * n * (x.mean() - mu0) ** 2 / (
+        2 * kappa)
+    mu_star, variance_star = 2.1, 3.3
+
+    def log_prior(m, k, a, b):
+        return (stats.norm(m, np.sqrt(variance_star / k)).logpdf(mu_star)
+                + stats.invgamma(a, scale=b).logpdf(variance_star))
+
+    expected = (stats.norm(mu_star, np.sqrt(variance_star)).logpdf(x).sum()
+                + log_prior(mu0, kappa0, alpha0, beta0) - log_prior(mean, kappa, alpha, beta))
+    assert np.isclose(family.log_marginal_of(x[:, None]), expected, rtol=1e-10)
+
+
+def test_beta_bernoulli_numerical_integration():
+    family = BetaBernoulli(a=[0.7, 2.0], b=[1.3, 0.5])
+    x = family.prepare_data(np.array([[1, 0], [1, 1], [0, 1], [1, 1]], dtype=bool))
+    expected = 0.0
+    for j, (a, b) in enumerate(zip([0.7, 2.0], [1.3, 0.5])):
+        ones = x[:, j].sum()
+        value, _ = integrate.quad(
+            lambda t: t ** ones * (1 - t) ** (len(x) - ones) * stats.beta(a, b).pdf(t), 0, 1,
+            epsabs=0, epsrel=1e-12, limit=200)
+        expected += np.log(value)
+    assert np.isclose(family.log_marginal_of(x), expected, rtol=1e-8)
+
+
+def test_dirichlet_categorical_candidate_identity():
+    rng = np.random.default_rng(5)
+    alphas = [np.array([0.5, 1.5, 2.0]), np.array([1.0, 0.3])]
+    family = DirichletCategorical([list(a) for a in alphas], [3, 2])
+    x = family.prepare_data(np.column_stack([rng.integers(0, 3, 12), rng.integers(0, 2, 12)]))
+    expected = 0.0
+    for j, alpha in enumerate(alphas):
+        counts = np.bincount(x[:, j].astype(int), minlength=len(alpha))
+        p_star = rng.dirichlet(np.ones(len(alpha)))
+        expected += (np.sum(counts * np.log(p_star)) + stats.dirichlet(alpha).logpdf(p_star)
+                     - stats.dirichlet(alpha + counts).logpdf(p_star))
+    assert np.isclose(family.log_marginal_of(x), expected, rtol=1e-10)
+
+
+def test_gamma_poisson_numerical_integration_and_rate_convention():
+    shape, rate = 2.5, 4.0
+    family = GammaPoisson(shape=shape, rate=rate)
+    x = family.prepare_data(np.array([0, 3, 1, 2, 0]))
+
+    def integrand(lam):
+        return np.exp(stats.poisson(lam).logpmf(x[:, 0]).sum()
+                      + stats.gamma(shape, scale=1.0 / rate).logpdf(lam))
+
+    value, _ = integrate.quad(integrand, 0, np.inf, epsabs=0, epsrel=1e-12, limit=200)
+    assert np.isclose(family.log_marginal_of(x), np.log(value), rtol=1e-8)
+    predictive = stats.nbinom(shape + x.sum(), (rate + 5) / (rate + 6)).logpmf(4)
+    assert np.isclose(family.log_predictive([4.0], family.stats_of(x)), predictive, rtol=1e-10)
+
+
+def test_grid_brute_force_and_normalisation():
+    phi = np.linspace(0.05, 0.95, 10)
+    log_prior_unnormalised = np.log(np.arange(1, 11.0)) + 3.0
+    log_prior_unnormalised[2] = -np.inf
+    family = GridComponent(log_prior_unnormalised)
+    reads, depth = np.array([3, 5, 1]), np.array([10, 12, 9])
+    likelihood = stats.binom.pmf(reads[:, None], depth[:, None], phi[None, :])
+    x = family.prepare_data(np.log(likelihood))
+    prior = np.exp(log_prior_unnormalised)
+    prior /= prior.sum()
+    expected = np.log(np.sum(prior * np.prod(likelihood, axis=0)))
+    assert np.isclose(family.log_marginal_of(x), expected, rtol=1e-12)
+    assert np.isclose(special.logsumexp(family.params[1:]), 0.0, atol=1e-14)
+
+
+# ------------------------------------------------------------------ NIW downdate
+def test_niw_downdate_matches_numpy_cholesky():
+    rng = np.random.default_rng(0)
+    dim = 4
+    psi0 = _spd(rng, dim)
+    chol0 = np.linalg.cholesky(psi0)
+    matrix = psi0 + 5 * np.outer(*(2 * [rng.normal(size=dim)]))
+    vector = rng.normal(size=dim)
+    matrix += np.outer(vector, vector)
+    chol = np.linalg.cholesky(matrix).ravel().copy()
+    assert niw_module.niw_cholesky_downdate(chol, vector.copy(), dim, chol0.ravel())
+    expected = np.linalg.cholesky(matrix - np.outer(vector, vector))
+    np.testing.assert_allclose(chol.reshape(dim, dim), expected, rtol=1e-10, atol=1e-12)
+    # a downdate that would go below psi0 is refused
+    chol = np.linalg.cholesky(psi0).ravel().copy()
+    assert not niw_module.niw_cholesky_downdate(chol, 2 * chol0[:, 0].copy(), dim, chol0.ravel())
+
+
+def test_niw_remove_falls_back_on_nearly_degenerate_cluster():
+    """Points close to a line plus a far outlier across it: removing the outlier is a
+    downdate that cancels ~all digits of the second pivot, so the factor is recomputed."""
+    rng = np.random.default_rng(1)
+    family = NormalInverseWishart(mu0=[0.0, 0.0], kappa0=1e-3, nu0=2.0, psi0=1e-9 * np.eye(2))
+    t = rng.normal(size=10)
+    raw = np.column_stack([t, 2.0 * t + 1e-1 * rng.normal(size=10)])
+    raw = np.vstack([raw, [[0.0, 1e3]]])
+    x = family.prepare_data(raw)
+    row = family.stats_of(x)
+    chol_offset = 1 + 2 + 4 + 2  # [n, sum_x, sum_xxT, mu_n, L, c_n]
+    used_fallback = []
+    for keep in range(len(x) - 1, 2, -1):
+        used_fallback.append(niw_module.niw_remove_point(family.params, row, x[keep]))
+        _, _, _, mean, psi = niw_module._posterior(family, x[:keep])
+        chol = row[chol_offset:chol_offset + 4].reshape(2, 2)
+        np.testing.assert_allclose(row[chol_offset - 2:chol_offset], mean, rtol=1e-8, atol=1e-10)
+        assert np.all(np.diag(chol) > 0) and chol[0, 1] == 0.0
+        np.testing.assert_allclose(chol @ chol.T, psi, rtol=1e-7, atol=1e-9)
+        assert np.isclose(family.log_marginal(row),
+                          niw_module.reference_log_marginal(family, x[:keep]), rtol=1e-6)
+        assert np.isclose(family.log_predictive(x[0], row),
+                          niw_module.reference_log_predictive(family, x[0], x[:keep]), rtol=1e-6)
+    assert used_fallback[0]  # the outlier's removal
+    assert not all(used_fallback)  # ordinary removals keep the O(D^2) downdate
+
+
+# ------------------------------------------------------------------ hyperparameters
+class _Symbol:
+    """Stands for a symbolic (e.g. pytensor) hyperparameter."""
+
+    def __repr__(self):
+        return "alpha_symbol"
+
+
+def test_symbolic_hyperparameters_and_with_values():
+    family = BetaBernoulli(a=_Symbol(), b=2.0)
+    assert not family.is_numeric
+    assert "alpha_symbol" in repr(family)
+    with pytest.raises(ValueError, match="symbolic"):
+        family.params
+    x = family.prepare_data(np.array([[0, 1, 1], [1, 1, 0]]))
+    assert family.data_dim == 3
+    numeric = family.with_values(a=0.5)
+    assert numeric.is_numeric and isinstance(numeric, BetaBernoulli)
+    assert numeric.params.shape == (10,) and numeric.stat_dim == 4
+    assert np.isclose(numeric.log_marginal_of(x),
+                      beta_bernoulli_module.reference_log_marginal(numeric, x), rtol=1e-12)
+    with pytest.raises(ValueError, match="'a'"):
+        family.with_values(a=-1.0)
+    with pytest.raises(ValueError, match="numeric"):
+        family.with_values(b=3.0)
+    with pytest.raises(TypeError, match="unknown"):
+        family.with_values(c=1.0)
+    assert family.hyperparameter_names == ("a", "b")
+    assert isinstance(family, ComponentFamily)
+
+
+def test_data_dimension_binding():
+    family = GammaPoisson(shape=1.0, rate=1.0)
+    assert family.data_dim is None
+    with pytest.raises(ValueError, match="prepare_data"):
+        family.empty_stats
+    family.prepare_data(np.zeros((3, 4)))
+    assert family.stat_dim == 6
+    with pytest.raises(ValueError, match="4 entries"):
+        family.prepare_data(np.zeros((3, 5)))
+    assert family.with_values(rate=2.0).data_dim == 4
+    assert "shape=1.0" in repr(family)
+
+
+@pytest.mark.parametrize(
+    ("factory", "name"),
+    [
+        (lambda: NormalInverseWishart(kappa0=0.0), "kappa0"),
+        (lambda: NormalInverseWishart(nu0=1.0, psi0=np.eye(3)), "nu0"),
+        (lambda: NormalInverseWishart(psi0=np.array([[1.0, 2.0], [2.0, 1.0]])), "psi0"),
+        (lambda: NormalInverseWishart(psi0=np.array([[1.0, 0.5], [0.0, 1.0]])), "psi0"),
+        (lambda: NormalInverseWishart(psi0=-1.0), "psi0"),
+        (lambda: NormalInverseWishart(mu0=np.zeros(3), psi0=np.eye(2)), "mu0"),
+        (lambda: NormalInverseWishart(kappa0=np.nan), "kappa0"),
+        (lambda: NormalKnownCovariance(sigma=np.array([[1.0, 3.0], [3.0, 1.0]])), "sigma"),
+        (lambda: NormalKnownCovariance(sigma0=0.0), "sigma0"),
+        (lambda: NormalKnownCovariance(mu0=np.zeros(2), sigma=np.eye(3)), "mismatched"),
+        (lambda: NormalInverseGamma(kappa0=-1.0), "kappa0"),
+        (lambda: NormalInverseGamma(alpha0=0.0), "alpha0"),
+        (lambda: NormalInverseGamma(beta0=-2.0), "beta0"),
+        (lambda: NormalInverseGamma(mu0=[0.0, 1.0]), "mu0"),
+        (lambda: BetaBernoulli(a=0.0), "'a'"),
+        (lambda: BetaBernoulli(b=[1.0, -1.0]), "'b'"),
+        (lambda: BetaBernoulli(a=[1.0, 2.0], b=[1.0, 2.0, 3.0]), "lengths"),
+        (lambda: DirichletCategorical(concentration=0.0, n_categories=3), "concentration"),
+        (lambda: DirichletCategorical(concentration=1.0, n_categories=0), "n_categories"),
+        (lambda: DirichletCategorical(concentration=1.0, n_categories=2.5), "n_categories"),
+        (lambda: DirichletCategorical(concentration=[[1.0, 1.0]], n_categories=3),
+         "n_categories"),
+        (lambda: DirichletCategorical(concentration=[1.0, 2.0], n_categories=[2, 2, 2]),
+         "n_categories"),
+        (lambda: GammaPoisson(shape=0.0), "shape"),
+        (lambda: GammaPoisson(rate=-1.0), "rate"),
+        (lambda: GridComponent(np.zeros((2, 2))), "log_prior_grid"),
+        (lambda: GridComponent([0.0, np.nan]), "log_prior_grid"),
+        (lambda: GridComponent([-np.inf, -np.inf]), "log_prior_grid"),
+    ],
+)
+def test_bad_hyperparameters(factory, name):
+    with pytest.raises(ValueError, match=name):
+        factory()
+
+
+def test_nu0_checked_when_dimension_bound_by_data():
+    family = NormalInverseWishart(nu0=1.5)
+    with pytest.raises(ValueError, match="nu0"):
+        family.prepare_data(np.zeros((2, 3)))
+    assert family.data_dim is None  # a failed binding leaves the family unbound
+    assert family.prepare_data(np.zeros(2)).shape == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("family", "data", "error", "match"),
+    [
+        (NormalInverseWishart(psi0=np.eye(2)), [[0.0, np.nan]], ValueError, "NaN"),
+        (NormalInverseWishart(psi0=np.eye(2)), [[0.0, np.inf]], ValueError, "infinite"),
+        (NormalInverseWishart(psi0=np.eye(2)), np.zeros((3, 3)), ValueError, "2 entries"),
+        (NormalInverseWishart(psi0=np.eye(2)), np.zeros(3), ValueError, "shape"),
+        (NormalInverseWishart(psi0=np.eye(2)), np.zeros((2, 2, 2)), ValueError, "2-D"),
+        (NormalInverseWishart(psi0=np.eye(2)), np.array([["a", "b"]]), TypeError, "numeric"),
+        (NormalKnownCovariance(), np.zeros((2, 2), dtype=complex), TypeError, "numeric"),
+        (NormalInverseGamma(), np.zeros((4, 2)), ValueError, "must have 1 entries"),
+        (BetaBernoulli(a=[1.0, 1.0]), [[0, 2]], ValueError, "binary"),
+        (BetaBernoulli(a=[1.0, 1.0]), [[0, 0.5]], ValueError, "binary"),
+        (DirichletCategorical(1.0, [2, 3]), [[0, 3]], ValueError, "< 3"),
+        (DirichletCategorical(1.0, [2, 3]), [[-1, 0]], ValueError, "category codes"),
+        (DirichletCategorical(1.0, [2, 3]), [[0.5, 0]], ValueError, "category codes"),
+        (GammaPoisson(shape=[1.0]), [[-1.0]], ValueError, "non-negative integer"),
+        (GammaPoisson(shape=[1.0]), [[1.5]], ValueError, "non-negative integer"),
+        (GridComponent(np.zeros(3)), [[0.0, -np.inf, 0.0]], ValueError, "infinite"),
+        (GridComponent(np.zeros(3)), [[0.0, 0.0]], ValueError, "3 entries"),
+    ],
+)
+def test_bad_data(family, data, error, match):
+    with pytest.raises(error, match=match):
+        family.prepare_data(np.asarray(data))
+
+
+def test_boolean_binary_data_accepted():
+    family = BetaBernoulli()
+    x = family.prepare_data(np.array([[True, False], [True, True]]))
+    assert x.dtype == np.float64 and family.data_dim == 2
+
+
+def test_string_hyperparameter_rejected():
+    with pytest.raises(TypeError, match="kappa0"):
+        NormalInverseWishart(kappa0="1")
