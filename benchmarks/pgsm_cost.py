@@ -1,0 +1,88 @@
+"""Cost of one PGSM move against the closure size |s̄| (NIW, D = 2, 20 particles).
+
+Usage::
+
+    python benchmarks/pgsm_cost.py [--repeats 20]
+
+The data set holds the closure (two Gaussian clusters of |s̄|/2 points, one anchor in each,
+or a single cluster of |s̄| points holding both anchors) plus 200 other clusters of 5 points
+that the move must not touch: the per-particle cost of PGSM does not depend on the number of
+clusters (paper §3.5), only the O(n) scan that collects the closure does.  Each timing starts
+from the same partition (the state is restored between repetitions, outside the timer).
+Target: <= 5 ms for |s̄| = 2,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from pymc_splitmerge.components import NormalInverseWishart
+from pymc_splitmerge.kernels.pgsm import pgsm_step
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.priors import DirichletProcessPrior
+
+CLOSURE_SIZES = (100, 500, 1000, 2000, 5000, 10000)
+N_OTHER_CLUSTERS = 200
+OTHER_CLUSTER_SIZE = 5
+
+
+def build(closure_size: int, configuration: str, rng: np.random.Generator):
+    half = closure_size // 2
+    closure = np.vstack([rng.normal(size=(half, 2)), rng.normal(size=(closure_size - half, 2))
+                         + 1.5])
+    other = rng.normal(size=(N_OTHER_CLUSTERS * OTHER_CLUSTER_SIZE, 2)) * 0.3 + 20.0
+    data = np.vstack([closure, other])
+    if configuration == "split":  # two clusters, one anchor in each
+        closure_labels = np.r_[np.zeros(half, int), np.ones(closure_size - half, int)]
+        anchors = np.array([0, closure_size - 1])
+    else:  # one cluster holding both anchors
+        closure_labels = np.zeros(closure_size, int)
+        anchors = np.array([0, closure_size - 1])
+    other_labels = 2 + np.repeat(np.arange(N_OTHER_CLUSTERS), OTHER_CLUSTER_SIZE)
+    labels = np.r_[closure_labels, other_labels]
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
+    x = family.prepare_data(data)
+    return family, x, labels, anchors
+
+
+def time_move(closure_size: int, configuration: str, repeats: int, rng) -> tuple[float, float]:
+    family, x, labels, anchors = build(closure_size, configuration, rng)
+    state = PartitionState(family, x, labels)
+    prior = DirichletProcessPrior(alpha=1.0)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    saved = [array.copy() for array in state.arrays()]
+    pgsm_step(state, log_v_table, log_w_table, rng, anchors=anchors)  # compile / warm up
+    timings = []
+    for _ in range(repeats):
+        for target, source in zip(state.arrays(), saved):
+            target[...] = source
+        start = time.perf_counter()
+        info = pgsm_step(state, log_v_table, log_w_table, rng, anchors=anchors,
+                         num_particles=20)
+        timings.append(time.perf_counter() - start)
+        assert info.closure_size == closure_size
+    return float(np.median(timings)) * 1e3, float(np.min(timings)) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    print(f"PGSM move, 20 particles, NIW D=2, beta=0.5, annealing on, "
+          f"+{N_OTHER_CLUSTERS} untouched clusters")
+    print(f"{'|closure|':>10} {'anchors apart ms (median/min)':>30} "
+          f"{'anchors together ms (median/min)':>34}")
+    for size in CLOSURE_SIZES:
+        apart = time_move(size, "split", args.repeats, rng)
+        together = time_move(size, "merge", args.repeats, rng)
+        print(f"{size:>10} {apart[0]:>18.3f} / {apart[1]:<9.3f} "
+              f"{together[0]:>20.3f} / {together[1]:<9.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,696 @@
+r"""Particle Gibbs split-merge (PGSM) kernel (Bouchard-Côté, Doucet & Roth 2017).
+
+One PGSM transition (paper, Algorithms 1-3):
+
+1. draw anchors ``s`` (``|s| = m >= 2``) from a proposal ``h`` that does not depend on the
+   current partition (``kernels.anchors``; Algorithm 1, line 2);
+2. closure ``s̄`` = union of the anchors' clusters; the restricted partition ``c̄`` = those
+   clusters; the ``K_other = K - |c̄|`` other clusters stay fixed;
+3. permutation ``σ`` of ``s̄``: the anchors first in uniform order, then the other points of
+   ``s̄`` in uniform order (Algorithm 2; App. D item 1);
+4. conditional SMC over ``n = |s̄|`` generations with ``N`` particles (Algorithm 3); the
+   reference path ``(φ^σ)^{-1}(c̄)`` is pinned as particle 0 with ancestor 0 at every
+   resampling; conditional multinomial resampling happens only when the relative ESS of the
+   previous weights falls below ``β`` (``β = 0``: never; ``β = 1``: always);
+5. a particle is drawn from the final normalised weights and ``s̄`` is re-partitioned
+   accordingly.  This is an exact particle-Gibbs update of ``c̄`` (no MH step).
+
+Encoding of a particle (Fig. 2 and App. D).  A particle's state after generation ``t`` is
+(partition of the anchors seen so far, block joined by ``σ_t``).  Blocks are numbered by first
+appearance along ``σ``, so a state is stored as ``(n_blocks, block)``.  For ``m = 2`` the four
+states of Fig. 2 are::
+
+    #1 = (1, 0) at t = 1        first anchor alone
+    #2 = (1, 0) at t >= 2       merge state (absorbing: one block, every point joins it)
+    #3 = (2, 0)                 split state, point joins the block of σ_1
+    #4 = (2, 1)                 split state, point joins the block of σ_2
+
+(``figure2_state`` maps a stored state to this numbering).  Allowed transitions ``S(x)``:
+while ``t <= m`` (anchor phase) the anchor ``σ_t`` joins any existing block or opens a new one;
+for ``t > m`` the point joins one of the ``n_blocks`` blocks.  Every block therefore contains an
+anchor, which is exactly the support of ``π̄`` (eq. 5); ``n_blocks = 1`` after the anchor phase
+is the absorbing merge state.
+
+Targets (eq. 7, with the Gibbs-type prior of eq. 3, ``τ1 = V``, ``τ2 = W``)::
+
+    log γ_t(x_t) = log V(n_total, K_other + n_blocks) + Σ_b [log W(|b|) + log L(y_b)]
+
+over the blocks ``b`` of the particle at time ``t`` (``n_total`` = number of data points; the
+``V`` term depends on the number of blocks, which matters for Pitman-Yor / finite / MFM).
+Fully adapted proposals ``q_t ∝ γ_t`` over ``S(x_{t-1})`` and incremental weights
+``w_t = Σ_{x' ∈ S(x_{t-1})} γ_t(x_{t-1}, x') / γ_{t-1}(x_{t-1})`` (eqs. 8-10).  With
+``annealing=True`` (§3.4, eqs. 13-16 with the App. D substitutions) the intermediate targets
+are ``γ̂_t = 1[γ_t > 0]`` for ``t <= m`` and ``γ̂_t = γ_m^{ζ_t} γ_t / γ_m`` for ``t > m``, with
+``ζ_t = (t - m) / (n - m)``, so the incremental weight for ``t > m`` is
+``γ_m^{1/(n-m)} Σ_{x'} γ_t(x_{t-1}, x') / γ_{t-1}(x_{t-1})``.  (The indicator also drops anchor
+states whose ``V`` is zero, e.g. too many clusters for a finite prior; any such state has
+``γ_n = 0`` anyway.)  If ``n = m`` annealing is switched off, since ``γ̂_n`` must equal ``γ_n``
+(Assumption 3).
+
+Early stopping: once every particle is in the absorbing merge state all particles coincide
+from then on and the result is the merge.
+
+Cost (§3.5): every particle carries the sufficient statistics of at most ``m`` blocks
+(``(N, m, stat_dim)`` float arrays); a generation costs ``O(N m)`` predictive evaluations,
+independent of the number of clusters.  The whole sweep is one ``@njit`` function; the
+lineage is stored as ``(n, N)`` ancestor/decision arrays and traced back once at the end.
+
+References
+----------
+Bouchard-Côté, A., Doucet, A. and Roth, A. (2017). Particle Gibbs split-merge sampling for
+Bayesian inference in mixture models. JMLR 18(28). Algorithms 1-3, eqs. (5)-(16), App. B-D.
+Andrieu, C., Doucet, A. and Holenstein, R. (2010). Particle Markov chain Monte Carlo methods.
+JRSS B 72(3).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.kernels.rng import seed_numba_from
+from pymc_splitmerge.kernels.smc import (
+    conditional_multinomial_resample,
+    multinomial_resample,
+    normalise_log_weights,
+    relative_ess,
+    sample_index,
+)
+from pymc_splitmerge.kernels.state import assign_point, unassign_point
+
+__all__ = [
+    "PGSMInfo",
+    "MOVE_NONE",
+    "MOVE_SPLIT",
+    "MOVE_MERGE",
+    "MOVE_REALLOCATE",
+    "MOVE_NAMES",
+    "pgsm_step",
+    "validate_pgsm_options",
+    "closure_of",
+    "figure2_state",
+    "csmc_sweep",
+    "reference_incremental_log_weights",
+]
+
+MOVE_NONE = 0
+MOVE_SPLIT = 1
+MOVE_MERGE = 2
+MOVE_REALLOCATE = 3
+MOVE_NAMES = ("none", "split", "merge", "reallocate")
+
+
+class PGSMInfo(NamedTuple):
+    """What one PGSM transition did.
+
+    Attributes
+    ----------
+    move : int
+        ``MOVE_NONE`` (restricted partition unchanged), ``MOVE_SPLIT`` (more blocks),
+        ``MOVE_MERGE`` (fewer blocks) or ``MOVE_REALLOCATE`` (same number of blocks, changed).
+    anchors : ndarray of int64, shape (m,)
+    closure_size : int
+        ``|s̄|``.
+    resampling_events : int
+        Number of resampling steps performed.
+    relative_ess : float
+        Relative ESS of the final weights (1.0 when the sweep stopped early in the merge state).
+    generations : int
+        Number of generations run (``< closure_size`` when stopped early).
+    """
+
+    move: int
+    anchors: np.ndarray
+    closure_size: int
+    resampling_events: int
+    relative_ess: float
+    generations: int
+
+
+def figure2_state(t: int, n_blocks: int, block: int) -> int:
+    """Number (1-4) of the Fig. 2 state of a ``|s| = 2`` particle at generation ``t`` (1-based)."""
+    if t == 1:
+        return 1
+    if n_blocks == 1:
+        return 2
+    return 3 + block
+
+
+# --------------------------------------------------------------------------- numba core
+
+
+@numba.njit(cache=True)
+def _logsumexp_small(values, count):
+    peak = -np.inf
+    for j in range(count):
+        if values[j] > peak:
+            peak = values[j]
+    if peak == -np.inf:
+        return -np.inf
+    total = 0.0
+    for j in range(count):
+        total += np.exp(values[j] - peak)
+    return peak + np.log(total)
+
+
+@numba.njit(cache=True)
+def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_row,
+               log_v_table, log_w_table, n_other_clusters, num_particles,
+               resampling_threshold, annealing, conditional,
+               decisions, ancestors, log_incremental, log_proposals, deduplicate=True):
+    """Run the (conditional) SMC of PGSM Algorithm 3 on the ordered closure ``points``.
+
+    Parameters
+    ----------
+    family_id : int
+    params : ndarray of float64
+    x : ndarray of float64, shape (n_total, data_dim)
+    points : ndarray of int64, shape (n,)
+        ``σ``: the closure in SMC order, anchors first.
+    n_anchors : int
+        ``m = |s|``.
+    reference_blocks : ndarray of int64, shape (n,)
+        Block (numbered by first appearance along ``σ``) of each point in the current
+        restricted partition: the reference path.
+    empty_row : ndarray of float64, shape (stat_dim,)
+    log_v_table, log_w_table : ndarray of float64, shape (n_total + 2,)
+    n_other_clusters : int
+        ``K_other``: clusters outside the closure.
+    num_particles : int
+        ``N >= 2``.
+    resampling_threshold : float
+        ``β`` in [0, 1].
+    annealing : bool
+        Use the annealed targets of §3.4.
+    conditional : bool
+        Pin the reference path as particle 0 (``False`` gives plain SMC: negative control).
+    decisions, ancestors : ndarray of int64, shape (n, N)
+        Filled: ``decisions[t, p]`` block joined by ``σ_t`` in particle ``p``;
+        ``ancestors[t, p]`` index at generation ``t - 1`` of its parent (row 0 unused).
+    log_incremental, log_proposals : ndarray of float64, shape (n, N)
+        Filled: log incremental weight and log proposal probability of the chosen decision.
+    deduplicate : bool, default True
+        Reuse the computations of an identical particle (copies made by resampling that
+        took the same decisions since).  Exact: the output is the same as without it.
+
+    Returns
+    -------
+    chosen : int
+        Particle drawn from the final weights (-1 if the sweep stopped in the merge state).
+    generations : int
+        Generations run.
+    resampling_events : int
+    final_relative_ess : float
+    """
+    n = points.shape[0]
+    m = n_anchors
+    big_n = num_particles
+    stat_dim = empty_row.shape[0]
+    stats = np.empty((big_n, m, stat_dim))
+    sizes = np.zeros((big_n, m), dtype=np.int64)
+    n_blocks = np.ones(big_n, dtype=np.int64)
+    log_gamma = np.empty(big_n)
+    log_gamma_anchor = np.zeros(big_n)
+    new_stats = np.empty_like(stats)
+    new_sizes = np.empty_like(sizes)
+    new_n_blocks = np.empty_like(n_blocks)
+    new_log_gamma = np.empty_like(log_gamma)
+    new_log_gamma_anchor = np.empty_like(log_gamma_anchor)
+    log_weights = np.zeros(big_n)
+    weights = np.empty(big_n)
+    resampled = np.empty(big_n, dtype=np.int64)
+    option_log = np.empty(m + 1)
+    use_annealing = annealing and n > m
+    delta_zeta = 1.0 / (n - m) if n > m else 0.0
+
+    # generation t = 0 (paper t = 1): the first anchor alone, state #1, weight uniform
+    first = x[points[0]]
+    log_first = (log_v_table[n_other_clusters + 1] + log_w_table[1]
+                 + dispatch.log_predictive(family_id, params, empty_row, first))
+    for p in range(big_n):
+        for j in range(m):
+            stats[p, j, :] = empty_row
+        dispatch.add_point(family_id, params, stats[p, 0], first)
+        sizes[p, 0] = 1
+        log_gamma[p] = log_first
+        decisions[0, p] = 0
+        ancestors[0, p] = p
+        log_incremental[0, p] = 0.0
+        log_proposals[0, p] = 0.0
+    if m == 1:
+        for p in range(big_n):
+            log_gamma_anchor[p] = log_gamma[p]
+    normalise_log_weights(log_weights, weights)
+    resampling_events = 0
+    generations = 1
+    # Twin caching (exact, changes no number): ``twin[p] = r < p`` means particle p's state is
+    # identical to root particle r's (copies after resampling / identical decisions), so the
+    # option values of r are reused instead of recomputing p's predictive densities.
+    twin = np.zeros(big_n, dtype=np.int64)
+    twin[0] = -1
+    if not deduplicate:
+        for p in range(big_n):
+            twin[p] = -1
+    new_twin = np.empty_like(twin)
+    root_choice = np.empty(big_n, dtype=np.int64)
+    diverged = np.empty(big_n, dtype=np.int64)
+    option_cache = np.empty((big_n, m + 1))
+    total_cache = np.empty(big_n)
+    count_cache = np.empty(big_n, dtype=np.int64)
+    for t in range(1, n):
+        # adaptive (conditional) resampling on the previous weights (Algorithm 3, line 18)
+        if resampling_threshold > 0.0 and relative_ess(weights) < resampling_threshold:
+            if conditional:
+                conditional_multinomial_resample(weights, resampled)
+            else:
+                multinomial_resample(weights, resampled)
+            resampling_events += 1
+            for p in range(big_n):
+                a = resampled[p]
+                new_stats[p] = stats[a]
+                new_sizes[p] = sizes[a]
+                new_n_blocks[p] = n_blocks[a]
+                new_log_gamma[p] = log_gamma[a]
+                new_log_gamma_anchor[p] = log_gamma_anchor[a]
+                ancestors[t, p] = a
+                new_twin[p] = -1
+                if deduplicate:
+                    root = twin[a] if twin[a] >= 0 else a
+                    for q in range(p):
+                        other = resampled[q]
+                        if (twin[other] if twin[other] >= 0 else other) == root:
+                            new_twin[p] = q if new_twin[q] < 0 else new_twin[q]
+                            break
+            stats, new_stats = new_stats, stats
+            sizes, new_sizes = new_sizes, sizes
+            n_blocks, new_n_blocks = new_n_blocks, n_blocks
+            log_gamma, new_log_gamma = new_log_gamma, log_gamma
+            log_gamma_anchor, new_log_gamma_anchor = new_log_gamma_anchor, log_gamma_anchor
+            twin, new_twin = new_twin, twin
+            for p in range(big_n):
+                log_weights[p] = 0.0
+        else:
+            for p in range(big_n):
+                ancestors[t, p] = p
+        xt = x[points[t]]
+        anchor_phase = t < m
+        all_merged = True
+        for p in range(big_n):
+            diverged[p] = -1
+        for p in range(big_n):
+            nb = n_blocks[p]
+            r = twin[p]
+            if r >= 0:
+                count = count_cache[r]
+                log_total = total_cache[r]
+                for j in range(count):
+                    option_log[j] = option_cache[r, j]
+            else:
+                # log γ_t / γ_{t-1} of each allowed option
+                for j in range(nb):
+                    option_log[j] = (log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
+                                     + dispatch.log_predictive(family_id, params, stats[p, j],
+                                                               xt))
+                count = nb
+                if anchor_phase:
+                    option_log[nb] = (log_v_table[n_other_clusters + nb + 1]
+                                      - log_v_table[n_other_clusters + nb] + log_w_table[1]
+                                      + dispatch.log_predictive(family_id, params, empty_row,
+                                                                xt))
+                    count = nb + 1
+                log_total = _logsumexp_small(option_log, count)
+                for j in range(count):
+                    option_cache[p, j] = option_log[j]
+                count_cache[p] = count
+                total_cache[p] = log_total
+            # proposal: q ∝ γ̂_t over the options
+            if use_annealing and anchor_phase:
+                feasible = 0
+                for j in range(count):
+                    if option_log[j] > -np.inf:
+                        feasible += 1
+                if p == 0 and conditional:
+                    choice = reference_blocks[t]
+                else:
+                    u = np.random.random() * feasible
+                    choice = -1
+                    seen = 0
+                    for j in range(count):
+                        if option_log[j] > -np.inf:
+                            if choice < 0 and u < seen + 1:
+                                choice = j
+                            seen += 1
+                    if choice < 0:
+                        choice = count - 1
+                log_proposals[t, p] = -np.log(feasible)
+                log_incremental[t, p] = np.log(feasible)
+            else:
+                if p == 0 and conditional:
+                    choice = reference_blocks[t]
+                else:
+                    u = np.random.random()
+                    cumulative = 0.0
+                    choice = -1
+                    last = 0
+                    for j in range(count):
+                        probability = np.exp(option_log[j] - log_total)
+                        if probability > 0.0:
+                            last = j
+                            cumulative += probability
+                            if choice < 0 and u < cumulative:
+                                choice = j
+                    if choice < 0:
+                        choice = last
+                log_proposals[t, p] = option_log[choice] - log_total
+                log_incremental[t, p] = log_total
+                if use_annealing:
+                    log_incremental[t, p] += delta_zeta * log_gamma_anchor[p]
+            decisions[t, p] = choice
+            # move the particle (copy the post-state of an identical particle when possible)
+            source = -1
+            if r >= 0:
+                if choice == root_choice[r]:
+                    source = r
+                elif diverged[r] >= 0 and choice == root_choice[diverged[r]]:
+                    source = diverged[r]
+                elif diverged[r] < 0:
+                    diverged[r] = p
+            log_gamma[p] += option_log[choice]
+            if choice == nb:
+                n_blocks[p] = nb + 1
+            if source >= 0:
+                stats[p, choice, :] = stats[source, choice, :]
+                twin[p] = source
+            else:
+                dispatch.add_point(family_id, params, stats[p, choice], xt)
+                twin[p] = -1
+            sizes[p, choice] += 1
+            root_choice[p] = choice
+            if t == m - 1:
+                log_gamma_anchor[p] = log_gamma[p]
+            log_weights[p] += log_incremental[t, p]
+            if n_blocks[p] != 1:
+                all_merged = False
+        normalise_log_weights(log_weights, weights)
+        generations = t + 1
+        if all_merged and t >= m - 1:
+            return -1, generations, resampling_events, 1.0
+    chosen = sample_index(weights)
+    return chosen, generations, resampling_events, relative_ess(weights)
+
+
+@numba.njit(cache=True)
+def _trace_back(chosen, generations, decisions, ancestors, blocks_out):
+    """Blocks along the lineage of particle ``chosen`` (all zeros if ``chosen < 0``)."""
+    n = blocks_out.shape[0]
+    if chosen < 0:
+        for t in range(n):
+            blocks_out[t] = 0
+        return
+    p = chosen
+    for t in range(generations - 1, -1, -1):
+        blocks_out[t] = decisions[t, p]
+        p = ancestors[t, p]
+
+
+@numba.njit(cache=True)
+def closure_of(anchors, labels, where, closure_out, slot_block_out):
+    """Collect the closure ``s̄`` of the anchors.
+
+    Parameters
+    ----------
+    anchors : ndarray of int64, shape (m,)
+    labels : ndarray of int64, shape (n_total,)
+        Slot of each point.
+    where : ndarray of int64, shape (capacity,)
+    closure_out : ndarray of int64, shape (n_total,)
+        First ``size`` entries filled with the closure's points (increasing index order).
+    slot_block_out : ndarray of int64, shape (capacity,)
+        Work array, must be all -1 on entry; left with the anchors' slots marked (caller
+        resets them).
+
+    Returns
+    -------
+    size : int
+        ``|s̄|``.
+    n_restricted_clusters : int
+        ``|c̄|``.
+    """
+    n_restricted = 0
+    for a in range(anchors.shape[0]):
+        slot = labels[anchors[a]]
+        if slot_block_out[slot] < 0:
+            slot_block_out[slot] = n_restricted
+            n_restricted += 1
+    size = 0
+    for i in range(labels.shape[0]):
+        if slot_block_out[labels[i]] >= 0:
+            closure_out[size] = i
+            size += 1
+    return size, n_restricted
+
+
+@numba.njit(cache=True)
+def _pgsm_move(family_id, params, x, anchors, labels, sizes, stats, empty_row, active, where,
+               meta, log_v_table, log_w_table, num_particles, resampling_threshold, annealing,
+               conditional):
+    n_total = labels.shape[0]
+    if anchors[0] < 0:  # draw the anchors uniformly here (anchors[:] = -1, length m)
+        anchors[:] = np.random.permutation(n_total)[: anchors.shape[0]]
+    m = anchors.shape[0]
+    capacity = where.shape[0]
+    slot_mark = np.full(capacity, -1, dtype=np.int64)
+    closure = np.empty(n_total, dtype=np.int64)
+    size, n_restricted = closure_of(anchors, labels, where, closure, slot_mark)
+    n_other = meta[0] - n_restricted
+    # σ: anchors in uniform order, then the rest of the closure in uniform order (Alg. 2)
+    anchor_order = np.random.permutation(m)
+    is_anchor = np.zeros(n_total, dtype=np.bool_)
+    points = np.empty(size, dtype=np.int64)
+    for a in range(m):
+        points[a] = anchors[anchor_order[a]]
+        is_anchor[anchors[a]] = True
+    rest = np.empty(size - m, dtype=np.int64)
+    r = 0
+    for k in range(size):
+        if not is_anchor[closure[k]]:
+            rest[r] = closure[k]
+            r += 1
+    rest = rest[np.random.permutation(size - m)]
+    for k in range(size - m):
+        points[m + k] = rest[k]
+    # reference path: blocks numbered by first appearance along σ
+    block_of_slot = np.full(capacity, -1, dtype=np.int64)
+    slot_of_block = np.empty(m, dtype=np.int64)
+    reference = np.empty(size, dtype=np.int64)
+    n_reference_blocks = 0
+    for t in range(size):
+        slot = labels[points[t]]
+        if block_of_slot[slot] < 0:
+            block_of_slot[slot] = n_reference_blocks
+            slot_of_block[n_reference_blocks] = slot
+            n_reference_blocks += 1
+        reference[t] = block_of_slot[slot]
+    decisions = np.empty((size, num_particles), dtype=np.int64)
+    ancestors = np.empty((size, num_particles), dtype=np.int64)
+    log_incremental = np.empty((size, num_particles))
+    log_proposals = np.empty((size, num_particles))
+    chosen, generations, events, ess = csmc_sweep(
+        family_id, params, x, points, m, reference, empty_row, log_v_table, log_w_table,
+        n_other, num_particles, resampling_threshold, annealing, conditional,
+        decisions, ancestors, log_incremental, log_proposals)
+    blocks = np.empty(size, dtype=np.int64)
+    _trace_back(chosen, generations, decisions, ancestors, blocks)
+    n_new_blocks = 0
+    changed = False
+    for t in range(size):
+        if blocks[t] + 1 > n_new_blocks:
+            n_new_blocks = blocks[t] + 1
+        if blocks[t] != reference[t]:
+            changed = True
+    if not changed:
+        return MOVE_NONE, size, events, ess, generations
+    # apply: take every closure point out, then refill block by block
+    for t in range(size):
+        unassign_point(family_id, params, x, points[t], labels, sizes, stats, empty_row,
+                       active, where, meta)
+    for b in range(n_new_blocks):
+        slot = free_slot(where)
+        for t in range(size):
+            if blocks[t] == b:
+                assign_point(family_id, params, x, points[t], slot, labels, sizes, stats,
+                             active, where, meta)
+    if n_new_blocks > n_reference_blocks:
+        move = MOVE_SPLIT
+    elif n_new_blocks < n_reference_blocks:
+        move = MOVE_MERGE
+    else:
+        move = MOVE_REALLOCATE
+    return move, size, events, ess, generations
+
+
+# --------------------------------------------------------------------------- Python API
+
+
+def validate_pgsm_options(num_particles, resampling_threshold, n_anchors) -> float:
+    """Check the PGSM options; return ``resampling_threshold`` as a float.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``num_particles < 2``, ``resampling_threshold`` outside [0, 1], ``n_anchors < 2``.
+    """
+    if isinstance(num_particles, bool) or not isinstance(num_particles, (int, np.integer)):
+        raise TypeError(f"num_particles must be an integer >= 2; got {num_particles!r}")
+    if num_particles < 2:
+        raise ValueError(f"num_particles must be >= 2; got {num_particles}")
+    threshold = float(resampling_threshold)
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"resampling_threshold must be in [0, 1]; got {resampling_threshold}")
+    if isinstance(n_anchors, bool) or not isinstance(n_anchors, (int, np.integer)):
+        raise TypeError(f"n_anchors must be an integer >= 2; got {n_anchors!r}")
+    if n_anchors < 2:
+        raise ValueError(f"n_anchors must be >= 2; got {n_anchors}")
+    return threshold
+
+
+def pgsm_step(state, log_v_table, log_w_table, rng, *, num_particles=20,
+              resampling_threshold=0.5, n_anchors=2, annealing=True, anchors=None,
+              anchor_proposal=None, conditional=True):
+    """One PGSM transition of ``state`` (mutated in place).
+
+    Parameters
+    ----------
+    state : PartitionState
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+        ``prior.tables(n)`` for the ``n`` data points.
+    rng : numpy.random.Generator
+    num_particles : int, default 20
+        ``N >= 2``.
+    resampling_threshold : float, default 0.5
+        ``β``: resample when the relative ESS is below ``β`` (0: never, 1: always).
+    n_anchors : int, default 2
+        ``|s|``.
+    annealing : bool, default True
+        Annealed intermediate targets of §3.4.
+    anchors : array_like of int, optional
+        Anchor set to use (distinct indices); drawn otherwise.
+    anchor_proposal : AnchorProposal, optional
+        Anchor law (with its frozen snapshot; its ``n_anchors`` overrides ``n_anchors``);
+        uniform if omitted or not adapted yet.
+    conditional : bool, default True
+        ``False`` drops the pinned reference path (plain SMC): **not** invariant; exists only
+        as the negative control of the tests.
+
+    Returns
+    -------
+    PGSMInfo
+
+    References
+    ----------
+    Bouchard-Côté, Doucet & Roth (2017), Algorithms 1-3.
+    """
+    if anchor_proposal is not None:
+        n_anchors = anchor_proposal.n_anchors
+    threshold = validate_pgsm_options(num_particles, resampling_threshold, n_anchors)
+    n = state.n
+    if log_v_table.dtype != np.float64 or not log_v_table.flags.c_contiguous:
+        log_v_table = np.ascontiguousarray(log_v_table, dtype=np.float64)
+    if log_w_table.dtype != np.float64 or not log_w_table.flags.c_contiguous:
+        log_w_table = np.ascontiguousarray(log_w_table, dtype=np.float64)
+    if log_v_table.shape[0] < n + 2 or log_w_table.shape[0] < n + 2:
+        raise ValueError(f"log_v_table and log_w_table must have length >= n + 2 = {n + 2}")
+    if n < n_anchors:
+        raise ValueError(f"need at least n_anchors={n_anchors} points; got {n}")
+    if anchors is None and anchor_proposal is not None and anchor_proposal.is_adapted:
+        anchors = anchor_proposal.sample(n, rng)
+    if anchors is None:
+        # uniform anchors, drawn inside the numba kernel (same law as sample_uniform_anchors)
+        anchors = np.full(n_anchors, -1, dtype=np.int64)
+    else:
+        anchors = np.array(anchors, dtype=np.int64)
+        if (anchors.ndim != 1 or anchors.shape[0] < 2
+                or np.unique(anchors).size != anchors.size):
+            raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
+        if anchors.min() < 0 or anchors.max() >= n:
+            raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
+    seed_numba_from(rng)
+    move, size, events, ess, generations = _pgsm_move(
+        state.family_id, state.params, state.x, anchors, state.labels_slots, state.sizes,
+        state.stats, state.empty_row, state.active, state.where, state.meta, log_v_table,
+        log_w_table, int(num_particles), threshold, bool(annealing), bool(conditional))
+    return PGSMInfo(int(move), anchors, int(size), int(events), float(ess), int(generations))
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def reference_incremental_log_weights(family, x, points, n_anchors, n_other_clusters,
+                                      log_v_table, log_w_table, decisions, ancestors,
+                                      annealing, generations=None):
+    """Plain-Python recomputation of the incremental log weights of a CSMC sweep.
+
+    Given the lineage (``decisions``, ``ancestors`` of shape (n, N), as filled by
+    ``csmc_sweep``), every particle's partition of ``σ_1..σ_{t-1}`` is rebuilt explicitly and
+    ``γ_t`` of every allowed option is computed from scratch with eq. (7)
+    (``log V(n_total, K_other + #blocks) + Σ_b log W(|b|) + log L(y_b)``, the latter by
+    ``family.log_marginal_of``), independently of the incremental numba code.
+
+    Returns
+    -------
+    log_incremental, log_proposals : ndarray of float64, shape (generations, N)
+    """
+    points = np.asarray(points)
+    n = points.shape[0]
+    m = n_anchors
+    generations = n if generations is None else generations
+    big_n = decisions.shape[1]
+    use_annealing = annealing and n > m
+
+    def log_gamma(blocks_of_points, upto):
+        members = {}
+        for t in range(upto):
+            members.setdefault(int(blocks_of_points[t]), []).append(points[t])
+        value = float(log_v_table[n_other_clusters + len(members)])
+        for idx in members.values():
+            value += float(log_w_table[len(idx)]) + float(family.log_marginal_of(x[idx]))
+        return value, len(members)
+
+    def path(t, p):  # decisions of particle p at generation t, generations 0..t
+        out = np.empty(t + 1, dtype=np.int64)
+        for u in range(t, -1, -1):
+            out[u] = decisions[u, p]
+            p = ancestors[u, p]
+        return out
+
+    log_incremental = np.zeros((generations, big_n))
+    log_proposals = np.zeros((generations, big_n))
+    for t in range(1, generations):
+        for p in range(big_n):
+            full = path(t, p)
+            parent = full[:t]
+            log_previous, n_blocks = log_gamma(parent, t)
+            options = list(range(n_blocks)) + ([n_blocks] if t < m else [])
+            log_options = []
+            for j in options:
+                value, _ = log_gamma(np.append(parent, j), t + 1)
+                log_options.append(value - log_previous)
+            log_options = np.array(log_options)
+            finite = np.isfinite(log_options)
+            log_total = np.logaddexp.reduce(log_options[finite])
+            choice = full[t]
+            if use_annealing and t < m:
+                log_incremental[t, p] = np.log(finite.sum())
+                log_proposals[t, p] = -np.log(finite.sum())
+            else:
+                log_incremental[t, p] = log_total
+                log_proposals[t, p] = log_options[choice] - log_total
+                if use_annealing:
+                    anchor_blocks = parent[:m]
+                    log_anchor, _ = log_gamma(anchor_blocks, m)
+                    log_incremental[t, p] += log_anchor / (n - m)
+    return log_incremental, log_proposals
