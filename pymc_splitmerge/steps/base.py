@@ -1,0 +1,288 @@
+"""Shared PyMC adapter of the partition samplers.
+
+:class:`PartitionStep` turns a kernel of :mod:`pymc_splitmerge.kernels` into a PyMC
+``BlockedStep``.  It owns everything PyMC-specific so that a concrete sampler only supplies
+the kernel call and its stats:
+
+* model discovery (:func:`pymc_splitmerge.distributions.discover`) from the partition RV;
+* a cached :class:`~pymc_splitmerge.kernels.state.PartitionState`, rebuilt only when the
+  labels in the point differ from the canonical labels this step last wrote (another step
+  moved them) or when the component family's hyperparameter values changed; the prior's
+  tables are recomputed only when the prior's hyperparameters changed;
+* the random generator: ``set_rng(rng)`` (pymc 5), ``setup_chain(rng, tune, draws)``
+  (pymc 6), or a fallback Generator when neither is called; both reset per-chain state;
+* point handling: the point's arrays are never modified in place (with ``cores > 1`` they
+  live in shared memory); a new dict with every key is returned and the stored labels are
+  canonical (order of first appearance, ``0..K-1``).
+
+Subclasses set ``name`` (a short name, also the prefix of their stats), declare
+``stats_dtypes_shapes`` (every name prefixed by ``name + "_"``) and implement
+:meth:`PartitionStep.kernel_step`.  Every partition step also emits
+``<name>_n_clusters``: PyMC's progress-bar columns can only show sampler stats
+(``_make_progressbar_update_functions`` maps a step's stats dict to column values), so the
+number-of-clusters column needs it; analyses should still derive partition quantities from
+the stored labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pymc.model import modelcontext
+from pymc.step_methods.compound import BlockedStep, Competence
+
+from pymc_splitmerge.kernels.state import PartitionState
+
+__all__ = ["PartitionStep", "partition_value_and_random_variable", "same_values"]
+
+
+def same_values(first, second) -> bool:
+    """Exact equality of (nested) hyperparameter values: dicts, arrays, numbers."""
+    if isinstance(first, dict) or isinstance(second, dict):
+        if not (isinstance(first, dict) and isinstance(second, dict)):
+            return False
+        if first.keys() != second.keys():
+            return False
+        return all(same_values(first[key], second[key]) for key in first)
+    try:
+        return bool(np.array_equal(np.asarray(first), np.asarray(second)))
+    except (TypeError, ValueError):
+        return first == second
+
+
+def _copy_values(values):
+    if isinstance(values, dict):
+        return {key: _copy_values(value) for key, value in values.items()}
+    return np.array(values, copy=True) if isinstance(values, np.ndarray) else values
+
+
+def partition_value_and_random_variable(vars, model):
+    """Return ``(value_var, rv)`` of the single partition variable in ``vars``.
+
+    ``vars`` may be the partition RV, its value variable, or a one-element list of either.
+    """
+    from pymc_splitmerge.distributions.priors import PartitionPriorRV
+
+    if not isinstance(vars, list | tuple):
+        vars = [vars]
+    if len(vars) != 1:
+        raise ValueError(
+            f"a partition step samples exactly one partition variable; got {len(vars)} "
+            "variables (create one step per partition)"
+        )
+    (var,) = vars
+    value_var = model.rvs_to_values.get(var, var)
+    if value_var not in model.value_vars:
+        raise ValueError(f"{getattr(var, 'name', var)!r} is not a free variable of the model")
+    rv = model.values_to_rvs[value_var]
+    if rv.owner is None or not isinstance(rv.owner.op, PartitionPriorRV):
+        raise TypeError(
+            f"{rv.name!r} is not a partition variable: pass the variable created with "
+            "DirichletProcess / PitmanYor / FiniteDirichlet / MixtureOfFiniteMixtures"
+        )
+    return value_var, rv
+
+
+# --------------------------------------------------------------------------------------------
+# LOCAL WORKAROUND (steps owner): minimal stand-in for distributions.discovery.discover, used
+# only while `pymc_splitmerge.distributions.discover` does not exist.  Delete once it lands.
+# --------------------------------------------------------------------------------------------
+class _FallbackPartitionModel:
+    def __init__(self, partition_var, model):
+        try:
+            from pytensor.graph.traversal import ancestors
+        except ImportError:  # older pytensor
+            from pytensor.graph.basic import ancestors
+
+        from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV
+
+        model = modelcontext(model)
+        observed = [rv for rv in model.observed_RVs
+                    if isinstance(rv.owner.op, ConjugateMixtureRV)
+                    and partition_var in set(ancestors([rv]))]
+        if len(observed) != 1:
+            raise ValueError(f"expected one ConjugateMixture depending on "
+                             f"{partition_var.name!r}; found {len(observed)}")
+        (observed_var,) = observed
+        op = observed_var.owner.op
+        self.partition_var = partition_var
+        self.value_var = model.rvs_to_values[partition_var]
+        self.observed_var = observed_var
+        self.prior_op = partition_var.owner.op
+        self.prior_class = self.prior_op.prior_class
+        self.family = op.family
+        _, *symbolic = observed_var.owner.op.dist_params(observed_var.owner)
+        prior_params = list(self.prior_op.dist_params(partition_var.owner))[:-1]
+        self._n_prior = len(prior_params)
+        self._symbolic_names = op.symbolic_names
+        outputs = model.replace_rvs_by_values([*prior_params, *symbolic])
+        self._fn = (model.compile_fn(outputs, inputs=model.value_vars, on_unused_input="ignore",
+                                     point_fn=True) if outputs else (lambda point: []))
+        data_var = model.rvs_to_values[observed_var]
+        data = data_var.get_value() if hasattr(data_var, "get_value") else data_var.data
+        self.data = op.numeric_family(*[np.zeros(0)] * 0).prepare_data(np.asarray(data)) \
+            if not op.symbolic_names else np.asarray(data, dtype=np.float64).reshape(
+                len(data), -1)
+        self.random_hyperparameters = bool(outputs)
+
+    def _values(self, point):
+        values = [np.asarray(v) for v in self._fn(point)]
+        return values[: self._n_prior], values[self._n_prior:]
+
+    def hyperparameter_values(self, point):
+        prior_values, family_values = self._values(point)
+        result = dict(zip(self.prior_op.parameter_names, prior_values))
+        result["family"] = dict(zip(self._symbolic_names, family_values))
+        return result
+
+    def numeric_prior(self, point):
+        if not self.prior_op.parameter_names:
+            return self.prior_op.numeric_prior()
+        return self.prior_op.numeric_prior(*self._values(point)[0])
+
+    def numeric_family(self, point):
+        return self.observed_var.owner.op.numeric_family(*self._values(point)[1])
+
+
+def _fallback_discover(partition_var, model=None):
+    return _FallbackPartitionModel(partition_var, model)
+
+
+class PartitionStep(BlockedStep):
+    """Base class of the PyMC step methods that sample a partition.
+
+    Parameters
+    ----------
+    vars : TensorVariable or list of one TensorVariable
+        The partition random variable (or its value variable).
+    model : pymc.Model, optional
+        Defaults to the model on the context stack.
+    rng : int, numpy.random.Generator or None
+        Fallback randomness used when PyMC does not call ``set_rng`` / ``setup_chain``.
+
+    Notes
+    -----
+    Subclasses implement :meth:`kernel_step` and declare their stats.
+    """
+
+    name = "partition"
+    stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {}
+
+    def __init__(self, vars, model=None, rng=None, **kwargs):
+        from pymc.util import get_random_generator
+
+        try:
+            from pymc_splitmerge.distributions import discover
+        except ImportError:  # LOCAL WORKAROUND until distributions.discover lands
+            discover = _fallback_discover
+
+        for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
+            kwargs.pop(ignored, None)
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        model = modelcontext(model)
+        value_var, rv = partition_value_and_random_variable(vars, model)
+        self.model = model
+        self.vars = [value_var]
+        self.value_name = value_var.name
+        self.partition_var = rv
+        self.partition_model = discover(rv, model)
+        self.n_points = int(self.partition_model.data.shape[0])
+        self.rng = get_random_generator(rng)
+        self.reset_chain()
+
+    # ------------------------------------------------------------------ PyMC plumbing
+    def reset_chain(self) -> None:
+        """Forget cached state (called at the start of every chain)."""
+        self._state: PartitionState | None = None
+        self._cached_labels: np.ndarray | None = None
+        self._cached_prior_values = None
+        self._cached_family_values = None
+        self._prior = None
+        self._tables = None
+
+    def set_rng(self, rng) -> None:
+        """pymc 5: receive this chain's generator; resets per-chain state."""
+        from pymc.util import get_random_generator
+
+        self.rng = get_random_generator(rng, copy=False)
+        self.reset_chain()
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        """pymc 6: receive this chain's generator; resets per-chain state."""
+        self.set_rng(rng)
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        from pymc_splitmerge.distributions.priors import PartitionPriorRV
+
+        owner = getattr(var, "owner", None)
+        if owner is not None and isinstance(owner.op, PartitionPriorRV):
+            return Competence.IDEAL
+        return Competence.INCOMPATIBLE
+
+    # ------------------------------------------------------------------ state handling
+    def current_state(self, point) -> tuple[PartitionState, object, tuple[np.ndarray, np.ndarray]]:
+        """The partition state, numeric prior and tables matching ``point``.
+
+        The cached state is reused when the point's labels equal the canonical labels this
+        step wrote last and the family's hyperparameter values are unchanged.
+        """
+        values = self.partition_model.hyperparameter_values(point)
+        family_values = values.get("family", {})
+        prior_values = {key: value for key, value in values.items() if key != "family"}
+        labels = np.asarray(point[self.value_name])
+        if labels.shape != (self.n_points,):
+            raise ValueError(
+                f"labels of {self.value_name!r} have shape {labels.shape}; expected "
+                f"({self.n_points},)"
+            )
+        if self._prior is None or not same_values(prior_values, self._cached_prior_values):
+            self._prior = self.partition_model.numeric_prior(point)
+            self._tables = self._prior.tables(self.n_points)
+            self._cached_prior_values = _copy_values(prior_values)
+        rebuild = (
+            self._state is None
+            or not same_values(family_values, self._cached_family_values)
+            or not np.array_equal(labels, self._cached_labels)
+        )
+        if rebuild:
+            family = self.partition_model.numeric_family(point)
+            self._state = PartitionState(family, self.partition_model.data, labels)
+            self._cached_family_values = _copy_values(family_values)
+        return self._state, self._prior, self._tables
+
+    def kernel_step(self, state: PartitionState, prior, tables) -> dict[str, Any]:
+        """Apply the kernel to ``state`` in place; return this step's stats (no n_clusters)."""
+        raise NotImplementedError
+
+    def step(self, point):
+        state, prior, tables = self.current_state(point)
+        stats = self.kernel_step(state, prior, tables)
+        labels = state.labels()
+        self._cached_labels = labels
+        new_point = dict(point)  # never modify the point's arrays in place
+        new_point[self.value_name] = labels.astype(np.asarray(point[self.value_name]).dtype,
+                                                   copy=True)
+        stats[f"{self.name}_n_clusters"] = state.n_clusters
+        return new_point, [stats]
+
+    # ------------------------------------------------------------------ progress bar
+    # pymc 5.28 / 6.x build progress-bar columns from `_progressbar_config(n_chains)` and map
+    # each step's stats dict to column values with `_make_progressbar_update_functions()`.
+    def _progressbar_config(self, n_chains=1):
+        from rich.progress import TextColumn
+        from rich.table import Column
+
+        key = f"{self.name}_n_clusters"
+        columns = [TextColumn("{task.fields[%s]}" % key, table_column=Column("Clusters", ratio=1))]
+        return columns, {key: [0] * n_chains}
+
+    def _make_progressbar_update_functions(self):
+        key = f"{self.name}_n_clusters"
+
+        def update_stats(step_stats):
+            return {key: step_stats[key]}
+
+        return (update_stats,)
