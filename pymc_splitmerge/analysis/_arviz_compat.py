@@ -1,0 +1,174 @@
+"""Compatibility layer between ArviZ 0.x (``InferenceData``) and ArviZ 1.x (``xarray.DataTree``).
+
+``pm.sample`` returns an :class:`arviz.InferenceData` with pymc 5 / ArviZ 0.x (Python 3.11) and an
+:class:`xarray.DataTree` with pymc 6 / ArviZ 1.x (Python 3.12).  Everything in
+:mod:`pymc_splitmerge.analysis` goes through the few helpers below, so the rest of the layer never
+asks which line it runs on.
+
+Both lines accept an :class:`xarray.Dataset` with ``chain`` and ``draw`` dimensions in
+``az.rhat`` and ``az.ess``; the helpers build such a dataset from plain arrays.  The tail ESS is
+always computed with the quantiles (0.05, 0.95) (ArviZ 0.x's default; ArviZ 1.x's dataset default
+differs), and the HDI is computed here (narrowest interval of the pooled sorted draws, ArviZ's
+``"nearest"`` rule) because the two lines name its keyword and output coordinate differently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+__all__ = [
+    "ARVIZ_MAJOR",
+    "add_group",
+    "ess",
+    "get_group",
+    "group_names",
+    "has_group",
+    "hdi",
+    "is_datatree",
+    "is_inference_data",
+    "rhat",
+]
+
+import arviz as _az
+
+ARVIZ_MAJOR = int(str(_az.__version__).split(".")[0])
+
+TAIL_PROBABILITIES = (0.05, 0.95)
+
+
+def is_datatree(data) -> bool:
+    """Whether ``data`` is an :class:`xarray.DataTree` (ArviZ 1.x container)."""
+    datatree_class = getattr(xr, "DataTree", None)
+    return datatree_class is not None and isinstance(data, datatree_class)
+
+
+def is_inference_data(data) -> bool:
+    """Whether ``data`` is an ArviZ 0.x :class:`arviz.InferenceData`."""
+    if ARVIZ_MAJOR >= 1:
+        return False
+    return isinstance(data, _az.InferenceData)
+
+
+def group_names(data) -> list[str]:
+    """Names of the groups of an ``InferenceData`` or ``DataTree`` (empty list otherwise)."""
+    if is_inference_data(data):
+        return list(data.groups())
+    if is_datatree(data):
+        return list(data.children)
+    return []
+
+
+def has_group(data, name: str) -> bool:
+    """Whether ``data`` holds a group called ``name``."""
+    return name in group_names(data)
+
+
+def get_group(data, name: str = "posterior") -> xr.Dataset:
+    """Return group ``name`` of ``data`` as an :class:`xarray.Dataset`.
+
+    Parameters
+    ----------
+    data : InferenceData, DataTree or Dataset
+        A Dataset is returned unchanged (whatever ``name`` is).
+    name : str
+        Group name.
+
+    Raises
+    ------
+    ValueError
+        If the container has no such group.
+    TypeError
+        If ``data`` is none of the supported containers.
+    """
+    if isinstance(data, xr.Dataset):
+        return data
+    if is_inference_data(data) or is_datatree(data):
+        names = group_names(data)
+        if name not in names:
+            raise ValueError(f"the data has no group {name!r}; its groups are {names}")
+        if is_inference_data(data):
+            return getattr(data, name)
+        return data[name].to_dataset()
+    raise TypeError(
+        "expected an arviz.InferenceData, an xarray.DataTree or an xarray.Dataset, "
+        f"got {type(data).__name__}"
+    )
+
+
+def add_group(data, name: str, dataset: xr.Dataset, overwrite: bool = True):
+    """Attach ``dataset`` to ``data`` as group ``name``, in place, and return ``data``.
+
+    Parameters
+    ----------
+    data : InferenceData or DataTree
+    name : str
+    dataset : xarray.Dataset
+    overwrite : bool
+        Replace an existing group of the same name (otherwise raise ValueError).
+    """
+    if has_group(data, name) and not overwrite:
+        raise ValueError(f"the data already has a group {name!r}; pass overwrite=True")
+    if is_inference_data(data):
+        if has_group(data, name):
+            del data[name]
+        data.add_groups({name: dataset})
+        return data
+    if is_datatree(data):
+        data[name] = xr.DataTree(dataset)
+        return data
+    raise TypeError(
+        "can only add a group to an arviz.InferenceData or an xarray.DataTree, "
+        f"got {type(data).__name__}"
+    )
+
+
+def _as_chain_draw(values) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2:
+        raise ValueError(f"expected values of shape (chain, draw), got shape {array.shape}")
+    return array
+
+
+def _dataset(values: np.ndarray) -> xr.Dataset:
+    return xr.Dataset({"x": (("chain", "draw"), values)})
+
+
+def rhat(values) -> float:
+    """Rank-normalised split R-hat (Vehtari et al. 2021) of an array of shape (chain, draw)."""
+    return float(_az.rhat(_dataset(_as_chain_draw(values)))["x"].values)
+
+
+def ess(values, method: str = "bulk") -> float:
+    """Effective sample size of an array of shape (chain, draw).
+
+    ``method`` is passed to ArviZ (``"bulk"``, ``"tail"``, ``"mean"``, ...); ``"tail"`` uses the
+    quantiles (0.05, 0.95) on both ArviZ lines.
+    """
+    kwargs = {"method": method}
+    if method == "tail":
+        kwargs["prob"] = TAIL_PROBABILITIES
+    return float(_az.ess(_dataset(_as_chain_draw(values)), **kwargs)["x"].values)
+
+
+def hdi(values, probability: float = 0.94) -> tuple[float, float]:
+    """Highest-density interval of the pooled draws (narrowest interval holding ``probability``).
+
+    Same rule as ArviZ's default (``"nearest"``): among the intervals
+    ``[x_(i), x_(i + m - 1)]`` of the sorted draws with ``m = floor(probability * N)``, the
+    narrowest (first one on ties).
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return (np.nan, np.nan)
+    n = x.size
+    interval_size = int(np.floor(probability * n))
+    n_intervals = n - interval_size
+    if n_intervals <= 0 or interval_size <= 0:
+        return (float(x[0]), float(x[-1]))
+    widths = x[interval_size:] - x[:n_intervals]
+    start = int(np.argmin(widths))
+    return (float(x[start]), float(x[start + interval_size]))

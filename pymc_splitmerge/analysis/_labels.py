@@ -1,0 +1,222 @@
+"""Finding, validating and canonicalising partition draws (label arrays).
+
+A partition of ``n`` observations is stored as an integer label vector; it is *canonical* when
+labels are ``0..K-1`` numbered by order of first appearance.  Traces hold the partition variable
+as an int64 array of shape (chain, draw, n).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import xarray as xr
+
+from pymc_splitmerge.analysis import _arviz_compat as compat
+
+__all__ = [
+    "as_label_draws",
+    "as_labels",
+    "canonicalize",
+    "find_partition_variable",
+    "is_canonical",
+    "partition_draws",
+]
+
+
+@numba.njit(cache=True)
+def _canonicalize_rows(labels: np.ndarray, max_label: int) -> np.ndarray:  # pragma: no cover
+    rows, n = labels.shape
+    out = np.empty((rows, n), dtype=np.int64)
+    mapping = np.empty(max_label + 1, dtype=np.int64)
+    for r in range(rows):
+        mapping[:] = -1
+        next_label = 0
+        for i in range(n):
+            old = labels[r, i]
+            if mapping[old] < 0:
+                mapping[old] = next_label
+                next_label += 1
+            out[r, i] = mapping[old]
+    return out
+
+
+def reference_canonicalize(labels: np.ndarray) -> np.ndarray:
+    """Plain numpy reference for :func:`canonicalize` (rows of a 2-D array)."""
+    labels = np.atleast_2d(np.asarray(labels))
+    out = np.empty(labels.shape, dtype=np.int64)
+    for r, row in enumerate(labels):
+        _, first_index, inverse = np.unique(row, return_index=True, return_inverse=True)
+        rank = np.empty(first_index.size, dtype=np.int64)
+        rank[np.argsort(first_index)] = np.arange(first_index.size)
+        out[r] = rank[inverse]
+    return out
+
+
+def canonicalize(labels) -> np.ndarray:
+    """Relabel partitions canonically (0..K-1 by order of first appearance).
+
+    Parameters
+    ----------
+    labels : array_like of int, shape (..., n)
+        Non-negative integer labels; the last axis indexes observations.
+
+    Returns
+    -------
+    ndarray of int64, shape (..., n)
+    """
+    array = _check_integer_array(labels, "labels")
+    if array.size == 0:
+        return array.astype(np.int64)
+    shape = array.shape
+    flat = array.reshape(-1, shape[-1])
+    return _canonicalize_rows(flat, int(flat.max())).reshape(shape)
+
+
+def is_canonical(labels) -> bool:
+    """Whether every row (last axis) of ``labels`` is canonical: first label 0 and each label at
+    most one more than the largest label before it."""
+    array = np.asarray(labels)
+    if array.ndim == 0 or array.shape[-1] == 0:
+        return False
+    if not np.issubdtype(array.dtype, np.integer):
+        return False
+    if np.any(array[..., 0] != 0):
+        return False
+    running_max = np.maximum.accumulate(array, axis=-1)
+    return bool(np.all(array[..., 1:] <= running_max[..., :-1] + 1))
+
+
+def _check_integer_array(labels, what: str) -> np.ndarray:
+    if isinstance(labels, xr.DataArray):
+        labels = labels.values
+    try:
+        array = np.asarray(labels)
+    except ValueError as error:  # ragged nested lists on recent numpy
+        raise ValueError(
+            f"{what} is ragged (rows of different lengths); every partition must label the "
+            "same n observations"
+        ) from error
+    if array.dtype == object:
+        raise ValueError(
+            f"{what} is ragged or not numeric (object array); pass a rectangular integer array"
+        )
+    if np.issubdtype(array.dtype, np.floating):
+        if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
+            raise TypeError(f"{what} must hold integer cluster labels, got non-integer floats")
+        array = array.astype(np.int64)
+    elif np.issubdtype(array.dtype, np.bool_):
+        array = array.astype(np.int64)
+    elif not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{what} must hold integer cluster labels, got dtype {array.dtype}")
+    if array.size and array.min() < 0:
+        raise ValueError(f"{what} holds negative labels; cluster labels must be >= 0")
+    return array.astype(np.int64, copy=False)
+
+
+def as_labels(labels, what: str = "labels", n: int | None = None) -> np.ndarray:
+    """Validate one partition: canonical int64 array of shape (n,)."""
+    array = _check_integer_array(labels, what)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D label vector of shape (n,), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{what} is empty")
+    if n is not None and array.size != n:
+        raise ValueError(f"{what} labels {array.size} observations but the draws label {n}")
+    return canonicalize(array)
+
+
+def as_label_draws(labels, what: str = "draws") -> np.ndarray:
+    """Validate draws: returns canonical int64 array of shape (chain, draw, n).
+
+    Accepts shape (draw, n) (one chain) or (chain, draw, n).
+    """
+    array = _check_integer_array(labels, what)
+    if array.ndim == 2:
+        array = array[None]
+    if array.ndim != 3:
+        raise ValueError(
+            f"{what} must have shape (draw, n) or (chain, draw, n), got shape {array.shape}"
+        )
+    if 0 in array.shape:
+        raise ValueError(f"{what} is empty (shape {array.shape})")
+    if not is_canonical(array):
+        array = canonicalize(array)
+    return array
+
+
+def find_partition_variable(posterior: xr.Dataset) -> str:
+    """Name of the partition variable of a posterior dataset.
+
+    The partition variable is the only integer variable with dims (chain, draw, obs) whose values
+    are canonical labels.
+
+    Raises
+    ------
+    ValueError
+        If there is no such variable, or more than one (then pass ``var_name``).
+    """
+    candidates = []
+    rejected = []
+    for name, variable in posterior.data_vars.items():
+        dims = variable.dims
+        if len(dims) != 3 or dims[0] != "chain" or dims[1] != "draw":
+            rejected.append(f"{name} (dims {dims})")
+            continue
+        if not np.issubdtype(variable.dtype, np.integer):
+            rejected.append(f"{name} (dtype {variable.dtype})")
+            continue
+        if not is_canonical(variable.values):
+            rejected.append(f"{name} (values are not canonical labels 0..K-1)")
+            continue
+        candidates.append(str(name))
+    if not candidates:
+        raise ValueError(
+            "found no partition variable: expected an integer variable of dims "
+            "(chain, draw, n) holding canonical labels (0..K-1 by first appearance). "
+            f"Variables looked at: {rejected or 'none'}. Pass var_name= or an array of labels."
+        )
+    if len(candidates) > 1:
+        raise ValueError(
+            f"several variables look like partitions: {candidates}; pass var_name= to choose"
+        )
+    return candidates[0]
+
+
+def partition_draws(data, var_name: str | None = None) -> tuple[np.ndarray, str | None]:
+    """Extract partition draws from a trace or an array.
+
+    Parameters
+    ----------
+    data : InferenceData, DataTree, Dataset, DataArray or array_like
+        An array is of shape (draw, n) or (chain, draw, n).
+    var_name : str, optional
+        Name of the partition variable; found automatically when omitted.
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (chain, draw, n)
+        Canonical labels.
+    var_name : str or None
+        Name of the variable (None for array input).
+    """
+    if isinstance(data, xr.DataArray):
+        if data.ndim == 3 and data.dims[:2] != ("chain", "draw"):
+            raise ValueError(f"a DataArray of partitions needs dims (chain, draw, n), got {data.dims}")
+        return as_label_draws(data.values), (str(data.name) if data.name is not None else None)
+    if isinstance(data, xr.Dataset) or compat.is_datatree(data) or compat.is_inference_data(data):
+        posterior = compat.get_group(data, "posterior")
+        if var_name is None:
+            var_name = find_partition_variable(posterior)
+        elif var_name not in posterior.data_vars:
+            raise ValueError(
+                f"the posterior has no variable {var_name!r}; its variables are "
+                f"{list(posterior.data_vars)}"
+            )
+        variable = posterior[var_name]
+        if variable.ndim != 3:
+            raise ValueError(
+                f"variable {var_name!r} has dims {variable.dims}; a partition variable has dims "
+                "(chain, draw, n)"
+            )
+        return as_label_draws(variable.transpose("chain", "draw", ...).values, var_name), var_name
+    return as_label_draws(data), None
