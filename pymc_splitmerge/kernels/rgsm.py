@@ -1,0 +1,376 @@
+r"""Restricted Gibbs split-merge kernel (Jain & Neal 2000/2004, Algorithm 2).
+
+One Metropolis–Hastings update (paper §3.3.3):
+
+1. draw two distinct anchors :math:`i, j` uniformly; :math:`S` = the other members of
+   their clusters (scanned in increasing index order, a function of :math:`S` only);
+2. **launch state**: put :math:`i` in :math:`A`, :math:`j` in :math:`B`, each
+   :math:`k \in S` in :math:`A` or :math:`B` with probability 1/2, then perform
+   :math:`t` intermediate *restricted Gibbs scans* — each :math:`k \in S` in turn is
+   redrawn from
+
+   .. math::
+
+       P(k \to A \mid \cdot) \propto \frac{W(m_{-k,A}+1)}{W(m_{-k,A})}\,
+       p(x_k \mid A_{-k}), \qquad
+       P(k \to B \mid \cdot) \propto \frac{W(m_{-k,B}+1)}{W(m_{-k,B})}\,
+       p(x_k \mid B_{-k})
+
+   (paper eq. 18, where the DP gives :math:`W(m+1)/W(m) = m`);
+3. if :math:`c_i = c_j`: one *final* restricted scan from the launch state gives
+   :math:`c^{split}`; :math:`q(c^{split} \mid c)` is the product of the final scan's
+   conditional probabilities (from the **launch** state, not the intermediate scans);
+   log ratio :math:`\log\pi(c^{split}) - \log\pi(c) - \log q(c^{split}\mid c)`;
+4. otherwise propose the merge; :math:`q(c \mid c^{merge})` is the probability that one
+   restricted scan from the launch state produces the current split (computed by
+   forcing each :math:`k` to its current side); log ratio
+   :math:`\log\pi(c^{merge}) - \log\pi(c) + \log q(c \mid c^{merge})`.
+
+The launch state is a random choice of the proposal independent of the current
+partition (paper §3.3.2, Tierney 1994), which is why its (intractable) probability
+does not enter the ratio.  A full iteration RGSM(t, m, g) does ``m`` such updates then
+``g`` full collapsed Gibbs scans; the paper finds RGSM(5, 1, 1) a good default (§4).
+
+References
+----------
+.. [1] Jain, S. and Neal, R. M. (2000). A split-merge Markov chain Monte Carlo procedure
+   for the Dirichlet process mixture model. Technical Report 2003, University of Toronto,
+   §3.3 (Algorithm 2), §3.4 and §4.4; JCGS 13(1) 2004.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.kernels.splitmerge_common import (
+    MOVE_MERGE,
+    MOVE_NONE,
+    MOVE_SPLIT,
+    SplitMergeInfo,
+    SplitMergeProposal,
+    accept_proposal,
+    anchor_clusters_members,
+    log_split_merge_ratio,
+    reference_two_way_log_probabilities,
+    two_way_log_probabilities,
+    uniform_anchor_pair,
+    validate_tables,
+)
+
+__all__ = [
+    "restricted_scan",
+    "reference_restricted_scan",
+    "rgsm_proposal_core",
+    "propose_rgsm",
+    "rgsm_step",
+    "rgsm_update",
+    "RGSMUpdateInfo",
+]
+
+
+
+@numba.njit(cache=True)
+def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, forced,
+                    target_sides, uniforms, log_w_table):
+    """One restricted Gibbs scan over ``members`` between candidate clusters A and B.
+
+    Updates ``sides``, ``sizes`` and the scratch rows in place.
+
+    Parameters
+    ----------
+    family_id : int
+    params : ndarray of float64
+    x : ndarray of float64, shape (n, data_dim)
+    members : ndarray of int64, shape (|S|,)
+        Points of :math:`S`, in scan order.
+    sides : ndarray of int64, shape (|S|,)
+        Current side of each member (0 = A, 1 = B); updated in place.
+    sizes : ndarray of int64, shape (2,)
+        Sizes of A and B (anchors included); updated in place.
+    stats_a, stats_b : ndarray of float64, shape (stat_dim,)
+        Scratch statistics rows; updated in place.
+    forced : bool
+        If true, every member is set to ``target_sides`` (the scan is only scored).
+    target_sides : ndarray of int64, shape (|S|,)
+        Used when ``forced``.
+    uniforms : ndarray of float64, shape (|S|,)
+        Uniform(0, 1) draws used when not ``forced``.
+    log_w_table : ndarray of float64, shape (n + 2,)
+
+    Returns
+    -------
+    float
+        Log transition probability of the scan (product of the conditionals).
+    """
+    log_probability = 0.0
+    for t in range(members.shape[0]):
+        k = members[t]
+        if sides[t] == 0:
+            dispatch.remove_point(family_id, params, stats_a, x[k])
+            sizes[0] -= 1
+        else:
+            dispatch.remove_point(family_id, params, stats_b, x[k])
+            sizes[1] -= 1
+        log_pa, log_pb = two_way_log_probabilities(family_id, params, x[k], stats_a, sizes[0],
+                                                   stats_b, sizes[1], log_w_table)
+        if forced:
+            new_side = target_sides[t]
+        else:
+            new_side = 0 if uniforms[t] < math.exp(log_pa) else 1
+        if new_side == 0:
+            log_probability += log_pa
+            dispatch.add_point(family_id, params, stats_a, x[k])
+            sizes[0] += 1
+        else:
+            log_probability += log_pb
+            dispatch.add_point(family_id, params, stats_b, x[k])
+            sizes[1] += 1
+        sides[t] = new_side
+    return log_probability
+
+
+def reference_restricted_scan(family, x, anchor_i, anchor_j, members, launch_sides,
+                              final_sides, log_w_table) -> float:
+    """Plain reference: log probability that one restricted scan from ``launch_sides``
+    ends at ``final_sides`` (log marginals only, no incremental statistics)."""
+    sides = list(int(s) for s in launch_sides)
+    log_probability = 0.0
+    for t, k in enumerate(members):
+        others = [(int(m), sides[u]) for u, m in enumerate(members) if u != t]
+        points_a = [int(anchor_i)] + [m for m, s in others if s == 0]
+        points_b = [int(anchor_j)] + [m for m, s in others if s == 1]
+        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
+                                                             x, log_w_table)
+        sides[t] = int(final_sides[t])
+        log_probability += log_pa if sides[t] == 0 else log_pb
+    return float(log_probability)
+
+
+def _validate_scans(n_intermediate_scans) -> int:
+    if isinstance(n_intermediate_scans, bool) or not isinstance(
+            n_intermediate_scans, int | np.integer) or n_intermediate_scans < 0:
+        raise ValueError(
+            f"n_intermediate_scans must be an integer >= 0; got {n_intermediate_scans!r}")
+    return int(n_intermediate_scans)
+
+
+_CONTROL_CODES = {None: 0, "path_probability": 1}
+
+
+@numba.njit(cache=True)
+def rgsm_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, anchor_j,
+                       n_intermediate_scans, uniforms, log_v_table, log_w_table, empty_row,
+                       control):
+    """The whole restricted-Gibbs split-merge proposal for given anchors, in one call.
+
+    Parameters
+    ----------
+    labels : ndarray of int64, shape (n,)
+        Slot labels of the current state (read only).
+    n_clusters : int
+    anchor_i, anchor_j : int
+    n_intermediate_scans : int
+        ``t``.
+    uniforms : ndarray of float64, shape (>= (t + 2) |S|,)
+        ``uniforms[:|S|]`` give the random launch split; the next ``t`` blocks of ``|S|``
+        drive the intermediate scans, then one block the final scan.
+    control : int
+        0 (correct) or 1 (negative control ``path_probability``).
+
+    Returns
+    -------
+    move : int
+    log_accept_ratio : float
+    moving_points : ndarray of int64
+    target_slot : int
+    """
+    members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
+    size_s = members.shape[0]
+    sides = np.empty(size_s, dtype=np.int64)
+    stats_a = empty_row.copy()
+    stats_b = empty_row.copy()
+    dispatch.add_point(family_id, params, stats_a, x[anchor_i])
+    dispatch.add_point(family_id, params, stats_b, x[anchor_j])
+    sizes = np.ones(2, dtype=np.int64)
+    for t in range(size_s):
+        # random launch split: each member of S to A or B with probability 1/2
+        if uniforms[t] < 0.5:
+            sides[t] = 0
+            dispatch.add_point(family_id, params, stats_a, x[members[t]])
+            sizes[0] += 1
+        else:
+            sides[t] = 1
+            dispatch.add_point(family_id, params, stats_b, x[members[t]])
+            sizes[1] += 1
+    offset = size_s
+    log_path = 0.0
+    for _ in range(n_intermediate_scans):
+        log_path += restricted_scan(family_id, params, x, members, sides, sizes, stats_a,
+                                    stats_b, False, sides, uniforms[offset:offset + size_s],
+                                    log_w_table)
+        offset += size_s
+    is_split = labels[anchor_i] == labels[anchor_j]
+    if is_split:
+        log_q = restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b,
+                                False, sides, uniforms[offset:offset + size_s], log_w_table)
+        if control == 1:
+            log_q += log_path
+        log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
+                                          stats_a, sizes[0], stats_b, sizes[1], empty_row,
+                                          log_v_table, log_w_table, n_clusters)
+        moving = np.empty(sizes[0], dtype=np.int64)
+        moving[0] = anchor_i
+        position = 1
+        for t in range(size_s):
+            if sides[t] == 0:
+                moving[position] = members[t]
+                position += 1
+        return MOVE_SPLIT, log_ratio - log_q, moving, -1
+    # merge: probability that one scan from the launch state gives the current split
+    log_q = restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, True,
+                            current_sides, uniforms, log_w_table)
+    if control == 1:
+        log_q += log_path
+    log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
+                                      stats_a, sizes[0], stats_b, sizes[1], empty_row,
+                                      log_v_table, log_w_table, n_clusters - 1)
+    moving = np.empty(sizes[0], dtype=np.int64)
+    moving[0] = anchor_i
+    position = 1
+    for t in range(size_s):
+        if current_sides[t] == 0:
+            moving[position] = members[t]
+            position += 1
+    return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
+
+
+def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
+                 n_intermediate_scans: int = 5, *,
+                 _negative_control: str | None = None) -> SplitMergeProposal:
+    """Propose a restricted-Gibbs split or merge (Algorithm 2) without changing ``state``.
+
+    Parameters
+    ----------
+    state : PartitionState
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+        ``prior.tables(n)``.
+    rng : numpy.random.Generator
+    n_intermediate_scans : int, default 5
+        ``t``, the restricted scans from the random split to the launch state.
+    _negative_control : {None, "path_probability"}
+        Testing only (a wrong variant the tests must reject): ``"path_probability"``
+        multiplies the proposal probability by the probability of the intermediate scans'
+        path, which the reverse move does not retrace.
+
+    Returns
+    -------
+    SplitMergeProposal
+    """
+    if _negative_control not in _CONTROL_CODES:
+        raise ValueError(f"_negative_control must be one of {tuple(_CONTROL_CODES)}")
+    n_intermediate_scans = _validate_scans(n_intermediate_scans)
+    log_v_table, log_w_table = validate_tables(state, log_v_table, log_w_table)
+    n = state.n
+    if n < 2:
+        return SplitMergeProposal(MOVE_NONE, np.empty(0, dtype=np.int64), -1, float("nan"))
+    # |S| <= n - 2: launch + t intermediate + final blocks, and 2 for the anchors
+    uniforms = rng.random((n_intermediate_scans + 2) * (n - 2) + 2)
+    anchor_i, anchor_j = uniform_anchor_pair(n, uniforms[-2], uniforms[-1])
+    move, log_ratio, moving, target = rgsm_proposal_core(
+        state.family_id, state.params, state.x, state.labels_slots, state.n_clusters, anchor_i,
+        anchor_j, n_intermediate_scans, uniforms, log_v_table, log_w_table, state.empty_row,
+        _CONTROL_CODES[_negative_control])
+    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+
+
+def rgsm_step(state, log_v_table, log_w_table, rng: np.random.Generator,
+              n_intermediate_scans: int = 5, *,
+              _negative_control: str | None = None) -> SplitMergeInfo:
+    """One restricted-Gibbs split-merge Metropolis–Hastings update of ``state`` (in place).
+
+    Parameters
+    ----------
+    state : PartitionState
+        Mutated in place only if the proposal is accepted.
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+        ``prior.tables(n)``.
+    rng : numpy.random.Generator
+    n_intermediate_scans : int, default 5
+
+    Returns
+    -------
+    SplitMergeInfo
+    """
+    proposal = propose_rgsm(state, log_v_table, log_w_table, rng, n_intermediate_scans,
+                            _negative_control=_negative_control)
+    return accept_proposal(state, proposal, rng)
+
+
+class RGSMUpdateInfo(NamedTuple):
+    """What one full RGSM(t, m, g) iteration did.
+
+    Attributes
+    ----------
+    updates : tuple of SplitMergeInfo
+        The ``m`` split-merge Metropolis–Hastings updates, in order.
+    n_accepted : int
+        Number of accepted split-merge proposals.
+    accept_rate : float
+        ``n_accepted / m`` (``nan`` if ``m == 0``).
+    gibbs : GibbsInfo or None
+        Info of the ``g`` full Gibbs scans (``None`` when ``g == 0``).
+    """
+
+    updates: tuple
+    n_accepted: int
+    accept_rate: float
+    gibbs: object
+
+
+def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
+                n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
+                n_gibbs_scans: int = 1) -> RGSMUpdateInfo:
+    """One full iteration of Jain & Neal's RGSM(t, m, g) sampler (paper §3.4, §4.4).
+
+    ``m`` restricted-Gibbs split-merge updates (each with ``t`` intermediate scans), then
+    ``g`` full collapsed Gibbs scans (``kernels.gibbs.gibbs_sweep``, random scan order).
+    The paper's recommended setting is RGSM(5, 1, 1), the defaults here.
+
+    Parameters
+    ----------
+    state : PartitionState
+        Mutated in place.
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+    rng : numpy.random.Generator
+    n_intermediate_scans : int, default 5
+        ``t``.
+    n_split_merge_updates : int, default 1
+        ``m``.
+    n_gibbs_scans : int, default 1
+        ``g``.
+
+    Returns
+    -------
+    RGSMUpdateInfo
+    """
+    n_intermediate_scans = _validate_scans(n_intermediate_scans)
+    for name, value in (("n_split_merge_updates", n_split_merge_updates),
+                        ("n_gibbs_scans", n_gibbs_scans)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0; got {value!r}")
+    updates = tuple(rgsm_step(state, log_v_table, log_w_table, rng, n_intermediate_scans)
+                    for _ in range(int(n_split_merge_updates)))
+    n_accepted = sum(int(info.accepted) for info in updates)
+    accept_rate = n_accepted / len(updates) if updates else float("nan")
+    gibbs_info = None
+    if n_gibbs_scans > 0:
+        from pymc_splitmerge.kernels.gibbs import gibbs_sweep
+
+        gibbs_info = gibbs_sweep(state, log_v_table, log_w_table, rng, scan="random",
+                                 n_sweeps=int(n_gibbs_scans))
+    return RGSMUpdateInfo(updates, n_accepted, float(accept_rate), gibbs_info)

@@ -1,0 +1,353 @@
+r"""Pieces shared by the split-merge kernels (SAMS, Jain–Neal RGSM).
+
+A split-merge move picks two distinct *anchor* points :math:`i \ne j`.  Let
+:math:`S` be the other members of the anchors' clusters.  If :math:`c_i = c_j` a
+*split* of that cluster into :math:`A \ni i` and :math:`B \ni j` is proposed,
+otherwise the *merge* :math:`A \cup B` of the two clusters.  Writing the Gibbs-type
+prior as :math:`p(c) = V(n, K) \prod_b W(|b|)` (PGSM eq. 3) and :math:`K` for the
+number of clusters of the *merged* configuration, the posterior ratio of the split
+over the merged configuration is
+
+.. math::
+
+    \log \frac{\pi(c^{split})}{\pi(c^{merge})}
+    = \underbrace{\log V(n, K+1) - \log V(n, K) + \log W(a) + \log W(b) - \log W(a+b)}_{
+      \texttt{log\_prior\_split\_ratio}}
+    + \log m(A) + \log m(B) - \log m(A \cup B),
+
+with :math:`a = |A|, b = |B|` and :math:`m(\cdot)` the family's marginal likelihood
+(Jain & Neal 2000, eqs. 8, 9, 12, 13 for the Dirichlet process; the tables make it
+prior-generic).  When the prior cannot hold :math:`K+1` clusters (finite Dirichlet
+with :math:`K = k`) the table gives :math:`-\infty` and the split is rejected.
+
+Within a split both candidate clusters are never empty (they hold the anchors), so
+the number of clusters is fixed and the allocation of a point :math:`k` to
+:math:`A` or :math:`B` has probability proportional to
+
+.. math::
+
+    \frac{W(m_A + 1)}{W(m_A)} \, p(x_k \mid A) \quad\text{vs}\quad
+    \frac{W(m_B + 1)}{W(m_B)} \, p(x_k \mid B)
+
+(for the DP this is :math:`m_A\, p(x_k \mid A)`, Jain & Neal eq. 18; Dahl 2003).
+
+The candidate clusters' statistics live in *scratch rows* (copies of the family's
+empty row) built from the points of :math:`S \cup \{i, j\}` only, so a proposal
+costs :math:`O(|S|)` statistics work (finding :math:`S` is one integer scan of the
+labels).  The partition state is changed — through ``kernels.state.move_point`` —
+only when the proposal is accepted.
+
+Proposals return their candidate together with ``log_accept_ratio``; the single
+Metropolis–Hastings decision is :func:`metropolis_accept` (emcee/numpyro pattern).
+
+References
+----------
+.. [1] Jain, S. and Neal, R. M. (2004). A split-merge Markov chain Monte Carlo procedure
+   for the Dirichlet process mixture model. JCGS 13(1) (tech. report 2000), §3.
+.. [2] Dahl, D. B. (2003). An improved merge-split sampler for conjugate Dirichlet process
+   mixture models. Technical Report 1086, University of Wisconsin–Madison.
+.. [3] Bouchard-Côté, A., Doucet, A. and Roth, A. (2017). Particle Gibbs split-merge
+   sampling for Bayesian inference in mixture models. JMLR 18(28), eq. 3 and §1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.kernels.state import free_slot, move_point
+
+__all__ = [
+    "MOVE_NONE",
+    "MOVE_SPLIT",
+    "MOVE_MERGE",
+    "MOVE_NAMES",
+    "SplitMergeInfo",
+    "SplitMergeProposal",
+    "metropolis_accept",
+    "log_prior_split_ratio",
+    "reference_log_prior_split_ratio",
+    "anchor_clusters_members",
+    "stats_of_points",
+    "two_way_log_probabilities",
+    "reference_two_way_log_probabilities",
+    "log_split_merge_ratio",
+    "apply_proposal",
+    "uniform_anchor_pair",
+    "accept_proposal",
+    "validate_tables",
+]
+
+MOVE_NONE = 0
+"""Code of ``SplitMergeInfo.move`` when no move could be proposed (fewer than 2 points)."""
+MOVE_SPLIT = 1
+"""Code of ``SplitMergeInfo.move`` for a proposed split."""
+MOVE_MERGE = 2
+"""Code of ``SplitMergeInfo.move`` for a proposed merge."""
+MOVE_NAMES = ("none", "split", "merge")
+"""``MOVE_NAMES[code]`` is the readable name of a move code."""
+
+
+class SplitMergeInfo(NamedTuple):
+    """What one split-merge Metropolis–Hastings update did.
+
+    Attributes
+    ----------
+    move : int
+        ``MOVE_SPLIT`` (1), ``MOVE_MERGE`` (2) or ``MOVE_NONE`` (0, nothing proposed).
+    accepted : bool
+        Whether the proposal was accepted (the state changed).
+    log_accept_ratio : float
+        Log Metropolis–Hastings ratio of the proposal (may be ``-inf``; ``nan`` for
+        ``MOVE_NONE``).
+    """
+
+    move: int
+    accepted: bool
+    log_accept_ratio: float
+
+
+class SplitMergeProposal(NamedTuple):
+    """A split or merge candidate, not yet applied to the state.
+
+    Attributes
+    ----------
+    move : int
+        ``MOVE_SPLIT``, ``MOVE_MERGE`` or ``MOVE_NONE``.
+    moving_points : ndarray of int64, shape (m,)
+        Points that change cluster if the proposal is accepted: for a split the
+        members of the new cluster :math:`A` (anchor ``i`` included), for a merge the
+        members of the anchor ``i``'s cluster.
+    target_slot : int
+        Slot the moving points go to: ``-1`` for a split (a free slot is opened),
+        the slot of anchor ``j``'s cluster for a merge.
+    log_accept_ratio : float
+        Log Metropolis–Hastings ratio.
+    """
+
+    move: int
+    moving_points: np.ndarray
+    target_slot: int
+    log_accept_ratio: float
+
+
+def metropolis_accept(log_accept_ratio: float, rng: np.random.Generator) -> bool:
+    """The Metropolis–Hastings decision: accept with probability
+    ``min(1, exp(log_accept_ratio))``.
+
+    ``nan`` is treated as ``-inf`` (reject), ``+inf`` accepts.  One uniform is drawn from
+    ``rng`` only when ``log_accept_ratio`` is finite and negative.
+
+    Parameters
+    ----------
+    log_accept_ratio : float
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    bool
+    """
+    value = float(log_accept_ratio)
+    if math.isnan(value) or value == -math.inf:
+        return False
+    if value >= 0.0:
+        return True
+    return bool(math.log(rng.random()) < value)
+
+
+@numba.njit(cache=True)
+def log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a, size_b):
+    """Log prior ratio ``log p(c_split) - log p(c_merge)`` from the prior tables.
+
+    ``log V(n, K+1) - log V(n, K) + log W(a) + log W(b) - log W(a + b)`` with
+    ``K = n_clusters_merged`` the number of clusters of the merged configuration.
+    ``-inf`` when the split configuration is infeasible (e.g. finite Dirichlet, K = k).
+    """
+    log_v_new = log_v_table[n_clusters_merged + 1]
+    if log_v_new == -np.inf:
+        return -np.inf
+    return (log_v_new - log_v_table[n_clusters_merged] + log_w_table[size_a]
+            + log_w_table[size_b] - log_w_table[size_a + size_b])
+
+
+def reference_log_prior_split_ratio(prior, n: int, n_clusters_merged: int, size_a: int,
+                                    size_b: int) -> float:
+    """Plain reference of :func:`log_prior_split_ratio` through ``prior.log_eppf``.
+
+    The other clusters are given size 1 (their factors cancel).
+    """
+    others = [1] * (n_clusters_merged - 1)
+    # the cancelling "other" clusters must keep the total at n: put the remainder in one
+    rest = n - size_a - size_b - (n_clusters_merged - 1)
+    if n_clusters_merged > 1:
+        others[0] += rest
+    merged = np.array([size_a + size_b, *others], dtype=np.int64)
+    split = np.array([size_a, size_b, *others], dtype=np.int64)
+    return float(prior.log_eppf(split) - prior.log_eppf(merged))
+
+
+@numba.njit(cache=True)
+def anchor_clusters_members(labels, anchor_i, anchor_j):
+    """Points of the anchors' clusters other than the anchors, in increasing order.
+
+    Returns
+    -------
+    members : ndarray of int64, shape (|S|,)
+    sides : ndarray of int64, shape (|S|,)
+        0 if the point is in anchor ``i``'s cluster, 1 otherwise (anchor ``j``'s).
+    """
+    slot_i = labels[anchor_i]
+    slot_j = labels[anchor_j]
+    count = 0
+    for k in range(labels.shape[0]):
+        if k != anchor_i and k != anchor_j and (labels[k] == slot_i or labels[k] == slot_j):
+            count += 1
+    members = np.empty(count, dtype=np.int64)
+    sides = np.empty(count, dtype=np.int64)
+    position = 0
+    for k in range(labels.shape[0]):
+        if k != anchor_i and k != anchor_j and (labels[k] == slot_i or labels[k] == slot_j):
+            members[position] = k
+            sides[position] = 0 if labels[k] == slot_i else 1
+            position += 1
+    return members, sides
+
+
+@numba.njit(cache=True)
+def stats_of_points(family_id, params, x, points, empty_row):
+    """A scratch statistics row (copy of ``empty_row``) holding the rows ``x[points]``."""
+    row = empty_row.copy()
+    for t in range(points.shape[0]):
+        dispatch.add_point(family_id, params, row, x[points[t]])
+    return row
+
+
+@numba.njit(cache=True)
+def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b, size_b,
+                              log_w_table):
+    """Normalised log probabilities of allocating ``x_row`` to candidate cluster A or B.
+
+    Weights ``W(m+1)/W(m) * p(x | cluster)`` (``m`` the cluster's current size, >= 1).
+
+    Returns
+    -------
+    (log_probability_a, log_probability_b) : tuple of float
+    """
+    log_a = (log_w_table[size_a + 1] - log_w_table[size_a]
+             + dispatch.log_predictive(family_id, params, stats_a, x_row))
+    log_b = (log_w_table[size_b + 1] - log_w_table[size_b]
+             + dispatch.log_predictive(family_id, params, stats_b, x_row))
+    largest = max(log_a, log_b)
+    if largest == -np.inf or np.isnan(largest):
+        return math.log(0.5), math.log(0.5)
+    log_total = largest + math.log(math.exp(log_a - largest) + math.exp(log_b - largest))
+    return log_a - log_total, log_b - log_total
+
+
+def reference_two_way_log_probabilities(family, x_row, points_a, points_b, x, log_w_table):
+    """Plain reference of :func:`two_way_log_probabilities` from log marginals.
+
+    The predictive is ``log m(cluster + x_row) - log m(cluster)`` through
+    ``family.log_marginal_of`` (independent of the incremental statistics).
+    """
+    x_row = np.asarray(x_row, dtype=np.float64)[None, :]
+    values = []
+    for points in (points_a, points_b):
+        rows = x[np.asarray(points, dtype=np.int64)]
+        log_predictive = (family.log_marginal_of(np.vstack([rows, x_row]))
+                          - family.log_marginal_of(rows))
+        m = len(points)
+        values.append(log_w_table[m + 1] - log_w_table[m] + log_predictive)
+    values = np.array(values)
+    return tuple(values - np.logaddexp(values[0], values[1]))
+
+
+@numba.njit(cache=True)
+def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, stats_a, size_a,
+                          stats_b, size_b, empty_row, log_v_table, log_w_table,
+                          n_clusters_merged):
+    """``log pi(c_split) - log pi(c_merge)`` for the candidate clusters A (stats_a) and B.
+
+    The merged cluster's statistics are rebuilt from scratch from the anchors and
+    ``members`` (so the split and merge directions use identical numbers).
+    """
+    log_prior = log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a,
+                                      size_b)
+    if log_prior == -np.inf:
+        return -np.inf
+    merged = empty_row.copy()
+    dispatch.add_point(family_id, params, merged, x[anchor_i])
+    dispatch.add_point(family_id, params, merged, x[anchor_j])
+    for t in range(members.shape[0]):
+        dispatch.add_point(family_id, params, merged, x[members[t]])
+    return (log_prior + dispatch.log_marginal(family_id, params, stats_a)
+            + dispatch.log_marginal(family_id, params, stats_b)
+            - dispatch.log_marginal(family_id, params, merged))
+
+
+@numba.njit(cache=True)
+def apply_proposal(family_id, params, x, moving_points, target_slot, labels, sizes, stats,
+                   empty_row, active, where, meta):
+    """Move ``moving_points`` to ``target_slot`` (a fresh free slot when ``-1``), in place."""
+    if target_slot < 0:
+        target_slot = free_slot(where)
+    for t in range(moving_points.shape[0]):
+        move_point(family_id, params, x, moving_points[t], target_slot, labels, sizes, stats,
+                   empty_row, active, where, meta)
+    return target_slot
+
+
+def uniform_anchor_pair(n: int, first_uniform: float, second_uniform: float) -> tuple[int, int]:
+    """Two distinct points, uniformly over ordered pairs, from two Uniform(0, 1) draws.
+
+    The same law as ``kernels.anchors.sample_uniform_anchors(n, rng, 2)``, but driven by
+    uniforms drawn in bulk with the rest of a proposal's randomness (one Generator call
+    per proposal instead of a ``choice`` call that costs tens of microseconds).
+    """
+    first = min(int(first_uniform * n), n - 1)
+    second = min(int(second_uniform * (n - 1)), n - 2)
+    if second >= first:
+        second += 1
+    return first, second
+
+
+def accept_proposal(state, proposal: SplitMergeProposal,
+                    rng: np.random.Generator) -> SplitMergeInfo:
+    """The one Metropolis–Hastings decision of every split-merge kernel.
+
+    Applies ``proposal`` to ``state`` (in place) if accepted.
+
+    Parameters
+    ----------
+    state : PartitionState
+    proposal : SplitMergeProposal
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    SplitMergeInfo
+    """
+    if proposal.move == MOVE_NONE:
+        return SplitMergeInfo(MOVE_NONE, False, float("nan"))
+    accepted = metropolis_accept(proposal.log_accept_ratio, rng)
+    if accepted:
+        apply_proposal(state.family_id, state.params, state.x, proposal.moving_points,
+                       proposal.target_slot, *state.arrays())
+    return SplitMergeInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio))
+
+
+def validate_tables(state, log_v_table, log_w_table) -> tuple[np.ndarray, np.ndarray]:
+    """Check the prior tables match the state's number of points (length n + 2)."""
+    log_v_table = np.ascontiguousarray(log_v_table, dtype=np.float64)
+    log_w_table = np.ascontiguousarray(log_w_table, dtype=np.float64)
+    expected = state.n + 2
+    if log_v_table.shape != (expected,) or log_w_table.shape != (expected,):
+        raise ValueError(
+            f"prior tables must be prior.tables(n) for n = {state.n} (length {expected}); "
+            f"got lengths {log_v_table.shape} and {log_w_table.shape}"
+        )
+    return log_v_table, log_w_table

@@ -1,0 +1,304 @@
+"""Jain–Neal restricted Gibbs split-merge (RGSM): references, exact invariance, controls."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.kernels.rgsm import (
+    propose_rgsm,
+    reference_restricted_scan,
+    restricted_scan,
+    rgsm_step,
+    rgsm_update,
+)
+from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
+from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
+    MixtureOfFiniteMixturesPrior,
+    ShiftedPoisson,
+)
+from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+
+SEED = 4211
+
+PRIORS = {
+    "dp": DirichletProcessPrior(alpha=1.3),
+    "py": PitmanYorPrior(alpha=0.8, discount=0.35),
+    "finite": FiniteDirichletPrior(alpha=0.9, k=3),
+    "mfm": MixtureOfFiniteMixturesPrior(gamma=1.1, k_prior=ShiftedPoisson(rate=1.5)),
+}
+
+
+def _bernoulli_problem(n=6):
+    family = BetaBernoulli(a=np.array([0.6, 0.7, 0.5]), b=np.array([0.6, 0.5, 0.7]))
+    data = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [0, 0, 1],
+                     [1, 1, 1]], dtype=float)[:n]
+    return family, family.prepare_data(data)
+
+
+def _niw_problem(n=5):
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
+    data = np.array([[-1.2, -0.8], [-1.0, -1.3], [1.1, 0.9], [1.4, 1.2], [0.1, -0.2],
+                     [0.9, 1.5]])[:n]
+    return family, family.prepare_data(data)
+
+
+PROBLEMS = {"bernoulli": _bernoulli_problem, "niw": _niw_problem}
+
+
+
+
+def one_step_draws(kernel, prior, family, x, n_draws, rng):
+    """Draw c ~ pi exactly, apply one kernel transition each; return partition indices."""
+    exact = exact_posterior(prior, family, x)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    starts = exact.sample(n_draws, rng)
+    out = np.empty((n_draws, x.shape[0]), dtype=np.int64)
+    for draw, start in enumerate(starts):
+        state = PartitionState(family, x, start)
+        kernel(state, log_v_table, log_w_table, rng)
+        out[draw] = state.labels_slots
+    return out, exact
+
+
+def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
+    """A single chain of the kernel alone from one cluster, thinned (near-independent draws)."""
+    exact = exact_posterior(prior, family, x)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    for _ in range(burn_in):
+        kernel(state, log_v_table, log_w_table, rng)
+    out = np.empty((n_draws, x.shape[0]), dtype=np.int64)
+    for draw in range(n_draws):
+        for _ in range(thin):
+            kernel(state, log_v_table, log_w_table, rng)
+        out[draw] = state.labels_slots
+    state.check()
+    return out, exact
+
+
+# --------------------------------------------------------------------------- references
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_restricted_scan_matches_reference(problem):
+    rng = np.random.default_rng(SEED)
+    family, x = PROBLEMS[problem]()
+    n = x.shape[0]
+    log_w_table = PRIORS["py"].tables(n)[1]
+    for _ in range(10):
+        points = rng.permutation(n)
+        anchor_i, anchor_j = points[0], points[1]
+        members = np.sort(points[2:]).astype(np.int64)
+        launch = rng.integers(0, 2, size=members.shape[0]).astype(np.int64)
+        stats_a = family.stats_of(x[np.concatenate(([anchor_i], members[launch == 0]))])
+        stats_b = family.stats_of(x[np.concatenate(([anchor_j], members[launch == 1]))])
+        sizes = np.array([1 + np.sum(launch == 0), 1 + np.sum(launch == 1)], dtype=np.int64)
+        sides = launch.copy()
+        log_q = restricted_scan(family.family_id, family.params, x, members, sides, sizes,
+                                stats_a, stats_b, False, sides, rng.random(members.shape[0]),
+                                log_w_table)
+        expected = reference_restricted_scan(family, x, anchor_i, anchor_j, members, launch,
+                                             sides, log_w_table)
+        np.testing.assert_allclose(log_q, expected, rtol=1e-9, atol=1e-9)
+        members_a = np.concatenate(([anchor_i], members[sides == 0]))
+        np.testing.assert_allclose(stats_a, family.stats_of(x[members_a]), atol=1e-8)
+        assert sizes[0] == members_a.shape[0] and sizes.sum() == n
+        # the forced scan from the same launch state gives the same probability
+        stats_a = family.stats_of(x[np.concatenate(([anchor_i], members[launch == 0]))])
+        stats_b = family.stats_of(x[np.concatenate(([anchor_j], members[launch == 1]))])
+        sizes = np.array([1 + np.sum(launch == 0), 1 + np.sum(launch == 1)], dtype=np.int64)
+        forced = restricted_scan(family.family_id, family.params, x, members, launch.copy(),
+                                 sizes, stats_a, stats_b, True, sides, np.empty(0), log_w_table)
+        np.testing.assert_allclose(forced, log_q, rtol=1e-10, atol=1e-10)
+
+
+def test_finite_dirichlet_never_exceeds_k():
+    family, x = _bernoulli_problem()
+    prior = FiniteDirichletPrior(alpha=1.0, k=2)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    rng = np.random.default_rng(SEED)
+    state = PartitionState(family, x, np.array([0, 0, 0, 1, 1, 1]))
+    n_blocked = 0
+    for _ in range(200):
+        proposal = propose_rgsm(state, log_v_table, log_w_table, rng, 2)
+        if proposal.move == MOVE_SPLIT and state.n_clusters == 2:
+            n_blocked += 1
+            assert np.isneginf(proposal.log_accept_ratio)
+        rgsm_step(state, log_v_table, log_w_table, rng, 2)
+        assert state.n_clusters <= 2
+    assert n_blocked > 0
+    state.check()
+
+
+def test_both_moves_are_proposed_and_accepted():
+    family, x = _niw_problem()
+    prior = PRIORS["dp"]
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    rng = np.random.default_rng(SEED)
+    state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    accepted = {MOVE_SPLIT: 0, MOVE_MERGE: 0}
+    for _ in range(300):
+        info = rgsm_step(state, log_v_table, log_w_table, rng, 3)
+        accepted[info.move] += info.accepted
+    assert accepted[MOVE_SPLIT] > 0 and accepted[MOVE_MERGE] > 0
+    state.check()
+
+
+def test_bad_options_raise():
+    family, x = _niw_problem()
+    prior = PRIORS["dp"]
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="n_intermediate_scans"):
+        rgsm_step(state, log_v_table, log_w_table, rng, -1)
+    with pytest.raises(ValueError, match="n_split_merge_updates"):
+        rgsm_update(state, log_v_table, log_w_table, rng, 1, 1.5, 0)
+    with pytest.raises(ValueError, match="prior tables"):
+        rgsm_step(state, log_v_table[:-1], log_w_table, rng)
+
+
+# --------------------------------------------------------------------------- exact invariance
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_one_step_invariance(name, problem):
+    rng = np.random.default_rng([SEED, len(name), len(problem)])
+    family, x = PROBLEMS[problem]()
+    kernel = functools.partial(rgsm_step, n_intermediate_scans=2)
+    samples, exact = one_step_draws(kernel, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+@pytest.mark.parametrize(("name", "problem", "scans"),
+                         [("py", "bernoulli", 0), ("finite", "niw", 5)])
+def test_long_chain_matches_exact_posterior(name, problem, scans):
+    rng = np.random.default_rng([SEED, 7, scans])
+    family, x = PROBLEMS[problem]()
+    kernel = functools.partial(rgsm_step, n_intermediate_scans=scans)
+    samples, exact = chain_draws(kernel, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+def test_full_iteration_with_gibbs_scans_matches_exact_posterior():
+    rng = np.random.default_rng([SEED, 11])
+    family, x = _bernoulli_problem()
+    kernel = functools.partial(rgsm_update, n_intermediate_scans=5, n_split_merge_updates=1,
+                               n_gibbs_scans=1)
+    samples, exact = chain_draws(kernel, PRIORS["mfm"], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+def test_negative_control_path_probability_is_rejected():
+    """Scoring the intermediate scans' path in the proposal probability is wrong."""
+    control = "path_probability"
+    rng = np.random.default_rng([SEED, 99])
+    family, x = _niw_problem()
+    kernel = functools.partial(rgsm_step, n_intermediate_scans=2, _negative_control=control)
+    samples, exact = chain_draws(kernel, PRIORS["dp"], family, x, 3000, rng)
+    with pytest.raises(AssertionError):
+        assert_partition_gof(samples, exact)
+
+
+# --------------------------------------------------------------------------- PyMC adapter
+
+PM_THIN = 10
+PM_SAMPLE_KWARGS = dict(tune=200, chains=2, cores=1, progressbar=False,
+                        compute_convergence_checks=False)
+PM_BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
+PM_NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
+
+
+def _thinned_labels(idata, name="z"):
+    values = np.asarray(idata["posterior"][name].values)  # (chain, draw, n)
+    return values[:, ::PM_THIN].reshape(-1, values.shape[-1])
+
+
+def test_rgsm_step_dirichlet_process_beta_bernoulli_matches_exact():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, DirichletProcess
+    from pymc_splitmerge.steps.rgsm import RGSMStep
+
+    family = BetaBernoulli(a=1.0, b=1.0)
+    with pm.Model():
+        z = DirichletProcess("z", alpha=1.0, n=len(PM_BERNOULLI_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_BERNOULLI_DATA)
+        idata = pm.sample(draws=6000, step=RGSMStep(z, n_gibbs_scans=0), random_seed=31,
+                          **PM_SAMPLE_KWARGS)
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, PM_BERNOULLI_DATA)
+    assert_partition_gof(_thinned_labels(idata), exact)
+    stats = idata["sample_stats"]
+    splits = np.asarray(stats["rgsm_n_split_proposals"].values)
+    merges = np.asarray(stats["rgsm_n_merge_proposals"].values)
+    np.testing.assert_array_equal(splits + merges, 1)
+    rate = np.asarray(stats["rgsm_accept_rate"].values)
+    assert 0 < rate.mean() < 1
+    np.testing.assert_array_equal(rate, np.asarray(stats["rgsm_n_accepted"].values))
+
+
+def test_rgsm_step_pitman_yor_niw_matches_exact():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, PitmanYor
+    from pymc_splitmerge.steps.rgsm import RGSMStep
+
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
+    with pm.Model():
+        z = PitmanYor("z", alpha=0.8, discount=0.3, n=len(PM_NIW_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_NIW_DATA)
+        step = RGSMStep(z, n_intermediate_scans=3, n_split_merge_updates=2, n_gibbs_scans=0)
+        idata = pm.sample(draws=4000, step=step, random_seed=32, **PM_SAMPLE_KWARGS)
+    exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, PM_NIW_DATA)
+    assert_partition_gof(_thinned_labels(idata), exact)
+
+
+def test_rgsm_step_with_random_concentration_matches_quadrature():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, DirichletProcess
+    from pymc_splitmerge.steps.concentration import ConcentrationGibbs
+    from pymc_splitmerge.steps.rgsm import RGSMStep
+    from pymc_splitmerge.testing import exact_posterior_random_concentration
+
+    shape, rate = 2.0, 1.0
+    family = BetaBernoulli(a=1.0, b=1.0)
+    with pm.Model():
+        alpha = pm.Gamma("alpha", alpha=shape, beta=rate)
+        z = DirichletProcess("z", alpha=alpha, n=len(PM_BERNOULLI_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_BERNOULLI_DATA)
+        idata = pm.sample(draws=3000, step=[RGSMStep(z), ConcentrationGibbs(alpha)],
+                          random_seed=33, **PM_SAMPLE_KWARGS)
+    exact = exact_posterior_random_concentration(DirichletProcessPrior, (shape, rate), family,
+                                                 PM_BERNOULLI_DATA)
+    assert_partition_gof(_thinned_labels(idata), exact)
+
+
+def test_rgsm_step_bad_options_raise():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, DirichletProcess
+    from pymc_splitmerge.steps.rgsm import RGSMStep
+
+    with pm.Model():
+        z = DirichletProcess("z", alpha=1.0, n=len(PM_BERNOULLI_DATA))
+        ConjugateMixture("y", partition=z, component=BetaBernoulli(), observed=PM_BERNOULLI_DATA)
+        with pytest.raises(ValueError, match="n_intermediate_scans"):
+            RGSMStep(z, n_intermediate_scans=-2)
+        with pytest.raises(ValueError, match="n_split_merge_updates"):
+            RGSMStep(z, n_split_merge_updates=0)
+        with pytest.raises(TypeError, match="n_gibbs_scans"):
+            RGSMStep(z, n_gibbs_scans="1")
+        step = RGSMStep(z)
+        assert (step.n_intermediate_scans, step.n_split_merge_updates, step.n_gibbs_scans) == (
+            5, 1, 1)

@@ -1,0 +1,316 @@
+"""SAMS kernel (Dahl 2003) and SAMSStep: references, exact invariance, negative control."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.kernels.sams import (
+    propose_sams,
+    reference_sequential_allocation,
+    sams_step,
+    sequential_allocation,
+)
+from pymc_splitmerge.kernels.splitmerge_common import (
+    MOVE_MERGE,
+    MOVE_SPLIT,
+    log_prior_split_ratio,
+    metropolis_accept,
+    reference_log_prior_split_ratio,
+    reference_two_way_log_probabilities,
+    two_way_log_probabilities,
+)
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
+from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
+    MixtureOfFiniteMixturesPrior,
+    ShiftedPoisson,
+)
+from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+
+SEED = 20240611
+
+PRIORS = {
+    "dp": DirichletProcessPrior(alpha=1.3),
+    "py": PitmanYorPrior(alpha=0.8, discount=0.35),
+    "finite": FiniteDirichletPrior(alpha=0.9, k=3),
+    "mfm": MixtureOfFiniteMixturesPrior(gamma=1.1, k_prior=ShiftedPoisson(rate=1.5)),
+}
+
+
+def _bernoulli_problem(n=6):
+    family = BetaBernoulli(a=np.array([0.6, 0.7, 0.5]), b=np.array([0.6, 0.5, 0.7]))
+    data = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [0, 0, 1],
+                     [1, 1, 1]], dtype=float)[:n]
+    return family, family.prepare_data(data)
+
+
+def _niw_problem(n=5):
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
+    data = np.array([[-1.2, -0.8], [-1.0, -1.3], [1.1, 0.9], [1.4, 1.2], [0.1, -0.2],
+                     [0.9, 1.5]])[:n]
+    return family, family.prepare_data(data)
+
+
+PROBLEMS = {"bernoulli": _bernoulli_problem, "niw": _niw_problem}
+
+
+
+
+def one_step_draws(kernel, prior, family, x, n_draws, rng):
+    """Draw c ~ pi exactly, apply one kernel transition each; return partition indices."""
+    exact = exact_posterior(prior, family, x)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    starts = exact.sample(n_draws, rng)
+    out = np.empty((n_draws, x.shape[0]), dtype=np.int64)
+    for draw, start in enumerate(starts):
+        state = PartitionState(family, x, start)
+        kernel(state, log_v_table, log_w_table, rng)
+        out[draw] = state.labels_slots
+    return out, exact
+
+
+def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
+    """A single chain of the kernel alone from one cluster, thinned (near-independent draws)."""
+    exact = exact_posterior(prior, family, x)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    for _ in range(burn_in):
+        kernel(state, log_v_table, log_w_table, rng)
+    out = np.empty((n_draws, x.shape[0]), dtype=np.int64)
+    for draw in range(n_draws):
+        for _ in range(thin):
+            kernel(state, log_v_table, log_w_table, rng)
+        out[draw] = state.labels_slots
+    state.check()
+    return out, exact
+
+
+# --------------------------------------------------------------------------- references
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_sequential_allocation_matches_reference(problem):
+    rng = np.random.default_rng(SEED)
+    family, x = PROBLEMS[problem]()
+    n = x.shape[0]
+    log_w_table = PRIORS["py"].tables(n)[1]
+    for _ in range(10):
+        points = rng.permutation(n)
+        anchor_i, anchor_j, order = points[0], points[1], points[2:].astype(np.int64)
+        sides = np.empty(order.shape[0], dtype=np.int64)
+        log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
+            family.family_id, family.params, x, anchor_i, anchor_j, order, False, sides,
+            rng.random(order.shape[0]), log_w_table, family.empty_stats)
+        expected = reference_sequential_allocation(family, x, anchor_i, anchor_j, order, sides,
+                                                   log_w_table)
+        np.testing.assert_allclose(log_q, expected, rtol=1e-9, atol=1e-9)
+        forced = sequential_allocation(family.family_id, family.params, x, anchor_i, anchor_j,
+                                       order, True, sides.copy(), np.empty(0), log_w_table,
+                                       family.empty_stats)
+        np.testing.assert_allclose(forced[0], log_q, rtol=1e-12, atol=1e-12)
+        members_a = np.concatenate(([anchor_i], order[sides == 0]))
+        np.testing.assert_allclose(stats_a, family.stats_of(x[members_a]), atol=1e-9)
+        assert size_a == members_a.shape[0] and size_a + size_b == n
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_two_way_probabilities_match_reference(problem):
+    family, x = PROBLEMS[problem]()
+    log_w_table = PRIORS["mfm"].tables(x.shape[0])[1]
+    points_a, points_b = [0, 2], [3]
+    stats_a, stats_b = family.stats_of(x[points_a]), family.stats_of(x[points_b])
+    got = two_way_log_probabilities(family.family_id, family.params, x[4], stats_a, 2, stats_b,
+                                    1, log_w_table)
+    expected = reference_two_way_log_probabilities(family, x[4], points_a, points_b, x,
+                                                   log_w_table)
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+    np.testing.assert_allclose(np.logaddexp(*got), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_log_prior_split_ratio_matches_eppf(name):
+    prior = PRIORS[name]
+    n = 7
+    log_v_table, log_w_table = prior.tables(n)
+    for n_clusters_merged, size_a, size_b in [(1, 3, 4), (2, 2, 3), (3, 1, 1), (2, 1, 5)]:
+        got = log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
+        expected = reference_log_prior_split_ratio(prior, n, n_clusters_merged, size_a, size_b)
+        if np.isneginf(expected):
+            assert np.isneginf(got)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_metropolis_accept_edge_cases():
+    rng = np.random.default_rng(SEED)
+    assert not metropolis_accept(float("nan"), rng)
+    assert not metropolis_accept(-np.inf, rng)
+    assert metropolis_accept(0.0, rng) and metropolis_accept(np.inf, rng)
+    frequency = np.mean([metropolis_accept(np.log(0.3), rng) for _ in range(4000)])
+    assert abs(frequency - 0.3) < 4 * np.sqrt(0.3 * 0.7 / 4000)
+
+
+def test_finite_dirichlet_never_exceeds_k():
+    family, x = _bernoulli_problem()
+    prior = FiniteDirichletPrior(alpha=1.0, k=2)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    rng = np.random.default_rng(SEED)
+    state = PartitionState(family, x, np.array([0, 0, 0, 1, 1, 1]))
+    n_blocked = 0
+    for _ in range(300):
+        proposal = propose_sams(state, log_v_table, log_w_table, rng)
+        if proposal.move == MOVE_SPLIT and state.n_clusters == 2:
+            n_blocked += 1
+            assert np.isneginf(proposal.log_accept_ratio)
+        sams_step(state, log_v_table, log_w_table, rng)
+        assert state.n_clusters <= 2
+    assert n_blocked > 0
+    state.check()
+
+
+def test_split_and_merge_ratios_are_reciprocal():
+    """log r(split c -> c') = -log r(merge c' -> c) for the same anchors and order."""
+    family, x = _niw_problem()
+    prior = PRIORS["py"]
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    merged = PartitionState(family, x, np.array([0, 0, 0, 0, 1]))
+    for seed in range(20):
+        proposal = propose_sams(merged, log_v_table, log_w_table, np.random.default_rng(seed))
+        if proposal.move != MOVE_SPLIT:
+            continue
+        labels = merged.labels_slots.copy()
+        labels[proposal.moving_points] = 7
+        split = PartitionState(family, x, labels)
+        reverse = propose_sams(split, log_v_table, log_w_table, np.random.default_rng(seed))
+        assert reverse.move == MOVE_MERGE
+        np.testing.assert_allclose(reverse.log_accept_ratio, -proposal.log_accept_ratio,
+                                   rtol=1e-9, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- exact invariance
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_one_step_invariance(name, problem):
+    rng = np.random.default_rng([SEED, len(name), len(problem)])
+    family, x = PROBLEMS[problem]()
+    samples, exact = one_step_draws(sams_step, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+@pytest.mark.parametrize(("name", "problem"), [("dp", "bernoulli"), ("mfm", "niw")])
+def test_long_chain_matches_exact_posterior(name, problem):
+    rng = np.random.default_rng([SEED, 7, len(name)])
+    family, x = PROBLEMS[problem]()
+    samples, exact = chain_draws(sams_step, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+def _sampled_reverse(state, log_v_table, log_w_table, rng):
+    return sams_step(state, log_v_table, log_w_table, rng,
+                     _negative_control="sampled_reverse_split")
+
+
+def test_negative_control_sampled_reverse_split_is_rejected():
+    rng = np.random.default_rng([SEED, 99])
+    family, x = _niw_problem()
+    samples, exact = chain_draws(_sampled_reverse, PRIORS["dp"], family, x, 3000, rng)
+    with pytest.raises(AssertionError):
+        assert_partition_gof(samples, exact)
+
+
+# --------------------------------------------------------------------------- PyMC adapter
+
+PM_THIN = 10
+PM_SAMPLE_KWARGS = dict(tune=200, chains=2, cores=1, progressbar=False,
+                        compute_convergence_checks=False)
+PM_BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
+PM_NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
+
+
+def _thinned_labels(idata, name="z"):
+    values = np.asarray(idata["posterior"][name].values)  # (chain, draw, n)
+    return values[:, ::PM_THIN].reshape(-1, values.shape[-1])
+
+
+def test_sams_step_dirichlet_process_beta_bernoulli_matches_exact():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, DirichletProcess
+    from pymc_splitmerge.steps.sams import SAMSStep
+
+    family = BetaBernoulli(a=1.0, b=1.0)
+    with pm.Model():
+        z = DirichletProcess("z", alpha=1.0, n=len(PM_BERNOULLI_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_BERNOULLI_DATA)
+        idata = pm.sample(draws=6000, step=SAMSStep(z), random_seed=21, **PM_SAMPLE_KWARGS)
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, PM_BERNOULLI_DATA)
+    assert_partition_gof(_thinned_labels(idata), exact)
+    stats = idata["sample_stats"]
+    moves = np.asarray(stats["sams_move"].values)
+    accepted = np.asarray(stats["sams_accepted"].values)
+    assert set(np.unique(moves)) == {MOVE_SPLIT, MOVE_MERGE}
+    assert 0 < accepted.mean() < 1
+    assert "sams_log_accept_ratio" in stats
+
+
+def test_sams_step_pitman_yor_niw_with_informed_anchors_matches_exact():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, PitmanYor
+    from pymc_splitmerge.steps.sams import SAMSStep
+
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
+    with pm.Model():
+        z = PitmanYor("z", alpha=0.8, discount=0.3, n=len(PM_NIW_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_NIW_DATA)
+        step = SAMSStep(z, anchor_proposal="cluster_informed")
+        idata = pm.sample(draws=6000, step=step, random_seed=22, **PM_SAMPLE_KWARGS)
+    exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, PM_NIW_DATA)
+    assert_partition_gof(_thinned_labels(idata), exact)
+
+
+def test_sams_step_with_random_concentration_matches_quadrature():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, DirichletProcess
+    from pymc_splitmerge.steps.concentration import ConcentrationGibbs
+    from pymc_splitmerge.steps.sams import SAMSStep
+    from pymc_splitmerge.testing import exact_posterior_random_concentration
+
+    shape, rate = 2.0, 1.0
+    family = BetaBernoulli(a=1.0, b=1.0)
+    with pm.Model():
+        alpha = pm.Gamma("alpha", alpha=shape, beta=rate)
+        z = DirichletProcess("z", alpha=alpha, n=len(PM_BERNOULLI_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_BERNOULLI_DATA)
+        idata = pm.sample(draws=4000, step=[SAMSStep(z), ConcentrationGibbs(alpha)],
+                          random_seed=23, **PM_SAMPLE_KWARGS)
+    exact = exact_posterior_random_concentration(DirichletProcessPrior, (shape, rate), family,
+                                                 PM_BERNOULLI_DATA)
+    assert_partition_gof(_thinned_labels(idata), exact)
+
+
+def test_sams_step_bad_options_raise():
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, DirichletProcess
+    from pymc_splitmerge.steps.sams import SAMSStep
+
+    with pm.Model():
+        z = DirichletProcess("z", alpha=1.0, n=len(PM_BERNOULLI_DATA))
+        ConjugateMixture("y", partition=z, component=BetaBernoulli(), observed=PM_BERNOULLI_DATA)
+        with pytest.raises(ValueError, match="anchor_proposal"):
+            SAMSStep(z, anchor_proposal="nearest")
+        with pytest.raises(ValueError, match="n_gibbs_sweeps"):
+            SAMSStep(z, n_gibbs_sweeps=-1)
+        with pytest.raises(TypeError, match="n_gibbs_sweeps"):
+            SAMSStep(z, n_gibbs_sweeps=1.5)
+        step = SAMSStep(z, n_gibbs_sweeps=1)
+        assert step.competence(z) > 0
