@@ -14,6 +14,16 @@ from pymc_splitmerge.testing.gof import (
     chisquare_partitions,
     total_variation,
 )
+from pymc_splitmerge.testing.geweke import (
+    GEWEKE_TEST_FUNCTIONS,
+    GewekeResult,
+    assert_geweke,
+    batch_means_standard_error,
+    geweke_test,
+    register_data_simulator,
+    sample_prior_partitions,
+    simulate_data,
+)
 from pymc_splitmerge.testing.oracle import (
     ExactPosterior,
     ExactPosteriorRandomConcentration,
@@ -23,6 +33,14 @@ from pymc_splitmerge.testing.oracle import (
 )
 
 __all__ = [
+    "GEWEKE_TEST_FUNCTIONS",
+    "GewekeResult",
+    "assert_geweke",
+    "batch_means_standard_error",
+    "geweke_test",
+    "register_data_simulator",
+    "sample_prior_partitions",
+    "simulate_data",
     "ExactPosterior",
     "ExactPosteriorRandomConcentration",
     "exact_prior",
