@@ -2,6 +2,7 @@
 credible balls, agreement scores and plots.  Works on label arrays and on ArviZ data
 (``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x)."""
 
+from pymc_splitmerge.analysis.log_joint import log_joint_draws
 from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable, partition_draws
 from pymc_splitmerge.analysis.metrics import (
     adjusted_rand_index,
@@ -41,6 +42,7 @@ from pymc_splitmerge.analysis.similarity import (
 )
 
 __all__ = [
+    "log_joint_draws",
     "DIAGNOSTICS_GROUP",
     "CredibleBall",
     "PointEstimate",

@@ -129,6 +129,7 @@ def partition_quantities(
     pairs=None,
     num_pairs: int = 3,
     log_joint: np.ndarray | Callable | None = None,
+    model=None,
     reference=None,
     rng: np.random.Generator | int | None = None,
     max_pair_draws: int = 500,
@@ -148,6 +149,10 @@ def partition_quantities(
         estimated from at most ``max_pair_draws`` evenly spaced draws).
     num_pairs : int
     log_joint : array of shape (chain, draw) or callable(labels) -> float, optional
+    model : pymc.Model, optional
+        The model that produced ``data``: the log joint (partition prior + collapsed
+        likelihood, see :func:`~pymc_splitmerge.analysis.log_joint.log_joint_draws`) is
+        evaluated from it.  Give either ``model`` or ``log_joint``.
     reference : "point_estimate", PointEstimate or labels of shape (n,), optional
         Reference partition for the distance projections (none when omitted).
     rng : numpy.random.Generator or int, optional
@@ -162,6 +167,15 @@ def partition_quantities(
     """
     labels, var_name = partition_draws(data, var_name)
     chains, n_draws, n = labels.shape
+    if model is not None:
+        if log_joint is not None:
+            raise ValueError("give either log_joint or model, not both")
+        if not (compat.is_datatree(data) or compat.is_inference_data(data)):
+            raise ValueError("model= needs the trace returned by pm.sample (InferenceData or "
+                             "DataTree), which holds the sampled hyperparameters")
+        from pymc_splitmerge.analysis.log_joint import log_joint_draws
+
+        log_joint = log_joint_draws(data, model, var_name)
     coords = {"chain": np.arange(chains), "draw": np.arange(n_draws)}
     if compat.is_datatree(data) or compat.is_inference_data(data) or isinstance(data, xr.Dataset):
         posterior = compat.get_group(data, "posterior")
@@ -274,6 +288,7 @@ def summary(
     pairs=None,
     num_pairs: int = 3,
     log_joint=None,
+    model=None,
     reference="point_estimate",
     hdi_probability: float = 0.94,
     round_to: int | None = None,
@@ -304,7 +319,7 @@ def summary(
         raise ValueError(f"hdi_probability must be in (0, 1), got {hdi_probability!r}")
     dataset = partition_quantities(
         data, var_name, num_largest=num_largest, pairs=pairs, num_pairs=num_pairs,
-        log_joint=log_joint, reference=reference, rng=rng,
+        log_joint=log_joint, model=model, reference=reference, rng=rng,
     )
     table = _table(dataset, hdi_probability)
     return table.round(round_to) if round_to is not None else table

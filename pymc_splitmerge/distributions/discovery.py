@@ -1,0 +1,279 @@
+"""Find, from a partition variable, everything a partition step method needs.
+
+``discover(z)`` reads the model graph: the partition prior (the ``Op`` of ``z`` and its
+inputs), the single :class:`~pymc_splitmerge.distributions.mixture.ConjugateMixture` whose
+first input is ``z``, the component family and the prepared data.  Hyperparameters that are
+random variables or ``pm.Data`` are evaluated from a PyMC point by *one* compiled function
+(the prior's parameters and the family's symbolic hyperparameters, with random variables
+replaced by their value variables).  Results are cached per model and partition variable.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pymc as pm
+from pytensor.graph.basic import Constant, Variable
+
+try:  # pytensor >= 2.31
+    from pytensor.graph.traversal import ancestors
+except ImportError:  # pragma: no cover - older pytensor
+    from pytensor.graph.basic import ancestors
+
+from pymc_splitmerge.components import ComponentFamily
+from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV, prepare_observed_data
+from pymc_splitmerge.distributions.priors import (
+    FiniteDirichletRV,
+    MixtureOfFiniteMixturesRV,
+    PartitionPriorRV,
+)
+from pymc_splitmerge.priors import GibbsTypePrior
+
+__all__ = ["PartitionModel", "discover"]
+
+
+@dataclass(frozen=True, eq=False)
+class PartitionModel:
+    """What the partition samplers need to know about a model (see :func:`discover`).
+
+    Attributes
+    ----------
+    partition_var, value_var : TensorVariable
+        The partition random variable ``z`` and its value variable.
+    prior_class : type
+        Numeric prior class from :mod:`pymc_splitmerge.priors`.
+    family : ComponentFamily
+        The (possibly symbolic) family given by the user.
+    data : ndarray of float64, shape (n, data_dim)
+        Prepared observations.
+    observed_var : TensorVariable
+        The ``ConjugateMixture`` random variable.
+    random_hyperparameters : bool
+        Whether prior or family hyperparameters depend on free random variables or Data.
+    concentration_var, discount_var : TensorVariable or None
+        The free random variables used directly as the prior's ``alpha`` / ``discount``.
+    model : pm.Model
+    """
+
+    partition_var: Variable
+    value_var: Variable
+    prior_class: type
+    family: ComponentFamily
+    data: np.ndarray
+    observed_var: Variable
+    random_hyperparameters: bool
+    concentration_var: Variable | None
+    discount_var: Variable | None
+    model: Any
+    _constant_prior_values: dict = field(repr=False)
+    _symbolic_names: tuple = field(repr=False)  # ("prior:alpha", "family:mu0", ...)
+    _function: Callable | None = field(repr=False)
+    _numeric_prior_factory: Callable = field(repr=False)
+
+    @property
+    def n_points(self) -> int:
+        """Number of points ``n``."""
+        return int(self.data.shape[0])
+
+    def _evaluate(self, point) -> dict[str, Any]:
+        if self._function is None:
+            return {}
+        outputs = self._function(point)
+        return dict(zip(self._symbolic_names, outputs, strict=True))
+
+    def hyperparameter_values(self, point) -> dict[str, Any]:
+        """Current hyperparameter values.
+
+        Parameters
+        ----------
+        point : dict
+            A PyMC point (value-variable name -> value); may be empty when no hyperparameter
+            is random.
+
+        Returns
+        -------
+        dict
+            The prior's parameters by name (``alpha``, ``discount``, ``k``, ``gamma``,
+            ``k_prior`` as applicable) and ``"family"``: a dict of every family
+            hyperparameter with numeric values.
+        """
+        evaluated = self._evaluate(point)
+        values = dict(self._constant_prior_values)
+        family_values = dict(self.family.hyperparameters)
+        for key, value in evaluated.items():
+            kind, name = key.split(":", 1)
+            if kind == "prior":
+                values[name] = float(np.asarray(value))
+            else:
+                family_values[name] = np.asarray(value)
+        values["family"] = family_values
+        return values
+
+    def numeric_prior(self, point) -> GibbsTypePrior:
+        """Numeric prior with the hyperparameter values of ``point``."""
+        values = self.hyperparameter_values(point)
+        values.pop("family")
+        return self._numeric_prior_factory(values)
+
+    def numeric_family(self, point) -> ComponentFamily:
+        """Numeric family with the hyperparameter values of ``point`` (bound to the data)."""
+        if self.family.is_numeric and not any(
+            key.startswith("family:") for key in self._symbolic_names
+        ):
+            return self.family
+        evaluated = self._evaluate(point)
+        symbolic = {key.split(":", 1)[1]: np.asarray(value) for key, value in evaluated.items()
+                    if key.startswith("family:")}
+        return self.observed_var.owner.op.numeric_family(
+            *(symbolic[name] for name in self.observed_var.owner.op.symbolic_names)
+        )
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _free_rv_or_none(variable, model) -> Variable | None:
+    return variable if any(variable is rv for rv in model.free_RVs) else None
+
+
+def discover(partition_var, model=None) -> PartitionModel:
+    """Describe the mixture model built around a partition variable.
+
+    Parameters
+    ----------
+    partition_var : TensorVariable
+        A partition created with ``DirichletProcess``, ``PitmanYor``, ``FiniteDirichlet`` or
+        ``MixtureOfFiniteMixtures``.
+    model : pm.Model, optional
+        Defaults to the model on the context stack.
+
+    Returns
+    -------
+    PartitionModel
+
+    Raises
+    ------
+    TypeError
+        If ``partition_var`` is not a partition prior of this package.
+    ValueError
+        If no ``ConjugateMixture`` uses the partition, if more than one does, or if another
+        random variable depends on the partition (not supported by the partition samplers).
+    """
+    try:
+        model = pm.modelcontext(model)
+    except TypeError as error:
+        raise TypeError(
+            "discover needs the model: call it inside `with model:` or pass model=model"
+        ) from error
+    owner = getattr(partition_var, "owner", None)
+    if owner is None or not isinstance(owner.op, PartitionPriorRV):
+        raise TypeError(
+            "discover needs a partition variable created with DirichletProcess, PitmanYor, "
+            f"FiniteDirichlet or MixtureOfFiniteMixtures; got {partition_var!r}"
+        )
+    if not any(partition_var is rv for rv in model.free_RVs):
+        raise ValueError(f"{partition_var.name!r} is not a free random variable of the model")
+    key = (partition_var, len(model.free_RVs), len(model.observed_RVs),
+           len(model.deterministics))
+    per_model = _CACHE.setdefault(model, {})
+    if key in per_model:
+        return per_model[key]
+    result = _discover(partition_var, model)
+    per_model[key] = result
+    return result
+
+
+def _discover(partition_var, model) -> PartitionModel:
+    name = partition_var.name
+    mixtures = [rv for rv in model.observed_RVs
+                if isinstance(rv.owner.op, ConjugateMixtureRV)
+                and rv.owner.op.dist_params(rv.owner)[0] is partition_var]
+    if not mixtures:
+        raise ValueError(
+            f"no ConjugateMixture in the model uses the partition {name!r}; add "
+            f"psm.ConjugateMixture('y', partition={name}, component=..., observed=data)"
+        )
+    if len(mixtures) > 1:
+        raise ValueError(
+            f"{len(mixtures)} ConjugateMixture variables use the partition {name!r} "
+            f"({[rv.name for rv in mixtures]}); only one is supported yet (stack the data "
+            "into one ConjugateMixture with a product family instead)"
+        )
+    [observed_var] = mixtures
+    for rv in model.basic_RVs:
+        if rv is partition_var or rv is observed_var:
+            continue
+        if partition_var in ancestors(rv.owner.inputs):
+            raise ValueError(
+                f"the random variable {rv.name!r} depends on the partition {name!r}; the "
+                "partition samplers only support a partition used by one ConjugateMixture"
+            )
+
+    op = partition_var.owner.op
+    prior_params = list(op.dist_params(partition_var.owner))[:-1]  # drop n
+    constant_prior_values: dict[str, Any] = {}
+    symbolic_outputs: list[Variable] = []
+    symbolic_names: list[str] = []
+    for param_name, param in zip(op.parameter_names, prior_params, strict=True):
+        if isinstance(param, Constant):
+            value = np.asarray(param.data)
+            constant_prior_values[param_name] = (int(value) if param_name == "k"
+                                                 else float(value))
+        else:
+            symbolic_outputs.append(param)
+            symbolic_names.append(f"prior:{param_name}")
+    if isinstance(op, MixtureOfFiniteMixturesRV):
+        constant_prior_values["gamma"] = op.gamma
+        constant_prior_values["k_prior"] = op.k_prior
+
+    mixture_op = observed_var.owner.op
+    family_inputs = list(mixture_op.dist_params(observed_var.owner))[1:]
+    for hyper_name, tensor in zip(mixture_op.symbolic_names, family_inputs, strict=True):
+        symbolic_outputs.append(tensor)
+        symbolic_names.append(f"family:{hyper_name}")
+
+    function = None
+    if symbolic_outputs:
+        replaced = model.replace_rvs_by_values(symbolic_outputs)
+        function = model.compile_fn(replaced, inputs=model.value_vars,
+                                    on_unused_input="ignore")
+
+    alpha_var = discount_var = None
+    if "alpha" in op.parameter_names:
+        alpha_var = _free_rv_or_none(prior_params[op.parameter_names.index("alpha")], model)
+    if "discount" in op.parameter_names:
+        discount_var = _free_rv_or_none(
+            prior_params[op.parameter_names.index("discount")], model)
+
+    if isinstance(op, MixtureOfFiniteMixturesRV):
+        def factory(values):
+            return op.numeric_prior()
+    elif isinstance(op, FiniteDirichletRV):
+        def factory(values):
+            return op.prior_class(alpha=values["alpha"], k=values["k"])
+    else:
+        def factory(values):
+            return op.prior_class(**{p: values[p] for p in op.parameter_names})
+
+    data_var = model.rvs_to_values[observed_var]
+    data = prepare_observed_data(mixture_op.family, data_var)
+    return PartitionModel(
+        partition_var=partition_var,
+        value_var=model.rvs_to_values[partition_var],
+        prior_class=op.prior_class,
+        family=mixture_op.family,
+        data=data,
+        observed_var=observed_var,
+        random_hyperparameters=bool(symbolic_outputs),
+        concentration_var=alpha_var,
+        discount_var=discount_var,
+        model=model,
+        _constant_prior_values=constant_prior_values,
+        _symbolic_names=tuple(symbolic_names),
+        _function=function,
+        _numeric_prior_factory=factory,
+    )

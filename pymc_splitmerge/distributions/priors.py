@@ -1,0 +1,572 @@
+r"""PyMC distributions over partitions: Dirichlet process, Pitman-Yor, finite Dirichlet, MFM.
+
+The value of each distribution is a vector of ``n`` integer cluster labels (int64, shape
+``(n,)``).  Its log-probability is the *normalised* log exchangeable partition probability
+function (EPPF) of the set partition the labels induce,
+
+.. math::
+
+    \log p(c) = \log V(n, K) + \sum_{j=1}^{K} \log W(n_j)
+
+(PGSM eq. 3 with :math:`\tau_1 = V`, :math:`\tau_2 = W`), where :math:`n_j` are the sizes of
+the :math:`K` non-empty clusters.  It is written in pytensor: the cluster sizes are a
+scatter-add (``bincount``) of the labels over the label range, so the value is invariant to a
+relabelling of the clusters.  Labels outside the range (``[0, n)``; ``[0, k)`` for the finite
+Dirichlet prior) give ``-inf``.
+
+=======================  ==========================================  ==========================
+prior                    :math:`\log V(n, K)`                         :math:`\log W(m)`
+=======================  ==========================================  ==========================
+Dirichlet process        :math:`K\log\alpha + \log\Gamma(\alpha)`     :math:`\log\Gamma(m)`
+                         :math:`- \log\Gamma(\alpha + n)`
+Pitman-Yor               :math:`\sum_{i=1}^{K-1}\log(\alpha + i d)`   :math:`\log\Gamma(m - d)`
+                         :math:`-\log\Gamma(\alpha+n)+\log\Gamma(\alpha+1)`  :math:`-\log\Gamma(1-d)`
+finite Dirichlet         :math:`\log\frac{k!}{(k-K)!}+\log\Gamma(k\alpha)`  :math:`\log\Gamma(m+\alpha)`
+                         :math:`-\log\Gamma(k\alpha+n) - K\log\Gamma(\alpha)`
+MFM                      constant table ``tables(n)`` of the numeric  table of the numeric prior
+                         prior (Miller & Harrison eq. 3.2)
+=======================  ==========================================  ==========================
+
+Draws (``pm.draw``, ``pm.sample_prior_predictive``) use the sequential urn of the numeric
+prior (:meth:`pymc_splitmerge.priors.base.GibbsTypePrior.sample`); the initial value
+(``support_point``) puts every point in one cluster.
+
+References
+----------
+.. [1] Bouchard-Côté, A., Doucet, A. and Roth, A. (2017). Particle Gibbs split-merge sampling
+   for Bayesian inference in mixture models. JMLR 18(28), eq. 3.
+.. [2] Pitman, J. (1995). Exchangeable and partially exchangeable random partitions.
+   Probability Theory and Related Fields 102, 145-158.
+.. [3] Miller, J. W. and Harrison, M. T. (2018). Mixture models with a prior on the number of
+   components. JASA 113(521), 340-356, eqs. 3.2-3.3.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.distributions.dist_math import check_parameters
+from pymc.distributions.distribution import Discrete
+from pymc.logprob.abstract import _logprob
+from pymc.pytensorf import normalize_rng_param
+from pytensor.graph.basic import Constant, Variable
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
+from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
+    ComponentCountPrior,
+    MixtureOfFiniteMixturesPrior,
+)
+from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+
+__all__ = [
+    "PartitionPriorRV",
+    "DirichletProcessRV",
+    "PitmanYorRV",
+    "FiniteDirichletRV",
+    "MixtureOfFiniteMixturesRV",
+    "DirichletProcess",
+    "PitmanYor",
+    "FiniteDirichlet",
+    "MixtureOfFiniteMixtures",
+    "PARTITION_PRIOR_RV_TYPES",
+]
+
+# pytensor >= 3 wants ``return_next_rng=True`` (and warns without it); pytensor 2 lacks it.
+_RETURNS_NEXT_RNG = "return_next_rng" in inspect.signature(RandomVariable.__call__).parameters
+
+
+def call_random_variable(op: RandomVariable, *params, size=None, rng=None) -> Variable:
+    """Apply a ``RandomVariable`` op and return its draw, on pytensor 2 and 3 alike."""
+    rng = normalize_rng_param(rng)
+    if _RETURNS_NEXT_RNG:
+        return op(*params, size=size, rng=rng, return_next_rng=True)[1]
+    return op(*params, size=size, rng=rng)
+
+
+# --------------------------------------------------------------------------- validation
+def static_number_of_points(n) -> int:
+    """Return ``n`` as a Python int >= 1 or raise; ``n`` must be static (not symbolic)."""
+    if isinstance(n, Constant):
+        n = n.data
+    if isinstance(n, np.ndarray) and n.ndim == 0:
+        n = n[()]
+    if isinstance(n, bool | np.bool_) or not isinstance(n, numbers.Integral):
+        raise TypeError(
+            f"n (number of points) must be a Python or NumPy integer known when the model is "
+            f"built (e.g. n=len(data)), got {type(n).__name__} {n!r}"
+        )
+    if int(n) < 1:
+        raise ValueError(f"n (number of points) must be a positive integer, got {int(n)}")
+    return int(n)
+
+
+def constant_value(variable) -> np.ndarray | None:
+    """Numeric value of a parameter fixed at model-build time, or None if it can change.
+
+    Python/NumPy numbers and pytensor constants are fixed; random variables, ``pm.Data``
+    (shared variables) and other graphs are not.
+    """
+    if isinstance(variable, Constant):
+        return np.asarray(variable.data)
+    if isinstance(variable, Variable):
+        return None
+    return np.asarray(variable)
+
+
+def _as_float_tensor(value, name: str) -> Variable:
+    if isinstance(value, str | bytes) or value is None:
+        raise TypeError(f"{name} must be a number or a pytensor/PyMC variable, got {value!r}")
+    if not isinstance(value, Variable):
+        value = np.asarray(value, dtype=np.float64)  # never let pytensor autocast to float32
+    tensor = pt.as_tensor_variable(value)
+    if tensor.ndim != 0:
+        raise ValueError(
+            f"{name} must be a scalar (batched partition priors are not supported), "
+            f"got ndim={tensor.ndim}"
+        )
+    if tensor.dtype != "float64":
+        tensor = pt.cast(tensor, "float64")
+    return tensor
+
+
+def _validate_constant(value: Variable, name: str, check, requirement: str) -> None:
+    numeric = constant_value(value)
+    if numeric is None:
+        return
+    number = float(numeric)
+    if not np.isfinite(number) or not check(number):
+        raise ValueError(f"{name} must satisfy {requirement}, got {number}")
+
+
+def _check_shape_and_size(n: int, kwargs: dict) -> None:
+    size = kwargs.get("size")
+    if size is not None and np.size(size) != 0:
+        raise NotImplementedError(
+            f"partition priors have no batch dimensions; got size={size!r}. Leave size/shape "
+            f"unset (the value has shape (n,) = ({n},))"
+        )
+    shape = kwargs.get("shape")
+    if shape is None:
+        return
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if len(shape) != 1:
+        raise ValueError(f"a partition of n={n} points has shape ({n},), got shape={shape}")
+    length = constant_value(shape[0]) if isinstance(shape[0], Variable) else shape[0]
+    if length is not None and int(length) != n:
+        raise ValueError(f"a partition of n={n} points has shape ({n},), got shape={shape}")
+
+
+# --------------------------------------------------------------------------- pytensor maths
+def cluster_sizes(labels: Variable, n_labels: int) -> tuple[Variable, Variable, Variable]:
+    """Cluster sizes of a label vector, in pytensor.
+
+    Parameters
+    ----------
+    labels : int tensor of shape (n,)
+    n_labels : int
+        Labels must lie in ``[0, n_labels)``.
+
+    Returns
+    -------
+    in_range : bool scalar
+        Whether every label lies in ``[0, n_labels)``.
+    sizes : int64 tensor of shape (n_labels,)
+        ``sizes[j]`` = number of points with label ``j`` (out-of-range labels are clipped,
+        use ``in_range`` to mask the result).
+    n_clusters : int64 scalar
+        Number of non-empty clusters ``K``.
+    """
+    labels = pt.as_tensor_variable(labels)
+    in_range = pt.all(pt.ge(labels, 0) & pt.lt(labels, n_labels))
+    safe = pt.clip(labels, 0, n_labels - 1).astype("int64")
+    sizes = pt.inc_subtensor(pt.zeros((n_labels,), dtype="int64")[safe], 1)
+    n_clusters = pt.sum(pt.gt(sizes, 0), dtype="int64")
+    return in_range, sizes, n_clusters
+
+
+def _assemble_log_eppf(in_range, sizes, log_v, log_w_of):
+    """``log_v + sum_{sizes > 0} log_w_of(sizes)``, ``-inf`` when a label is out of range."""
+    occupied = pt.gt(sizes, 0)
+    safe_sizes = pt.maximum(sizes, 1).astype("float64")
+    log_w_sum = pt.sum(pt.switch(occupied, log_w_of(safe_sizes), 0.0))
+    return pt.switch(in_range, log_v + log_w_sum, -np.inf)
+
+
+def dirichlet_process_log_eppf(labels, alpha, n: int) -> Variable:
+    """Normalised DP log EPPF of a label vector (pytensor), see module docstring."""
+    in_range, sizes, k = cluster_sizes(labels, n)
+    log_v = k * pt.log(alpha) + pt.gammaln(alpha) - pt.gammaln(alpha + n)
+    return _assemble_log_eppf(in_range, sizes, log_v, pt.gammaln)
+
+
+def pitman_yor_log_eppf(labels, alpha, discount, n: int) -> Variable:
+    """Normalised Pitman-Yor log EPPF of a label vector (pytensor), see module docstring."""
+    in_range, sizes, k = cluster_sizes(labels, n)
+    index = pt.arange(1, n, dtype="float64")  # i = 1..n-1; only i <= K-1 contribute
+    log_terms = pt.log(alpha + index * discount)
+    log_numerator = pt.sum(pt.switch(pt.lt(index, k), log_terms, 0.0))
+    log_v = log_numerator - pt.gammaln(alpha + n) + pt.gammaln(alpha + 1.0)
+
+    def log_w(m):
+        return pt.gammaln(m - discount) - pt.gammaln(1.0 - discount)
+
+    return _assemble_log_eppf(in_range, sizes, log_v, log_w)
+
+
+def finite_dirichlet_log_eppf(labels, alpha, k_components: int, n: int) -> Variable:
+    """Normalised finite symmetric Dirichlet log EPPF (pytensor), labels in ``[0, k)``."""
+    in_range, sizes, k = cluster_sizes(labels, k_components)
+    k_float = k.astype("float64")
+    log_v = (
+        pt.gammaln(pt.constant(np.float64(k_components + 1.0)))
+        - pt.gammaln(pt.maximum(np.float64(k_components) - k_float, 0.0) + 1.0)
+        + pt.gammaln(k_components * alpha)
+        - pt.gammaln(k_components * alpha + n)
+        - k_float * pt.gammaln(alpha)
+    )
+    log_v = pt.switch(pt.le(k, k_components), log_v, -np.inf)
+    return _assemble_log_eppf(in_range, sizes, log_v, lambda m: pt.gammaln(m + alpha))
+
+
+def table_log_eppf(labels, log_v_table: np.ndarray, log_w_table: np.ndarray, n: int):
+    """Log EPPF from constant tables ``tables(n)`` of a numeric prior (pytensor)."""
+    in_range, sizes, k = cluster_sizes(labels, n)
+    log_v = pt.as_tensor_variable(np.asarray(log_v_table, dtype=np.float64))[k]
+    w_table = pt.as_tensor_variable(np.asarray(log_w_table, dtype=np.float64))
+
+    def log_w(m):
+        return w_table[m.astype("int64")]
+
+    return _assemble_log_eppf(in_range, sizes, log_v, log_w)
+
+
+# --------------------------------------------------------------------------- random variables
+class PartitionPriorRV(RandomVariable):
+    """Base ``RandomVariable`` of the partition priors: int64 labels of shape (n,).
+
+    The last distribution parameter is always ``n`` (a constant int64 scalar); the others
+    are the prior's hyperparameters in the order of :attr:`parameter_names`.
+    """
+
+    dtype = "int64"
+    prior_class: type = None
+    parameter_names: tuple[str, ...] = ()
+
+    def _supp_shape_from_params(self, dist_params, param_shapes=None):
+        return (dist_params[-1],)
+
+    def numeric_prior(self, *parameter_values):
+        """Numeric prior (from :mod:`pymc_splitmerge.priors`) for the given values."""
+        return self.prior_class(*(np.asarray(v)[()] for v in parameter_values))
+
+    def rng_fn(self, rng, *args):
+        *params, n, size = args
+        for value in params:
+            if np.ndim(value) != 0:
+                raise NotImplementedError("batched partition-prior parameters are not supported")
+        prior = self.numeric_prior(*params)
+        n = int(n)
+        if size is None or len(size) == 0:
+            return prior.sample(n, rng)
+        total = int(np.prod(size))
+        return prior.sample(n, rng, size=total).reshape(*size, n)
+
+
+class DirichletProcessRV(PartitionPriorRV):
+    """Partition of ``n`` points drawn from a Dirichlet process (Chinese restaurant)."""
+
+    name = "dirichlet_process"
+    signature = "(),()->(n)"
+    _print_name = ("DirichletProcess", "\\operatorname{DirichletProcess}")
+    prior_class = DirichletProcessPrior
+    parameter_names = ("alpha",)
+
+
+class PitmanYorRV(PartitionPriorRV):
+    """Partition of ``n`` points drawn from a Pitman-Yor process."""
+
+    name = "pitman_yor"
+    signature = "(),(),()->(n)"
+    _print_name = ("PitmanYor", "\\operatorname{PitmanYor}")
+    prior_class = PitmanYorPrior
+    parameter_names = ("alpha", "discount")
+
+
+class FiniteDirichletRV(PartitionPriorRV):
+    """Partition of ``n`` points of a finite mixture with symmetric Dirichlet weights.
+
+    Parameters (after rng and size): ``alpha``, ``k`` (constant int64), ``n``.
+    """
+
+    name = "finite_dirichlet"
+    signature = "(),(),()->(n)"
+    _print_name = ("FiniteDirichlet", "\\operatorname{FiniteDirichlet}")
+    prior_class = FiniteDirichletPrior
+    parameter_names = ("alpha", "k")
+
+    def numeric_prior(self, alpha, k):
+        return FiniteDirichletPrior(alpha=float(np.asarray(alpha)), k=int(np.asarray(k)))
+
+
+class MixtureOfFiniteMixturesRV(PartitionPriorRV):
+    """Partition of ``n`` points drawn from a mixture of finite mixtures.
+
+    ``gamma`` (float) and ``k_prior`` (a hashable
+    :class:`~pymc_splitmerge.priors.mixture_of_finite_mixtures.ComponentCountPrior`) are
+    numeric constants kept as ``Op`` properties; the only parameter is ``n``.
+    """
+
+    name = "mixture_of_finite_mixtures"
+    signature = "()->(n)"
+    _print_name = ("MixtureOfFiniteMixtures", "\\operatorname{MixtureOfFiniteMixtures}")
+    prior_class = MixtureOfFiniteMixturesPrior
+    parameter_names = ()
+    __props__ = (*RandomVariable.__props__, "gamma", "k_prior")
+
+    def __init__(self, *args, gamma: float = 1.0, k_prior: ComponentCountPrior = None, **kwargs):
+        if k_prior is None:
+            raise TypeError("MixtureOfFiniteMixturesRV needs a k_prior")
+        prior = MixtureOfFiniteMixturesPrior(gamma=gamma, k_prior=k_prior)  # validates
+        self.gamma = prior.gamma
+        self.k_prior = prior.k_prior
+        super().__init__(*args, **kwargs)
+
+    def numeric_prior(self):
+        return MixtureOfFiniteMixturesPrior(gamma=self.gamma, k_prior=self.k_prior)
+
+
+PARTITION_PRIOR_RV_TYPES = (DirichletProcessRV, PitmanYorRV, FiniteDirichletRV,
+                            MixtureOfFiniteMixturesRV)
+
+
+def _all_zeros_support_point(rv, *args):
+    # args = (n,) or (size, ..., n): n is always the last parameter
+    return pt.zeros((args[-1],), dtype="int64")
+
+
+# --------------------------------------------------------------------------- distributions
+class DirichletProcess(Discrete):
+    r"""Partition of ``n`` points under a Dirichlet process prior (Chinese restaurant process).
+
+    .. math:: p(c) = \frac{\alpha^K \Gamma(\alpha)}{\Gamma(\alpha + n)} \prod_{j=1}^K \Gamma(n_j)
+
+    Parameters
+    ----------
+    alpha : float or tensor_like
+        Concentration, ``alpha > 0``; a constant, ``pm.Data`` or a random variable.
+    n : int
+        Number of points (static).
+
+    Notes
+    -----
+    The value is an int64 vector of shape (n,) of labels in ``[0, n)``; the log-probability
+    depends only on the partition the labels induce.
+
+    References
+    ----------
+    .. [1] Bouchard-Côté, Doucet and Roth (2017), JMLR 18(28), eq. 3.
+    """
+
+    rv_type = DirichletProcessRV
+
+    @classmethod
+    def rv_op(cls, alpha, n, *, size=None, rng=None):
+        return call_random_variable(DirichletProcessRV(), alpha, n, size=size, rng=rng)
+
+    @classmethod
+    def dist(cls, alpha, n, **kwargs):
+        n = static_number_of_points(n)
+        _check_shape_and_size(n, kwargs)
+        alpha = _as_float_tensor(alpha, "alpha")
+        _validate_constant(alpha, "alpha (DP concentration)", lambda a: a > 0, "alpha > 0")
+        return super().dist([alpha, pt.constant(n, dtype="int64")], **kwargs)
+
+    @staticmethod
+    def logp(value, alpha, n):
+        n_points = int(n.data)
+        log_p = dirichlet_process_log_eppf(value, alpha, n_points)
+        return check_parameters(log_p, pt.gt(alpha, 0), msg="alpha > 0")
+
+    support_point = staticmethod(_all_zeros_support_point)
+
+
+class PitmanYor(Discrete):
+    r"""Partition of ``n`` points under a Pitman-Yor (two-parameter) prior.
+
+    Parameters
+    ----------
+    alpha : float or tensor_like
+        Concentration, ``alpha > -discount``.
+    discount : float or tensor_like
+        Discount, ``0 <= discount < 1`` (``0`` is the Dirichlet process).
+    n : int
+        Number of points (static).
+
+    References
+    ----------
+    .. [1] Pitman, J. and Yor, M. (1997). Annals of Probability 25(2), 855-900.
+    """
+
+    rv_type = PitmanYorRV
+
+    @classmethod
+    def rv_op(cls, alpha, discount, n, *, size=None, rng=None):
+        return call_random_variable(PitmanYorRV(), alpha, discount, n, size=size, rng=rng)
+
+    @classmethod
+    def dist(cls, alpha, discount, n, **kwargs):
+        n = static_number_of_points(n)
+        _check_shape_and_size(n, kwargs)
+        alpha = _as_float_tensor(alpha, "alpha")
+        discount = _as_float_tensor(discount, "discount")
+        _validate_constant(discount, "discount", lambda d: 0 <= d < 1, "0 <= discount < 1")
+        alpha_value, discount_value = constant_value(alpha), constant_value(discount)
+        if alpha_value is not None and discount_value is not None:
+            if not float(alpha_value) > -float(discount_value):
+                raise ValueError(
+                    f"alpha must be > -discount (= {-float(discount_value)}), got "
+                    f"alpha = {float(alpha_value)}; with discount = 0 this means alpha > 0"
+                )
+        elif alpha_value is not None and not float(alpha_value) > -1.0:
+            raise ValueError(f"alpha must be > -discount > -1, got alpha = {float(alpha_value)}")
+        return super().dist([alpha, discount, pt.constant(n, dtype="int64")], **kwargs)
+
+    @staticmethod
+    def logp(value, alpha, discount, n):
+        n_points = int(n.data)
+        log_p = pitman_yor_log_eppf(value, alpha, discount, n_points)
+        return check_parameters(
+            log_p,
+            pt.ge(discount, 0),
+            pt.lt(discount, 1),
+            pt.gt(alpha, -discount),
+            msg="0 <= discount < 1, alpha > -discount",
+        )
+
+    support_point = staticmethod(_all_zeros_support_point)
+
+
+class FiniteDirichlet(Discrete):
+    r"""Partition of ``n`` points of a ``k``-component mixture with Dirichlet(alpha) weights.
+
+    .. math:: p(c) = \frac{k!}{(k-K)!}\frac{\Gamma(k\alpha)}{\Gamma(k\alpha+n)}
+              \prod_{j=1}^K \frac{\Gamma(n_j + \alpha)}{\Gamma(\alpha)}, \quad K \le k
+
+    Parameters
+    ----------
+    alpha : float or tensor_like
+        Symmetric Dirichlet concentration of each component, ``alpha > 0``.
+    k : int
+        Number of components, ``k >= 1`` (static).  Labels lie in ``[0, k)``.
+    n : int
+        Number of points (static).
+
+    References
+    ----------
+    .. [1] Green, P. J. and Richardson, S. (2001). Scand. J. Statist. 28(2), 355-375.
+    """
+
+    rv_type = FiniteDirichletRV
+
+    @classmethod
+    def rv_op(cls, alpha, k, n, *, size=None, rng=None):
+        return call_random_variable(FiniteDirichletRV(), alpha, k, n, size=size, rng=rng)
+
+    @classmethod
+    def dist(cls, alpha, k, n, **kwargs):
+        n = static_number_of_points(n)
+        _check_shape_and_size(n, kwargs)
+        if isinstance(k, Constant):
+            k = k.data
+        if isinstance(k, np.ndarray) and k.ndim == 0:
+            k = k[()]
+        if isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral):
+            raise TypeError(
+                f"k (number of components) must be a Python or NumPy integer known when the "
+                f"model is built, got {type(k).__name__} {k!r}"
+            )
+        if int(k) < 1:
+            raise ValueError(f"k (number of components) must be >= 1, got {int(k)}")
+        alpha = _as_float_tensor(alpha, "alpha")
+        _validate_constant(alpha, "alpha (Dirichlet concentration)", lambda a: a > 0, "alpha > 0")
+        params = [alpha, pt.constant(int(k), dtype="int64"), pt.constant(n, dtype="int64")]
+        return super().dist(params, **kwargs)
+
+    @staticmethod
+    def logp(value, alpha, k, n):
+        log_p = finite_dirichlet_log_eppf(value, alpha, int(k.data), int(n.data))
+        return check_parameters(log_p, pt.gt(alpha, 0), msg="alpha > 0")
+
+    support_point = staticmethod(_all_zeros_support_point)
+
+
+class MixtureOfFiniteMixtures(Discrete):
+    r"""Partition of ``n`` points under a mixture of finite mixtures (Miller & Harrison 2018).
+
+    .. math:: p(c) = V_n(K) \prod_{j=1}^K \gamma^{(n_j)}, \qquad
+              V_n(t) = \sum_{k \ge 1} \frac{k_{(t)}}{(\gamma k)^{(n)}} p_K(k)
+
+    Parameters
+    ----------
+    gamma : float
+        Dirichlet concentration of the weights given ``k``, ``gamma > 0`` (numeric constant).
+    k_prior : ShiftedPoisson or Geometric or ExplicitPmf
+        Prior on the number of components (numeric constant).
+    n : int
+        Number of points (static).
+
+    Notes
+    -----
+    ``gamma`` and ``k_prior`` are properties of the ``Op``; :math:`\log V_n(t)` is a constant
+    table computed by the numeric prior.
+
+    References
+    ----------
+    .. [1] Miller, J. W. and Harrison, M. T. (2018). JASA 113(521), eqs. 3.2-3.3.
+    """
+
+    rv_type = MixtureOfFiniteMixturesRV
+
+    @classmethod
+    def rv_op(cls, n, *, gamma, k_prior, size=None, rng=None):
+        op = MixtureOfFiniteMixturesRV(gamma=gamma, k_prior=k_prior)
+        return call_random_variable(op, n, size=size, rng=rng)
+
+    @classmethod
+    def dist(cls, gamma, k_prior, n, **kwargs):
+        n = static_number_of_points(n)
+        _check_shape_and_size(n, kwargs)
+        if isinstance(gamma, Variable) and constant_value(gamma) is None:
+            raise TypeError(
+                "gamma of MixtureOfFiniteMixtures must be a numeric constant (its V_n(t) table "
+                "is precomputed); random gamma is not supported"
+            )
+        gamma_value = constant_value(gamma)
+        if gamma_value.ndim != 0:
+            raise ValueError(f"gamma must be a scalar, got shape {gamma_value.shape}")
+        gamma_value = float(gamma_value)
+        if not np.isfinite(gamma_value) or gamma_value <= 0:
+            raise ValueError(f"gamma (MFM Dirichlet concentration) must be > 0, got {gamma_value}")
+        if not isinstance(k_prior, ComponentCountPrior):
+            raise TypeError(
+                "k_prior must be a ShiftedPoisson, Geometric or ExplicitPmf instance from "
+                f"pymc_splitmerge.priors, got {type(k_prior).__name__}"
+            )
+        return super().dist(
+            [pt.constant(n, dtype="int64")], gamma=gamma_value, k_prior=k_prior, **kwargs
+        )
+
+    support_point = staticmethod(_all_zeros_support_point)
+
+
+@_logprob.register(MixtureOfFiniteMixturesRV)
+def _mixture_of_finite_mixtures_logp(op, values, rng, size, n, **kwargs):
+    [value] = values
+    n_points = int(n.data)
+    log_v_table, log_w_table = op.numeric_prior().tables(n_points)
+    return table_log_eppf(value, log_v_table, log_w_table, n_points)
