@@ -85,11 +85,17 @@ def main(argv=None) -> int:
             print(f"point estimate (SALSO, VI loss): {estimate.n_clusters} clusters, expected "
                   f"loss {estimate.expected_loss:.3f}, adjusted Rand index vs the generating "
                   f"partition {psm.adjusted_rand_index(estimate.labels, truth):.3f}")
-            figure, _ = psm.plot_block_fractions(idata, var_name="z", num_largest=5)
-            path = os.path.join(args.output, f"block_fractions_d{n_attributes}_{name}.png")
-            figure.savefig(path, dpi=80)
-            print(f"saved {path}")
-            plt.close(figure)
+            plots = {
+                "block_fractions": psm.plot_block_fractions(idata, var_name="z", num_largest=5),
+                "n_clusters": psm.plot_n_clusters(idata, var_name="z"),
+                "coclustering": psm.plot_similarity_matrix(idata, var_name="z",
+                                                           order_by=estimate),
+            }
+            for kind, (figure, _) in plots.items():
+                path = os.path.join(args.output, f"{kind}_d{n_attributes}_{name}.png")
+                figure.savefig(path, dpi=80)
+                plt.close(figure)
+            print(f"saved {len(plots)} plots to {args.output}/*_d{n_attributes}_{name}.png")
             rows.append({
                 "d": n_attributes, "sampler": name, "seconds": round(seconds, 1),
                 "r_hat(log_joint)": table.loc["log_joint", "r_hat"],
