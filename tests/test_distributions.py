@@ -21,7 +21,7 @@ DISCOUNT = 0.3
 GAMMA = 0.8
 K_PRIOR = numeric_priors.ShiftedPoisson(2.0)
 # Most graphs are compiled in FAST_COMPILE mode to keep the file fast (cold numba/C caches);
-# the default mode is exercised by the random-hyperparameter, bounds and prior-predictive tests.
+# the default mode is exercised by discover(), the bounds and the prior-predictive tests.
 FAST = "FAST_COMPILE"
 
 
@@ -232,7 +232,7 @@ def test_random_hyperparameters_in_logp_and_discovery():
     assert values["alpha"] == pytest.approx(2.5)
     assert values["family"]["nu0"] == 4.0
 
-    logp_terms = model.compile_logp(vars=[z, model["y"]])
+    logp_terms = model.compile_logp(vars=[z, model["y"]], mode=FAST)
     expected = _numeric_log_joint(prior, family, family.prepare_data(data), point["z"])
     np.testing.assert_allclose(logp_terms(point), expected, rtol=1e-10)
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numpy as np
@@ -41,6 +42,7 @@ from pymc_splitmerge.testing import (
     assert_partition_gof,
     chisquare_partitions,
     exact_posterior,
+    one_step_invariance_draws,
 )
 
 N_SAMPLES = 3000
@@ -75,22 +77,11 @@ FAMILIES = ["beta_bernoulli", "niw", "known_covariance", "gamma_poisson"]
 
 def one_sweep_samples(prior, family, data, rng, scan="random", log_v_table=None,
                       log_w_table=None, sweep=None):
-    """Exact i.i.d. posterior draws, each moved by one sweep; returns (start, after)."""
-    exact = exact_posterior(prior, family, data)
-    x = family.prepare_data(data)
-    n = x.shape[0]
-    default_v, default_w = prior.tables(n)
-    log_v_table = default_v if log_v_table is None else log_v_table
-    log_w_table = default_w if log_w_table is None else log_w_table
-    start = exact.sample(N_SAMPLES, rng)
-    after = np.empty_like(start)
-    for row, labels in enumerate(start):
-        state = PartitionState(family, x, labels)
-        if sweep is None:
-            gibbs_sweep(state, log_v_table, log_w_table, rng, scan=scan)
-        else:
-            sweep(state, log_v_table, log_w_table, rng)
-        after[row] = state.labels()
+    """Exact i.i.d. posterior draws, each moved by one sweep; returns (exact, after)."""
+    if sweep is None:
+        sweep = functools.partial(gibbs_sweep, scan=scan)
+    after, exact = one_step_invariance_draws(sweep, prior, family, data, N_SAMPLES, rng,
+                                             log_v_table=log_v_table, log_w_table=log_w_table)
     return exact, after
 
 

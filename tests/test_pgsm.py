@@ -7,6 +7,8 @@ control (plain SMC without the pinned reference path) must fail the same test.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,7 @@ from pymc_splitmerge.testing import (
     assert_partition_gof,
     chisquare_partitions,
     exact_posterior,
+    one_step_invariance_draws,
 )
 
 BERNOULLI_DATA = np.array(
@@ -61,18 +64,9 @@ PRIORS = {
 
 def one_step_labels(prior, family, data, rng, num_samples=2000, transitions=2, **options):
     """Exact draws, ``transitions`` PGSM transitions each; returns (labels, exact)."""
-    exact = exact_posterior(prior, family, data)
-    x = family.prepare_data(data)
-    n = x.shape[0]
-    log_v_table, log_w_table = prior.tables(n)
-    draws = exact.sample(num_samples, rng)
-    out = np.empty_like(draws)
-    for r in range(num_samples):
-        state = PartitionState(family, x, draws[r])
-        for _ in range(transitions):
-            pgsm_step(state, log_v_table, log_w_table, rng, **options)
-        out[r] = state.labels()
-    return out, exact
+    kernel = functools.partial(pgsm_step, **options)
+    return one_step_invariance_draws(kernel, prior, family, data, num_samples, rng,
+                                     transitions=transitions)
 
 
 # --------------------------------------------------------------------------- smc helpers
@@ -308,7 +302,7 @@ def test_bad_options_raise():
         pgsm_step(state, *tables, rng, n_anchors=1)
     with pytest.raises(ValueError, match="distinct"):
         pgsm_step(state, *tables, rng, anchors=[1, 1])
-    with pytest.raises(ValueError, match="length"):
+    with pytest.raises(ValueError, match="use prior.tables"):
         pgsm_step(state, tables[0][:3], tables[1], rng)
 
 

@@ -25,7 +25,12 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
     ShiftedPoisson,
 )
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
-from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+from pymc_splitmerge.testing import (
+    assert_partition_gof,
+    exact_posterior,
+    kernel_chain_draws,
+    one_step_invariance_draws,
+)
 
 SEED = 4211
 
@@ -57,32 +62,14 @@ PROBLEMS = {"bernoulli": _bernoulli_problem, "niw": _niw_problem}
 
 
 def one_step_draws(kernel, prior, family, x, n_draws, rng):
-    """Draw c ~ pi exactly, apply one kernel transition each; return partition indices."""
-    exact = exact_posterior(prior, family, x)
-    log_v_table, log_w_table = prior.tables(x.shape[0])
-    starts = exact.sample(n_draws, rng)
-    out = np.empty((n_draws, x.shape[0]), dtype=np.int64)
-    for draw, start in enumerate(starts):
-        state = PartitionState(family, x, start)
-        kernel(state, log_v_table, log_w_table, rng)
-        out[draw] = state.labels_slots
-    return out, exact
+    """Draw c ~ pi exactly, apply one kernel transition each."""
+    return one_step_invariance_draws(kernel, prior, family, x, n_draws, rng)
 
 
 def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
     """A single chain of the kernel alone from one cluster, thinned (near-independent draws)."""
-    exact = exact_posterior(prior, family, x)
-    log_v_table, log_w_table = prior.tables(x.shape[0])
-    state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
-    for _ in range(burn_in):
-        kernel(state, log_v_table, log_w_table, rng)
-    out = np.empty((n_draws, x.shape[0]), dtype=np.int64)
-    for draw in range(n_draws):
-        for _ in range(thin):
-            kernel(state, log_v_table, log_w_table, rng)
-        out[draw] = state.labels_slots
-    state.check()
-    return out, exact
+    return kernel_chain_draws(kernel, prior, family, x, n_draws, rng, thin=thin,
+                              burn_in=burn_in)
 
 
 # --------------------------------------------------------------------------- references
@@ -163,7 +150,7 @@ def test_bad_options_raise():
         rgsm_step(state, log_v_table, log_w_table, rng, -1)
     with pytest.raises(ValueError, match="n_split_merge_updates"):
         rgsm_update(state, log_v_table, log_w_table, rng, 1, 1.5, 0)
-    with pytest.raises(ValueError, match="prior tables"):
+    with pytest.raises(ValueError, match="use prior.tables"):
         rgsm_step(state, log_v_table[:-1], log_w_table, rng)
 
 

@@ -14,18 +14,16 @@ scatter-add (``bincount``) of the labels over the label range, so the value is i
 relabelling of the clusters.  Labels outside the range (``[0, n)``; ``[0, k)`` for the finite
 Dirichlet prior) give ``-inf``.
 
-=======================  ==========================================  ==========================
-prior                    :math:`\log V(n, K)`                         :math:`\log W(m)`
-=======================  ==========================================  ==========================
-Dirichlet process        :math:`K\log\alpha + \log\Gamma(\alpha)`     :math:`\log\Gamma(m)`
-                         :math:`- \log\Gamma(\alpha + n)`
-Pitman-Yor               :math:`\sum_{i=1}^{K-1}\log(\alpha + i d)`   :math:`\log\Gamma(m - d)`
-                         :math:`-\log\Gamma(\alpha+n)+\log\Gamma(\alpha+1)`  :math:`-\log\Gamma(1-d)`
-finite Dirichlet         :math:`\log\frac{k!}{(k-K)!}+\log\Gamma(k\alpha)`  :math:`\log\Gamma(m+\alpha)`
-                         :math:`-\log\Gamma(k\alpha+n) - K\log\Gamma(\alpha)`
-MFM                      constant table ``tables(n)`` of the numeric  table of the numeric prior
-                         prior (Miller & Harrison eq. 3.2)
-=======================  ==========================================  ==========================
+* Dirichlet process: :math:`\log V(n, K) = K\log\alpha + \log\Gamma(\alpha) -
+  \log\Gamma(\alpha + n)`, :math:`\log W(m) = \log\Gamma(m)`;
+* Pitman-Yor: :math:`\log V(n, K) = \sum_{i=1}^{K-1}\log(\alpha + i d) -
+  \log\Gamma(\alpha + n) + \log\Gamma(\alpha + 1)`,
+  :math:`\log W(m) = \log\Gamma(m - d) - \log\Gamma(1 - d)`;
+* finite Dirichlet (``k`` components): :math:`\log V(n, K) = \log\frac{k!}{(k-K)!} +
+  \log\Gamma(k\alpha) - \log\Gamma(k\alpha + n) - K\log\Gamma(\alpha)` (:math:`K \le k`),
+  :math:`\log W(m) = \log\Gamma(m + \alpha)`;
+* mixture of finite mixtures: constant tables ``tables(n)`` of the numeric prior
+  (Miller & Harrison eq. 3.2; ``gamma`` and ``k_prior`` are numeric constants).
 
 Draws (``pm.draw``, ``pm.sample_prior_predictive``) use the sequential urn of the numeric
 prior (:meth:`pymc_splitmerge.priors.base.GibbsTypePrior.sample`); the initial value

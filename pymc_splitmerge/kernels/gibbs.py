@@ -172,19 +172,6 @@ def _gibbs_sweeps(family_id, params, x, log_v_table, log_w_table, n_sweeps, rand
     return n_changed, n_evaluations
 
 
-def _check_tables(state, log_v_table, log_w_table):
-    log_v_table = np.ascontiguousarray(log_v_table, dtype=np.float64)
-    log_w_table = np.ascontiguousarray(log_w_table, dtype=np.float64)
-    expected = state.n + 2
-    if log_v_table.shape != (expected,) or log_w_table.shape != (expected,):
-        raise ValueError(
-            f"log_v_table and log_w_table must have shape ({expected},) = (n + 2,) for n = "
-            f"{state.n} points (use prior.tables(n)); got {log_v_table.shape} and "
-            f"{log_w_table.shape}"
-        )
-    return log_v_table, log_w_table
-
-
 def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
                 n_sweeps: int = 1) -> GibbsInfo:
     """Apply ``n_sweeps`` collapsed Gibbs sweeps to ``state`` (in place).
@@ -215,7 +202,7 @@ def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
         raise ValueError(f"scan must be one of {_SCANS}; got {scan!r}")
     if int(n_sweeps) != n_sweeps or n_sweeps < 1:
         raise ValueError(f"n_sweeps must be a positive integer; got {n_sweeps!r}")
-    log_v_table, log_w_table = _check_tables(state, log_v_table, log_w_table)
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     seed_numba_from(rng)
     labels, sizes, stats, empty_row, active, where, meta = state.arrays()
     n_changed, n_evaluations = _gibbs_sweeps(
@@ -240,7 +227,7 @@ def point_conditional(state, i: int, log_v_table, log_w_table):
         Slots of the clusters of ``c_{-i}``, followed by ``-1`` for a new cluster.
     probabilities : ndarray of float, shape (K + 1,)
     """
-    log_v_table, log_w_table = _check_tables(state, log_v_table, log_w_table)
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     labels, sizes, stats, empty_row, active, where, meta = state.arrays()
     fid, params, x = state.family_id, state.params, state.x
     old = unassign_point(fid, params, x, i, labels, sizes, stats, empty_row, active, where, meta)

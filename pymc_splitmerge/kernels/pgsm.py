@@ -598,12 +598,7 @@ def pgsm_step(state, log_v_table, log_w_table, rng, *, num_particles=20,
         n_anchors = anchor_proposal.n_anchors
     threshold = validate_pgsm_options(num_particles, resampling_threshold, n_anchors)
     n = state.n
-    if log_v_table.dtype != np.float64 or not log_v_table.flags.c_contiguous:
-        log_v_table = np.ascontiguousarray(log_v_table, dtype=np.float64)
-    if log_w_table.dtype != np.float64 or not log_w_table.flags.c_contiguous:
-        log_w_table = np.ascontiguousarray(log_w_table, dtype=np.float64)
-    if log_v_table.shape[0] < n + 2 or log_w_table.shape[0] < n + 2:
-        raise ValueError(f"log_v_table and log_w_table must have length >= n + 2 = {n + 2}")
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     if n < n_anchors:
         raise ValueError(f"need at least n_anchors={n_anchors} points; got {n}")
     if anchors is None and anchor_proposal is not None and anchor_proposal.is_adapted:

@@ -59,7 +59,6 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     reference_two_way_log_probabilities,
     two_way_log_probabilities,
     uniform_anchor_pair,
-    validate_tables,
 )
 
 __all__ = [
@@ -274,7 +273,7 @@ def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
     if _negative_control not in _CONTROL_CODES:
         raise ValueError(f"_negative_control must be one of {tuple(_CONTROL_CODES)}")
     n_intermediate_scans = _validate_scans(n_intermediate_scans)
-    log_v_table, log_w_table = validate_tables(state, log_v_table, log_w_table)
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     n = state.n
     if n < 2:
         return SplitMergeProposal(MOVE_NONE, np.empty(0, dtype=np.int64), -1, float("nan"))

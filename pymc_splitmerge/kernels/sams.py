@@ -61,7 +61,6 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     reference_two_way_log_probabilities,
     two_way_log_probabilities,
     uniform_anchor_pair,
-    validate_tables,
 )
 
 __all__ = [
@@ -243,7 +242,7 @@ def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
     """
     if _negative_control not in _NEGATIVE_CONTROLS:
         raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
-    log_v_table, log_w_table = validate_tables(state, log_v_table, log_w_table)
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     n = state.n
     if n < 2:
         return SplitMergeProposal(MOVE_NONE, np.empty(0, dtype=np.int64), -1, float("nan"))

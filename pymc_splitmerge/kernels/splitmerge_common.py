@@ -79,7 +79,6 @@ __all__ = [
     "apply_proposal",
     "uniform_anchor_pair",
     "accept_proposal",
-    "validate_tables",
 ]
 
 MOVE_NONE = 0
@@ -338,16 +337,3 @@ def accept_proposal(state, proposal: SplitMergeProposal,
         apply_proposal(state.family_id, state.params, state.x, proposal.moving_points,
                        proposal.target_slot, *state.arrays())
     return SplitMergeInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio))
-
-
-def validate_tables(state, log_v_table, log_w_table) -> tuple[np.ndarray, np.ndarray]:
-    """Check the prior tables match the state's number of points (length n + 2)."""
-    log_v_table = np.ascontiguousarray(log_v_table, dtype=np.float64)
-    log_w_table = np.ascontiguousarray(log_w_table, dtype=np.float64)
-    expected = state.n + 2
-    if log_v_table.shape != (expected,) or log_w_table.shape != (expected,):
-        raise ValueError(
-            f"prior tables must be prior.tables(n) for n = {state.n} (length {expected}); "
-            f"got lengths {log_v_table.shape} and {log_w_table.shape}"
-        )
-    return log_v_table, log_w_table

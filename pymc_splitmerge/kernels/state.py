@@ -111,6 +111,23 @@ class PartitionState:
         return (self.labels_slots, self.sizes, self.stats, self.empty_row, self.active,
                 self.where, self.meta)
 
+    def check_tables(self, log_v_table, log_w_table) -> tuple[np.ndarray, np.ndarray]:
+        """Return the prior tables as contiguous float64 arrays, checking their length.
+
+        Every kernel takes ``prior.tables(n)`` (``docs/contracts.md`` section 1), two arrays
+        of length ``n + 2``; anything else is a caller error.
+        """
+        log_v_table = np.ascontiguousarray(log_v_table, dtype=np.float64)
+        log_w_table = np.ascontiguousarray(log_w_table, dtype=np.float64)
+        expected = self.n + 2
+        if log_v_table.shape != (expected,) or log_w_table.shape != (expected,):
+            raise ValueError(
+                f"log_v_table and log_w_table must have shape ({expected},) = (n + 2,) for "
+                f"n = {self.n} points (use prior.tables(n)); got {log_v_table.shape} and "
+                f"{log_w_table.shape}"
+            )
+        return log_v_table, log_w_table
+
     def labels(self) -> np.ndarray:
         """Canonical labels (order of first appearance, 0..K-1), int64 array of shape (n,)."""
         from pymc_splitmerge.core.relabel import canonical_labels

@@ -24,6 +24,7 @@ from pymc_splitmerge.testing.geweke import (
     sample_prior_partitions,
     simulate_data,
 )
+from pymc_splitmerge.testing.kernel_checks import kernel_chain_draws, one_step_invariance_draws
 from pymc_splitmerge.testing.oracle import (
     ExactPosterior,
     ExactPosteriorRandomConcentration,
@@ -33,6 +34,8 @@ from pymc_splitmerge.testing.oracle import (
 )
 
 __all__ = [
+    "kernel_chain_draws",
+    "one_step_invariance_draws",
     "GEWEKE_TEST_FUNCTIONS",
     "GewekeResult",
     "assert_geweke",
