@@ -84,71 +84,6 @@ def partition_value_and_random_variable(vars, model):
     return value_var, rv
 
 
-# --------------------------------------------------------------------------------------------
-# LOCAL WORKAROUND (steps owner): minimal stand-in for distributions.discovery.discover, used
-# only while `pymc_splitmerge.distributions.discover` does not exist.  Delete once it lands.
-# --------------------------------------------------------------------------------------------
-class _FallbackPartitionModel:
-    def __init__(self, partition_var, model):
-        try:
-            from pytensor.graph.traversal import ancestors
-        except ImportError:  # older pytensor
-            from pytensor.graph.basic import ancestors
-
-        from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV
-
-        model = modelcontext(model)
-        observed = [rv for rv in model.observed_RVs
-                    if isinstance(rv.owner.op, ConjugateMixtureRV)
-                    and partition_var in set(ancestors([rv]))]
-        if len(observed) != 1:
-            raise ValueError(f"expected one ConjugateMixture depending on "
-                             f"{partition_var.name!r}; found {len(observed)}")
-        (observed_var,) = observed
-        op = observed_var.owner.op
-        self.partition_var = partition_var
-        self.value_var = model.rvs_to_values[partition_var]
-        self.observed_var = observed_var
-        self.prior_op = partition_var.owner.op
-        self.prior_class = self.prior_op.prior_class
-        self.family = op.family
-        _, *symbolic = observed_var.owner.op.dist_params(observed_var.owner)
-        prior_params = list(self.prior_op.dist_params(partition_var.owner))[:-1]
-        self._n_prior = len(prior_params)
-        self._symbolic_names = op.symbolic_names
-        outputs = model.replace_rvs_by_values([*prior_params, *symbolic])
-        self._fn = (model.compile_fn(outputs, inputs=model.value_vars, on_unused_input="ignore",
-                                     point_fn=True) if outputs else (lambda point: []))
-        data_var = model.rvs_to_values[observed_var]
-        data = data_var.get_value() if hasattr(data_var, "get_value") else data_var.data
-        self.data = op.numeric_family(*[np.zeros(0)] * 0).prepare_data(np.asarray(data)) \
-            if not op.symbolic_names else np.asarray(data, dtype=np.float64).reshape(
-                len(data), -1)
-        self.random_hyperparameters = bool(outputs)
-
-    def _values(self, point):
-        values = [np.asarray(v) for v in self._fn(point)]
-        return values[: self._n_prior], values[self._n_prior:]
-
-    def hyperparameter_values(self, point):
-        prior_values, family_values = self._values(point)
-        result = dict(zip(self.prior_op.parameter_names, prior_values))
-        result["family"] = dict(zip(self._symbolic_names, family_values))
-        return result
-
-    def numeric_prior(self, point):
-        if not self.prior_op.parameter_names:
-            return self.prior_op.numeric_prior()
-        return self.prior_op.numeric_prior(*self._values(point)[0])
-
-    def numeric_family(self, point):
-        return self.observed_var.owner.op.numeric_family(*self._values(point)[1])
-
-
-def _fallback_discover(partition_var, model=None):
-    return _FallbackPartitionModel(partition_var, model)
-
-
 class PartitionStep(BlockedStep):
     """Base class of the PyMC step methods that sample a partition.
 
@@ -172,10 +107,7 @@ class PartitionStep(BlockedStep):
     def __init__(self, vars, model=None, rng=None, **kwargs):
         from pymc.util import get_random_generator
 
-        try:
-            from pymc_splitmerge.distributions import discover
-        except ImportError:  # LOCAL WORKAROUND until distributions.discover lands
-            discover = _fallback_discover
+        from pymc_splitmerge.distributions import discover
 
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
