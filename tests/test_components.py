@@ -53,6 +53,12 @@ def _make_cases():
     cases = []
     cases.append(("niw-1d", NormalInverseWishart(mu0=0.5, kappa0=0.7, nu0=2.5, psi0=1.3),
                   niw_module, rng.normal(1.0, 2.0, size=9)))
+    cases.append(("niw-2d", NormalInverseWishart(mu0=rng.normal(size=2), kappa0=0.4, nu0=3.5,
+                                                 psi0=_spd(rng, 2)),
+                  niw_module, rng.normal(size=(9, 2)) @ _spd(rng, 2)))
+    cases.append(("niw-4d", NormalInverseWishart(mu0=rng.normal(size=4), kappa0=0.9, nu0=6.0,
+                                                 psi0=_spd(rng, 4)),
+                  niw_module, rng.normal(size=(9, 4)) @ _spd(rng, 4)))
     dim = 3
     cases.append(("niw-3d", NormalInverseWishart(mu0=rng.normal(size=dim), kappa0=0.5,
                                                  nu0=dim + 1.5, psi0=_spd(rng, dim)),

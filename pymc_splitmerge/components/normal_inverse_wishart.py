@@ -181,44 +181,118 @@ def niw_recompute(params, stats):
 
 @njit(cache=True)
 def _niw_refresh_constant(params, stats):
-    """Recompute the cached predictive constant ``c_n`` (last entry of the row)."""
+    """Recompute the cached predictive constant ``c_n`` (last entry of the row).
+
+    ``lgamma(a + D/2) - lgamma(a)`` with ``a = (nu_n - D + 1)/2`` is a sum of ``log(a + k)``
+    for even D (one ``lgamma`` pair remains for odd D); the terms are grouped two dimensions
+    per logarithm, ``log((a + k) r / (L_jj L_j'j'))`` with ``r = kappa_n / (kappa_n + 1)``,
+    so that D = 2 costs a single ``log`` (the factors stay O(1/variance): no overflow).
+    """
     dim = int(params[0])
     count = stats[0]
     kappa = params[1] + count
     nu = params[2] + count
     offset_chol = 1 + 2 * dim + dim * dim
-    log_det_half = 0.0
-    for d in range(dim):
-        log_det_half += math.log(stats[offset_chol + d * dim + d])
-    stats[offset_chol + dim * dim] = (
-        math.lgamma(0.5 * (nu + 1.0)) - math.lgamma(0.5 * (nu - dim + 1.0))
-        - 0.5 * dim * (_LOG_PI + math.log((kappa + 1.0) / kappa))
-        - log_det_half
-    )
+    shrink = kappa / (kappa + 1.0)
+    a = 0.5 * (nu - dim + 1.0)
+    constant = -0.5 * dim * _LOG_PI
+    if dim % 2 == 1:
+        last = offset_chol + (dim - 1) * (dim + 1)
+        constant += (math.lgamma(a + 0.5) - math.lgamma(a)
+                     - math.log(stats[last] / math.sqrt(shrink)))
+        a += 0.5
+    for k in range(dim // 2):
+        first = offset_chol + 2 * k * (dim + 1)
+        second = first + dim + 1
+        constant += math.log((a + k) * shrink / (stats[first] * stats[second]))
+    stats[offset_chol + dim * dim] = constant
 
 
 @njit(cache=True)
-def niw_add_point(params, stats, x):
-    """Add one row ``x`` (shape (D,)) to a statistics row, in place (O(D^2))."""
-    dim = int(params[0])
-    kappa_old = params[1] + stats[0]
-    kappa_new = kappa_old + 1.0
-    scratch = params[_HEADER + dim + 2 * dim * dim:_HEADER + 2 * dim + 2 * dim * dim]
+def _niw_add_point_general(params, stats, x, dim, kappa_new, scale):
+    """Any-D body of ``niw_add_point`` (everything but the constant refresh).
+
+    Kept out of ``niw_add_point`` so that the D = 2 path stays small enough to inline.
+    """
     offset_xx = 1 + dim
     offset_mu = 1 + dim + dim * dim
     offset_chol = 1 + 2 * dim + dim * dim
-    scale = math.sqrt(kappa_old / kappa_new)
+    # niw_cholesky_update written on offsets: no array views (see niw_log_predictive)
+    scratch = _HEADER + dim + 2 * dim * dim
     for i in range(dim):
         xi = x[i]
         difference = xi - stats[offset_mu + i]
         stats[offset_mu + i] += difference / kappa_new
-        scratch[i] = scale * difference
+        params[scratch + i] = scale * difference
         stats[1 + i] += xi
         for j in range(dim):
             stats[offset_xx + i * dim + j] += xi * x[j]
     stats[0] += 1.0
-    niw_cholesky_update(stats[offset_chol:offset_chol + dim * dim], scratch, dim)
-    _niw_refresh_constant(params, stats)
+    for k in range(dim):
+        position = offset_chol + k * dim + k
+        diag = stats[position]
+        vector_k = params[scratch + k]
+        radius = math.sqrt(diag * diag + vector_k * vector_k)
+        cosine = radius / diag
+        sine = vector_k / diag
+        stats[position] = radius
+        for i in range(k + 1, dim):
+            position = offset_chol + i * dim + k
+            value = (stats[position] + sine * params[scratch + i]) / cosine
+            stats[position] = value
+            params[scratch + i] = cosine * params[scratch + i] - sine * value
+
+
+@njit(cache=True)
+def niw_add_point(params, stats, x):
+    """Add one row ``x`` (shape (D,)) to a statistics row, in place (O(D^2)).
+
+    The rank-1 Cholesky update is ``niw_cholesky_update`` written on offsets (D = 2 in
+    registers, same arithmetic).
+    """
+    dim = int(params[0])
+    kappa_old = params[1] + stats[0]
+    kappa_new = kappa_old + 1.0
+    offset_xx = 1 + dim
+    offset_mu = 1 + dim + dim * dim
+    offset_chol = 1 + 2 * dim + dim * dim
+    scale = math.sqrt(kappa_old / kappa_new)
+    if dim == 2:
+        first = x[0]
+        second = x[1]
+        difference_first = first - stats[offset_mu]
+        difference_second = second - stats[offset_mu + 1]
+        stats[offset_mu] += difference_first / kappa_new
+        stats[offset_mu + 1] += difference_second / kappa_new
+        vector_first = scale * difference_first
+        vector_second = scale * difference_second
+        stats[1] += first
+        stats[2] += second
+        cross = first * second
+        stats[offset_xx] += first * first
+        stats[offset_xx + 1] += cross
+        stats[offset_xx + 2] += cross
+        stats[offset_xx + 3] += second * second
+        stats[0] += 1.0
+        # niw_cholesky_update, k = 0 then k = 1
+        diag = stats[offset_chol]
+        radius = math.sqrt(diag * diag + vector_first * vector_first)
+        cosine = radius / diag
+        sine = vector_first / diag
+        stats[offset_chol] = radius
+        value = (stats[offset_chol + 2] + sine * vector_second) / cosine
+        stats[offset_chol + 2] = value
+        vector_second = cosine * vector_second - sine * value
+        diag = stats[offset_chol + 3]
+        stats[offset_chol + 3] = math.sqrt(diag * diag + vector_second * vector_second)
+        # _niw_refresh_constant for D = 2 (same arithmetic)
+        nu = params[2] + stats[0]
+        stats[offset_chol + 4] = -_LOG_PI + math.log(
+            0.5 * (nu - 1.0) * (kappa_new / (kappa_new + 1.0))
+            / (stats[offset_chol] * stats[offset_chol + 3]))
+    else:
+        _niw_add_point_general(params, stats, x, dim, kappa_new, scale)
+        _niw_refresh_constant(params, stats)
 
 
 @njit(cache=True)
@@ -273,25 +347,49 @@ def niw_remove_point(params, stats, x):
 
 
 @njit(cache=True)
-def niw_log_predictive(params, stats, x):
-    """Log multivariate Student-t predictive of ``x`` given a statistics row (O(D^2))."""
-    dim = int(params[0])
-    count = stats[0]
-    kappa = params[1] + count
-    nu = params[2] + count
-    scratch = params[_HEADER + dim + 2 * dim * dim:_HEADER + 2 * dim + 2 * dim * dim]
-    offset_mu = 1 + dim + dim * dim
-    offset_chol = 1 + 2 * dim + dim * dim
+def _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_chol):
+    """``|L^{-1}(x - mu_n)|^2`` for any D (triangular solve in the scratch tail of params).
+
+    Kept out of ``niw_log_predictive`` so that the small D = 1, 2 paths stay small enough
+    for LLVM to inline the predictive into its callers.
+    """
+    # no array views here: a view costs two atomic reference-count updates per call
+    scratch = _HEADER + dim + 2 * dim * dim
     quadratic = 0.0
     for i in range(dim):
         total = x[i] - stats[offset_mu + i]
         row = offset_chol + i * dim
         for j in range(i):
-            total -= stats[row + j] * scratch[j]
-        diag = stats[row + i]
-        value = total / diag
-        scratch[i] = value
+            total -= stats[row + j] * params[scratch + j]
+        value = total / stats[row + i]
+        params[scratch + i] = value
         quadratic += value * value
+    return quadratic
+
+
+@njit(cache=True)
+def niw_log_predictive(params, stats, x):
+    """Log multivariate Student-t predictive of ``x`` given a statistics row (O(D^2)).
+
+    D = 1 and D = 2 solve the triangular system in registers; larger D use the scratch tail
+    of ``params``.  The arithmetic is the same in every branch.
+    """
+    dim = int(params[0])
+    count = stats[0]
+    kappa = params[1] + count
+    nu = params[2] + count
+    offset_mu = 1 + dim + dim * dim
+    offset_chol = offset_mu + dim
+    if dim == 2:
+        first = (x[0] - stats[offset_mu]) / stats[offset_chol]
+        second = (x[1] - stats[offset_mu + 1] - stats[offset_chol + 2] * first) / stats[
+            offset_chol + 3]
+        quadratic = first * first + second * second
+    elif dim == 1:
+        first = (x[0] - stats[offset_mu]) / stats[offset_chol]
+        quadratic = first * first
+    else:
+        quadratic = _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_chol)
     return stats[offset_chol + dim * dim] - 0.5 * (nu + 1.0) * math.log1p(
         quadratic * kappa / (kappa + 1.0)
     )

@@ -144,17 +144,34 @@ def figure2_state(t: int, n_blocks: int, block: int) -> int:
 
 
 @numba.njit(cache=True)
-def _logsumexp_small(values, count):
+def _log_sum_and_weights(values, count, weights_out):
+    """``log Σ_j exp(values[j])`` over the first ``count`` entries; ``weights_out[j]`` receives
+    ``exp(values[j] - peak)`` (1.0 for the peak itself, no ``exp`` call) and the function
+    also returns their sum, so that sampling needs no further ``exp``.
+
+    Returns
+    -------
+    log_total : float
+        ``-inf`` (and all weights 0) when every value is ``-inf``.
+    total : float
+        ``Σ_j weights_out[j]``.
+    """
     peak = -np.inf
     for j in range(count):
         if values[j] > peak:
             peak = values[j]
     if peak == -np.inf:
-        return -np.inf
+        for j in range(count):
+            weights_out[j] = 0.0
+        return -np.inf, 0.0
     total = 0.0
     for j in range(count):
-        total += np.exp(values[j] - peak)
-    return peak + np.log(total)
+        if values[j] == peak:
+            weights_out[j] = 1.0
+        else:
+            weights_out[j] = np.exp(values[j] - peak)
+        total += weights_out[j]
+    return peak + np.log(total), total
 
 
 @numba.njit(cache=True)
@@ -260,6 +277,9 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     diverged = np.empty(big_n, dtype=np.int64)
     option_cache = np.empty((big_n, m + 1))
     total_cache = np.empty(big_n)
+    option_weight = np.empty(m + 1)
+    weight_cache = np.empty((big_n, m + 1))
+    weight_total_cache = np.empty(big_n)
     count_cache = np.empty(big_n, dtype=np.int64)
     for t in range(1, n):
         # adaptive (conditional) resampling on the previous weights (Algorithm 3, line 18)
@@ -271,8 +291,10 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
             resampling_events += 1
             for p in range(big_n):
                 a = resampled[p]
-                new_stats[p] = stats[a]
-                new_sizes[p] = sizes[a]
+                for j in range(m):
+                    for k in range(stat_dim):
+                        new_stats[p, j, k] = stats[a, j, k]
+                    new_sizes[p, j] = sizes[a, j]
                 new_n_blocks[p] = n_blocks[a]
                 new_log_gamma[p] = log_gamma[a]
                 new_log_gamma_anchor[p] = log_gamma_anchor[a]
@@ -285,12 +307,17 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                         if (twin[other] if twin[other] >= 0 else other) == root:
                             new_twin[p] = q if new_twin[q] < 0 else new_twin[q]
                             break
-            stats, new_stats = new_stats, stats
-            sizes, new_sizes = new_sizes, sizes
-            n_blocks, new_n_blocks = new_n_blocks, n_blocks
-            log_gamma, new_log_gamma = new_log_gamma, log_gamma
-            log_gamma_anchor, new_log_gamma_anchor = new_log_gamma_anchor, log_gamma_anchor
-            twin, new_twin = new_twin, twin
+            # copy back (rare: once per resampling event); the arrays are never rebound, which
+            # keeps numba from reference-counting them at every use in the loop
+            for p in range(big_n):
+                for j in range(m):
+                    for k in range(stat_dim):
+                        stats[p, j, k] = new_stats[p, j, k]
+                    sizes[p, j] = new_sizes[p, j]
+                n_blocks[p] = new_n_blocks[p]
+                log_gamma[p] = new_log_gamma[p]
+                log_gamma_anchor[p] = new_log_gamma_anchor[p]
+                twin[p] = new_twin[p]
             for p in range(big_n):
                 log_weights[p] = 0.0
         else:
@@ -307,26 +334,28 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
             if r >= 0:
                 count = count_cache[r]
                 log_total = total_cache[r]
+                weight_total = weight_total_cache[r]
                 for j in range(count):
                     option_log[j] = option_cache[r, j]
+                    option_weight[j] = weight_cache[r, j]
             else:
                 # log γ_t / γ_{t-1} of each allowed option
                 for j in range(nb):
-                    option_log[j] = (log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
-                                     + dispatch.log_predictive(family_id, params, stats[p, j],
-                                                               xt))
+                    option_log[j] = log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
+                    option_log[j] += dispatch.log_predictive(family_id, params, stats[p, j], xt)
                 count = nb
                 if anchor_phase:
                     option_log[nb] = (log_v_table[n_other_clusters + nb + 1]
                                       - log_v_table[n_other_clusters + nb] + log_w_table[1]
-                                      + dispatch.log_predictive(family_id, params, empty_row,
-                                                                xt))
+                                      + dispatch.log_predictive(family_id, params, empty_row, xt))
                     count = nb + 1
-                log_total = _logsumexp_small(option_log, count)
+                log_total, weight_total = _log_sum_and_weights(option_log, count, option_weight)
                 for j in range(count):
                     option_cache[p, j] = option_log[j]
+                    weight_cache[p, j] = option_weight[j]
                 count_cache[p] = count
                 total_cache[p] = log_total
+                weight_total_cache[p] = weight_total
             # proposal: q ∝ γ̂_t over the options
             if use_annealing and anchor_phase:
                 feasible = 0
@@ -352,17 +381,18 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                 if p == 0 and conditional:
                     choice = reference_blocks[t]
                 else:
-                    u = np.random.random()
+                    # q_j = option_weight[j] / weight_total (no exp: weights are cached)
+                    u = np.random.random() * weight_total
                     cumulative = 0.0
                     choice = -1
                     last = 0
                     for j in range(count):
-                        probability = np.exp(option_log[j] - log_total)
-                        if probability > 0.0:
+                        if option_weight[j] > 0.0:
                             last = j
-                            cumulative += probability
-                            if choice < 0 and u < cumulative:
+                            cumulative += option_weight[j]
+                            if u < cumulative:
                                 choice = j
+                                break
                     if choice < 0:
                         choice = last
                 log_proposals[t, p] = option_log[choice] - log_total
@@ -383,7 +413,8 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
             if choice == nb:
                 n_blocks[p] = nb + 1
             if source >= 0:
-                stats[p, choice, :] = stats[source, choice, :]
+                for k in range(stat_dim):
+                    stats[p, choice, k] = stats[source, choice, k]
                 twin[p] = source
             else:
                 dispatch.add_point(family_id, params, stats[p, choice], xt)
