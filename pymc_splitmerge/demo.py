@@ -69,6 +69,10 @@ def main(argv=None) -> int:
         for name in chosen:
             if name not in samplers:
                 raise SystemExit(f"unknown sampler {name!r}; available: {sorted(samplers)}")
+            with model:  # warm-up: the first use of a kernel compiles it (numba, cached)
+                pm.sample(step=samplers[name](), draws=2, tune=0, chains=1, cores=1,
+                          random_seed=args.seed, progressbar=False,
+                          compute_convergence_checks=False)
             tic = time.perf_counter()
             with model:
                 idata = pm.sample(
@@ -78,7 +82,8 @@ def main(argv=None) -> int:
                 )
             seconds = time.perf_counter() - tic
             print(f"\n=== Jain & Neal example, d = {n_attributes}, sampler {name}: "
-                  f"{args.chains} chains x {args.draws} draws in {seconds:.1f} s")
+                  f"{args.chains} chains x {args.draws} draws in {seconds:.1f} s "
+                  "(after compilation)")
             table = psm.summary(idata, model=model, var_name="z")
             print(table.to_string(max_rows=12))
             estimate = psm.point_estimate(idata, var_name="z", loss="vi", rng=args.seed)
