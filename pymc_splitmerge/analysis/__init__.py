@@ -3,6 +3,10 @@ credible balls, agreement scores and plots.  Works on label arrays and on ArviZ 
 (``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x)."""
 
 from pymc_splitmerge.analysis.log_joint import log_joint_draws
+from pymc_splitmerge.analysis.predictive import (
+    heldout_log_predictive_density,
+    partition_log_predictive,
+)
 from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable, partition_draws
 from pymc_splitmerge.analysis.metrics import (
     adjusted_rand_index,
@@ -42,6 +46,8 @@ from pymc_splitmerge.analysis.similarity import (
 )
 
 __all__ = [
+    "heldout_log_predictive_density",
+    "partition_log_predictive",
     "log_joint_draws",
     "DIAGNOSTICS_GROUP",
     "CredibleBall",
