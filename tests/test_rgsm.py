@@ -20,56 +20,18 @@ from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
-from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
-    MixtureOfFiniteMixturesPrior,
-    ShiftedPoisson,
-)
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
-from pymc_splitmerge.testing import (
-    assert_partition_gof,
-    exact_posterior,
-    kernel_chain_draws,
-    one_step_invariance_draws,
+from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+from splitmerge_problems import (
+    PRIORS,
+    PROBLEMS,
+    bernoulli_problem,
+    chain_draws,
+    niw_problem,
+    one_step_draws,
 )
 
 SEED = 4211
-
-PRIORS = {
-    "dp": DirichletProcessPrior(alpha=1.3),
-    "py": PitmanYorPrior(alpha=0.8, discount=0.35),
-    "finite": FiniteDirichletPrior(alpha=0.9, k=3),
-    "mfm": MixtureOfFiniteMixturesPrior(gamma=1.1, k_prior=ShiftedPoisson(rate=1.5)),
-}
-
-
-def _bernoulli_problem(n=6):
-    family = BetaBernoulli(a=np.array([0.6, 0.7, 0.5]), b=np.array([0.6, 0.5, 0.7]))
-    data = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [0, 0, 1],
-                     [1, 1, 1]], dtype=float)[:n]
-    return family, family.prepare_data(data)
-
-
-def _niw_problem(n=5):
-    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
-    data = np.array([[-1.2, -0.8], [-1.0, -1.3], [1.1, 0.9], [1.4, 1.2], [0.1, -0.2],
-                     [0.9, 1.5]])[:n]
-    return family, family.prepare_data(data)
-
-
-PROBLEMS = {"bernoulli": _bernoulli_problem, "niw": _niw_problem}
-
-
-
-
-def one_step_draws(kernel, prior, family, x, n_draws, rng):
-    """Draw c ~ pi exactly, apply one kernel transition each."""
-    return one_step_invariance_draws(kernel, prior, family, x, n_draws, rng)
-
-
-def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
-    """A single chain of the kernel alone from one cluster, thinned (near-independent draws)."""
-    return kernel_chain_draws(kernel, prior, family, x, n_draws, rng, thin=thin,
-                              burn_in=burn_in)
 
 
 # --------------------------------------------------------------------------- references
@@ -109,7 +71,7 @@ def test_restricted_scan_matches_reference(problem):
 
 
 def test_finite_dirichlet_never_exceeds_k():
-    family, x = _bernoulli_problem()
+    family, x = bernoulli_problem()
     prior = FiniteDirichletPrior(alpha=1.0, k=2)
     log_v_table, log_w_table = prior.tables(x.shape[0])
     rng = np.random.default_rng(SEED)
@@ -127,7 +89,7 @@ def test_finite_dirichlet_never_exceeds_k():
 
 
 def test_both_moves_are_proposed_and_accepted():
-    family, x = _niw_problem()
+    family, x = niw_problem()
     prior = PRIORS["dp"]
     log_v_table, log_w_table = prior.tables(x.shape[0])
     rng = np.random.default_rng(SEED)
@@ -141,7 +103,7 @@ def test_both_moves_are_proposed_and_accepted():
 
 
 def test_bad_options_raise():
-    family, x = _niw_problem()
+    family, x = niw_problem()
     prior = PRIORS["dp"]
     log_v_table, log_w_table = prior.tables(x.shape[0])
     state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
@@ -179,7 +141,7 @@ def test_long_chain_matches_exact_posterior(name, problem, scans):
 
 def test_full_iteration_with_gibbs_scans_matches_exact_posterior():
     rng = np.random.default_rng([SEED, 11])
-    family, x = _bernoulli_problem()
+    family, x = bernoulli_problem()
     kernel = functools.partial(rgsm_update, n_intermediate_scans=5, n_split_merge_updates=1,
                                n_gibbs_scans=1)
     samples, exact = chain_draws(kernel, PRIORS["mfm"], family, x, 3000, rng)
@@ -190,7 +152,7 @@ def test_negative_control_path_probability_is_rejected():
     """Scoring the intermediate scans' path in the proposal probability is wrong."""
     control = "path_probability"
     rng = np.random.default_rng([SEED, 99])
-    family, x = _niw_problem()
+    family, x = niw_problem()
     kernel = functools.partial(rgsm_step, n_intermediate_scans=2, _negative_control=control)
     samples, exact = chain_draws(kernel, PRIORS["dp"], family, x, 3000, rng)
     with pytest.raises(AssertionError):

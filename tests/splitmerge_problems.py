@@ -1,0 +1,51 @@
+"""Problems and drawers shared by the split-merge kernel tests (test_sams, test_rgsm)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
+from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
+    MixtureOfFiniteMixturesPrior,
+    ShiftedPoisson,
+)
+from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.testing import kernel_chain_draws, one_step_invariance_draws
+
+PRIORS = {
+    "dp": DirichletProcessPrior(alpha=1.3),
+    "py": PitmanYorPrior(alpha=0.8, discount=0.35),
+    "finite": FiniteDirichletPrior(alpha=0.9, k=3),
+    "mfm": MixtureOfFiniteMixturesPrior(gamma=1.1, k_prior=ShiftedPoisson(rate=1.5)),
+}
+
+
+def bernoulli_problem(n=6):
+    family = BetaBernoulli(a=np.array([0.6, 0.7, 0.5]), b=np.array([0.6, 0.5, 0.7]))
+    data = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [0, 0, 1],
+                     [1, 1, 1]], dtype=float)[:n]
+    return family, family.prepare_data(data)
+
+
+def niw_problem(n=5):
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
+    data = np.array([[-1.2, -0.8], [-1.0, -1.3], [1.1, 0.9], [1.4, 1.2], [0.1, -0.2],
+                     [0.9, 1.5]])[:n]
+    return family, family.prepare_data(data)
+
+
+PROBLEMS = {"bernoulli": bernoulli_problem, "niw": niw_problem}
+
+
+def one_step_draws(kernel, prior, family, x, n_draws, rng):
+    """Draw c ~ pi exactly, apply one kernel transition each."""
+    return one_step_invariance_draws(kernel, prior, family, x, n_draws, rng)
+
+
+def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
+    """A single chain of the kernel alone from one cluster, thinned (near-independent draws)."""
+    return kernel_chain_draws(kernel, prior, family, x, n_draws, rng, thin=thin,
+                              burn_in=burn_in)
