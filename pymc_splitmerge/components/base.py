@@ -409,6 +409,28 @@ def _require_positive(family: str, name: str, array: np.ndarray) -> None:
         raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got {array!r}")
 
 
+def _require_scale_matrix(family: str, name: str, value: np.ndarray) -> np.ndarray:
+    """A positive scalar or a symmetric positive-definite (D, D) matrix (checked by Cholesky)."""
+    if isinstance(value, list) or value.ndim not in (0, 2):
+        raise ValueError(
+            f"{family}: hyperparameter {name!r} must be a scalar or a square (D, D) matrix"
+        )
+    if value.ndim == 0:
+        if not value > 0:
+            raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got {float(value)}")
+        return value
+    if value.shape[0] != value.shape[1]:
+        raise ValueError(f"{family}: hyperparameter {name!r} must be square, got {value.shape}")
+    scale = max(float(np.max(np.abs(value))), 1e-300)
+    if not np.allclose(value, value.T, rtol=0.0, atol=1e-10 * scale):
+        raise ValueError(f"{family}: hyperparameter {name!r} must be symmetric")
+    try:
+        np.linalg.cholesky(value)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{family}: hyperparameter {name!r} must be positive definite") from None
+    return value
+
+
 def _require_vector(family: str, name: str, array: Any) -> np.ndarray:
     if isinstance(array, list) or np.ndim(array) > 1:
         raise ValueError(

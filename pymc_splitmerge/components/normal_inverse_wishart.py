@@ -69,7 +69,11 @@ from numba import njit
 from scipy import special, stats
 
 from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_INVERSE_WISHART
-from pymc_splitmerge.components.base import ComponentFamily, _require_positive
+from pymc_splitmerge.components.base import (
+    ComponentFamily,
+    _require_positive,
+    _require_scale_matrix,
+)
 
 __all__ = [
     "NormalInverseWishart",
@@ -460,25 +464,7 @@ class NormalInverseWishart(ComponentFamily):
         mu0 = values["mu0"]
         if isinstance(mu0, list) or mu0.ndim > 1:
             raise ValueError(f"{name}: hyperparameter 'mu0' must be a scalar or a 1-D array")
-        psi0 = values["psi0"]
-        if isinstance(psi0, list) or psi0.ndim not in (0, 2):
-            raise ValueError(
-                f"{name}: hyperparameter 'psi0' must be a scalar or a square (D, D) matrix"
-            )
-        if psi0.ndim == 0:
-            _require_positive(name, "psi0", psi0)
-        else:
-            if psi0.shape[0] != psi0.shape[1]:
-                raise ValueError(f"{name}: hyperparameter 'psi0' must be square, got {psi0.shape}")
-            scale = max(float(np.max(np.abs(psi0))), 1e-300)
-            if not np.allclose(psi0, psi0.T, rtol=0.0, atol=1e-10 * scale):
-                raise ValueError(f"{name}: hyperparameter 'psi0' must be symmetric")
-            try:
-                np.linalg.cholesky(psi0)
-            except np.linalg.LinAlgError:
-                raise ValueError(
-                    f"{name}: hyperparameter 'psi0' must be positive definite"
-                ) from None
+        psi0 = _require_scale_matrix(name, "psi0", values["psi0"])
         if mu0.ndim == 1 and psi0.ndim == 2 and mu0.shape[0] != psi0.shape[0]:
             raise ValueError(
                 f"{name}: 'mu0' has length {mu0.shape[0]} but 'psi0' is {psi0.shape}"

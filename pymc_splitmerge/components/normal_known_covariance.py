@@ -43,7 +43,7 @@ from numba import njit
 from scipy import stats
 
 from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_KNOWN_COVARIANCE
-from pymc_splitmerge.components.base import ComponentFamily
+from pymc_splitmerge.components.base import ComponentFamily, _require_scale_matrix
 
 __all__ = [
     "NormalKnownCovariance",
@@ -148,25 +148,6 @@ def normal_known_covariance_log_marginal(params, stats):
     return total
 
 
-def _as_covariance(name: str, family: str, value: np.ndarray) -> np.ndarray:
-    if isinstance(value, list) or value.ndim not in (0, 2):
-        raise ValueError(f"{family}: hyperparameter {name!r} must be a scalar or a (D, D) matrix")
-    if value.ndim == 0:
-        if not value > 0:
-            raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got {float(value)}")
-        return value
-    if value.shape[0] != value.shape[1]:
-        raise ValueError(f"{family}: hyperparameter {name!r} must be square, got {value.shape}")
-    scale = max(float(np.max(np.abs(value))), 1e-300)
-    if not np.allclose(value, value.T, rtol=0.0, atol=1e-10 * scale):
-        raise ValueError(f"{family}: hyperparameter {name!r} must be symmetric")
-    try:
-        np.linalg.cholesky(value)
-    except np.linalg.LinAlgError:
-        raise ValueError(f"{family}: hyperparameter {name!r} must be positive definite") from None
-    return value
-
-
 class NormalKnownCovariance(ComponentFamily):
     """Multivariate normal with known covariance ``sigma`` and a normal prior on the mean.
 
@@ -195,8 +176,8 @@ class NormalKnownCovariance(ComponentFamily):
         mu0 = values["mu0"]
         if isinstance(mu0, list) or mu0.ndim > 1:
             raise ValueError(f"{name}: hyperparameter 'mu0' must be a scalar or a 1-D array")
-        sigma0 = _as_covariance("sigma0", name, values["sigma0"])
-        sigma = _as_covariance("sigma", name, values["sigma"])
+        sigma0 = _require_scale_matrix(name, "sigma0", values["sigma0"])
+        sigma = _require_scale_matrix(name, "sigma", values["sigma"])
         dims = {}
         if mu0.ndim == 1:
             dims["mu0"] = mu0.shape[0]
