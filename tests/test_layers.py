@@ -1,0 +1,90 @@
+"""The numeric core never imports PyMC, PyTensor or ArviZ (DESIGN.md, layers).
+
+Every module of ``core``, ``priors``, ``components`` and ``kernels`` is imported in a fresh
+interpreter in which importing ``pymc``, ``pytensor`` or ``arviz`` raises (the package's own
+``__init__``, which imports the PyMC layer for users, is replaced by an empty stand-in); a
+module that reaches one of them, directly or through another module, fails the test with the
+chain of imports in the error.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pymc_splitmerge
+
+CORE_PACKAGES = ("core", "priors", "components", "kernels")
+BLOCKED = ("pymc", "pytensor", "arviz")
+PACKAGE_DIR = str(Path(pymc_splitmerge.__file__).parent)
+
+_BLOCKER = """
+import importlib.abc, sys
+
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError(f"numeric core imported {{name!r}}")
+        return None
+
+sys.meta_path.insert(0, _Block())
+import importlib, types
+# The top-level package's __init__ imports the PyMC layer on purpose; stand in for it with an
+# empty package so that only the core modules themselves (and what they import) are executed.
+_package = types.ModuleType("pymc_splitmerge")
+_package.__path__ = [{package_dir!r}]
+sys.modules["pymc_splitmerge"] = _package
+for module in {modules!r}:
+    importlib.import_module(module)
+print("imported", len({modules!r}), "modules")
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        check=False,
+        text=True,
+        cwd=str(Path(PACKAGE_DIR).parent),
+        timeout=600,
+    )
+
+
+def _core_modules() -> list[str]:
+    root = Path(PACKAGE_DIR)
+    modules = []
+    for package in CORE_PACKAGES:
+        modules.append(f"pymc_splitmerge.{package}")
+        for info in pkgutil.walk_packages([str(root / package)], f"pymc_splitmerge.{package}."):
+            modules.append(info.name)
+    return modules
+
+
+def test_core_module_list_is_complete():
+    modules = _core_modules()
+    for package in CORE_PACKAGES:
+        assert any(m.startswith(f"pymc_splitmerge.{package}.") for m in modules), package
+
+
+@pytest.mark.parametrize("package", CORE_PACKAGES)
+def test_numeric_core_imports_no_pymc_pytensor_arviz(package):
+    modules = [m for m in _core_modules() if m.split(".")[1] == package]
+    code = _BLOCKER.format(blocked=set(BLOCKED), modules=modules, package_dir=PACKAGE_DIR)
+    result = _run(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"imported {len(modules)} modules" in result.stdout
+
+
+def test_blocker_catches_a_forbidden_import():
+    """Negative control: the same harness fails on a module that imports PyMC."""
+    code = _BLOCKER.format(
+        blocked=set(BLOCKED), modules=["pymc_splitmerge.steps.base"], package_dir=PACKAGE_DIR
+    )
+    result = _run(code)
+    assert result.returncode != 0
+    assert "numeric core imported" in result.stderr
