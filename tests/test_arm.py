@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from splitmerge_problems import PRIORS, PROBLEMS, bernoulli_problem
 
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
@@ -29,7 +30,6 @@ from pymc_splitmerge.kernels.arm import (
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_NONE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from splitmerge_problems import PRIORS, PROBLEMS, bernoulli_problem
 
 SEED = 20261126
 N_KERNEL_DRAWS = 3000
@@ -212,3 +212,137 @@ def test_negative_control_own_state_as_library_is_rejected():
                                          num_samples=6000)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)
+
+
+# --------------------------------------------------------------------------- through pm.sample
+#
+# Problems, priors and exact posteriors are shared with test_sampler_matrix.  ARM moves are
+# followed by one Gibbs sweep (the paper's iteration); the integrated autocorrelation time of
+# the number of clusters on these problems is below 2, draws are thinned by ARM_THIN = 4.
+
+ARM_THIN = 4
+ENSEMBLE_CHAINS = 4
+ENSEMBLE_DRAWS = 1600  # per chain: 4 x 400 thinned samples
+FROZEN_CHAINS = 2
+FROZEN_DRAWS = 3200  # per chain: 2 x 800 thinned samples
+ARM_TUNE = 200
+
+
+def _arm_sample(prior_name, family_name, library, *, chains, draws, seed, random_alpha=None,
+                cores=1, n_gibbs_sweeps=1, negative_control=None, initvals=None, tune=ARM_TUNE):
+    import pymc as pm
+    from test_sampler_matrix import ALPHA_GAMMA_PRIOR, FAMILIES, FIXED_ALPHA, model_prior
+
+    import pymc_splitmerge as psm
+
+    make_family, data = FAMILIES[family_name]
+    with pm.Model():
+        if random_alpha:
+            alpha = pm.Gamma("alpha", alpha=ALPHA_GAMMA_PRIOR[0], beta=ALPHA_GAMMA_PRIOR[1])
+        else:
+            alpha = FIXED_ALPHA.get(prior_name)
+        z = model_prior(prior_name, len(data), alpha, family_name)
+        psm.ConjugateMixture("y", partition=z, component=make_family(), observed=data)
+        step = psm.ARMStep(z, library=library, n_gibbs_sweeps=n_gibbs_sweeps,
+                           _negative_control=negative_control)
+        steps = [step, psm.ConcentrationGibbs(alpha)] if random_alpha else step
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=steps,
+                          random_seed=seed, progressbar=False, compute_convergence_checks=False,
+                          initvals=initvals)
+    return idata, step
+
+
+def _thinned(idata, thin=ARM_THIN):
+    values = np.asarray(idata["posterior"]["z"].values)  # (chain, draw, n)
+    return values[:, ::thin].reshape(-1, values.shape[-1])
+
+
+def _seed(*parts):
+    from test_sampler_matrix import case_seed
+
+    return case_seed("arm", *parts)
+
+
+PM_PRIORS = ("dirichlet_process", "pitman_yor", "finite_dirichlet", "mixture_of_finite_mixtures")
+PM_FAMILIES = ("beta_bernoulli", "normal_inverse_wishart")
+
+
+@pytest.mark.parametrize("family_name", PM_FAMILIES)
+@pytest.mark.parametrize("prior_name", PM_PRIORS)
+def test_ensemble_library_matches_exact(prior_name, family_name):
+    from test_sampler_matrix import exact_fixed
+
+    idata, _ = _arm_sample(prior_name, family_name, "ensemble", chains=ENSEMBLE_CHAINS,
+                           draws=ENSEMBLE_DRAWS, seed=_seed("ensemble", prior_name, family_name))
+    stats = idata["sample_stats"]
+    moves = np.asarray(stats["arm_move"].values)
+    accepted = np.asarray(stats["arm_accepted"].values)
+    # red/black: every chain makes an ARM move every other draw, never two draws in a row
+    made = moves != MOVE_NONE
+    assert not np.any(made[:, 1:] & made[:, :-1])
+    assert 0.3 < made.mean() <= 0.5
+    assert 0 < accepted.mean() < 0.5
+    assert_partition_gof(_thinned(idata), exact_fixed(prior_name, family_name))
+
+
+@pytest.mark.parametrize("family_name", PM_FAMILIES)
+@pytest.mark.parametrize("prior_name", PM_PRIORS)
+def test_frozen_library_matches_exact(prior_name, family_name):
+    from test_sampler_matrix import exact_fixed
+
+    idata, step = _arm_sample(prior_name, family_name, "frozen", chains=FROZEN_CHAINS,
+                              draws=FROZEN_DRAWS, seed=_seed("frozen", prior_name, family_name))
+    assert step._frozen_library is not None and step._frozen_library.shape[0] >= 2
+    assert np.asarray(idata["sample_stats"]["arm_accepted"].values).mean() > 0
+    assert_partition_gof(_thinned(idata), exact_fixed(prior_name, family_name))
+
+
+def test_ensemble_with_random_concentration_matches_quadrature():
+    from test_sampler_matrix import ALPHA_GAMMA_PRIOR, FAMILIES
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.testing import exact_posterior_random_concentration
+
+    idata, _ = _arm_sample("dirichlet_process", "beta_bernoulli", "ensemble",
+                           chains=ENSEMBLE_CHAINS, draws=ENSEMBLE_DRAWS, random_alpha=True,
+                           seed=_seed("alpha"))
+    make_family, data = FAMILIES["beta_bernoulli"]
+    exact = exact_posterior_random_concentration(
+        lambda alpha: psm.priors.DirichletProcessPrior(alpha=alpha), ALPHA_GAMMA_PRIOR,
+        make_family(), data)
+    assert_partition_gof(_thinned(idata), exact)
+
+
+# Pure ARM (no Gibbs sweeps) from four different starting partitions: the exact red/black
+# update against the simultaneous ("Jacobi") update of PyMC's population sampler, in which
+# every chain moves towards the others' previous states; the chains are pulled together
+# until they coincide (then no library pair is left), so the pooled draws miss the posterior.
+PURE_ARM_STARTS = ([0, 0, 0, 0, 0], [0, 1, 2, 3, 4], [0, 0, 1, 1, 2], [0, 1, 0, 1, 0])
+PURE_ARM_DRAWS = 4000
+PURE_ARM_THIN = 10
+
+
+def _pure_arm(negative_control):
+    initvals = [{"z": np.array(start)} for start in PURE_ARM_STARTS]
+    return _arm_sample("dirichlet_process", "beta_bernoulli", "ensemble", chains=4,
+                       draws=PURE_ARM_DRAWS, seed=_seed("pure", str(negative_control)),
+                       n_gibbs_sweeps=0, negative_control=negative_control,
+                       initvals=initvals)[0]
+
+
+def test_pure_arm_red_black_matches_exact():
+    from test_sampler_matrix import exact_fixed
+
+    idata = _pure_arm(None)
+    assert "gibbs_changed" not in idata["sample_stats"]
+    assert_partition_gof(_thinned(idata, PURE_ARM_THIN),
+                         exact_fixed("dirichlet_process", "beta_bernoulli"))
+
+
+def test_negative_control_jacobi_population_update_is_rejected():
+    from test_sampler_matrix import exact_fixed
+
+    idata = _pure_arm("jacobi")
+    with pytest.raises(AssertionError, match="goodness-of-fit failed"):
+        assert_partition_gof(_thinned(idata, PURE_ARM_THIN),
+                             exact_fixed("dirichlet_process", "beta_bernoulli"))

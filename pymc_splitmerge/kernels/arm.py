@@ -88,12 +88,12 @@ from pymc_splitmerge.kernels.state import assign_point, free_slot, unassign_poin
 __all__ = [
     "ARMInfo",
     "ARMProposal",
-    "arm_run",
     "arm_log_target",
-    "disagreement_pair",
-    "propose_arm",
+    "arm_run",
     "arm_step",
     "arm_transition_log_probabilities",
+    "disagreement_pair",
+    "propose_arm",
     "reference_arm_run",
 ]
 
@@ -197,7 +197,7 @@ def _point_join_log_weight(family_id, params, x_row, slot, sizes, stats, log_w_t
     m = sizes[slot]
     value = (log_w_table[m + 1] - log_w_table[m]
              + dispatch.log_predictive(family_id, params, stats[slot], x_row))
-    return value if value == value else -np.inf
+    return -np.inf if np.isnan(value) else value
 
 
 @numba.njit(cache=True)
@@ -206,7 +206,7 @@ def _new_block_log_weight(family_id, params, log_v_table, log_w_table, k, size, 
         return -np.inf
     value = (log_v_table[k + 1] - log_v_table[k] + log_w_table[size]
              + dispatch.log_marginal(family_id, params, row))
-    return value if value == value else -np.inf
+    return -np.inf if np.isnan(value) else value
 
 
 @numba.njit(cache=True)
@@ -342,7 +342,7 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
             value = (log_w_table[m + size_g] - log_w_table[m]
                      + dispatch.log_marginal(family_id, params, row)
                      - dispatch.log_marginal(family_id, params, stats[slot]))
-            log_weights[q] = value if value == value else -np.inf
+            log_weights[q] = -np.inf if np.isnan(value) else value
             option_slots[q] = slot
         row[:] = empty_row
         for p in range(n):
