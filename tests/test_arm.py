@@ -222,9 +222,9 @@ def test_negative_control_own_state_as_library_is_rejected():
 
 ARM_THIN = 4
 ENSEMBLE_CHAINS = 4
-ENSEMBLE_DRAWS = 1600  # per chain: 4 x 400 thinned samples
+ENSEMBLE_DRAWS = 1200  # per chain: 4 x 300 thinned samples
 FROZEN_CHAINS = 2
-FROZEN_DRAWS = 3200  # per chain: 2 x 800 thinned samples
+FROZEN_DRAWS = 2400  # per chain: 2 x 600 thinned samples
 ARM_TUNE = 200
 
 
@@ -304,7 +304,7 @@ def test_ensemble_with_random_concentration_matches_quadrature():
     from pymc_splitmerge.testing import exact_posterior_random_concentration
 
     idata, _ = _arm_sample("dirichlet_process", "beta_bernoulli", "ensemble",
-                           chains=ENSEMBLE_CHAINS, draws=ENSEMBLE_DRAWS, random_alpha=True,
+                           chains=ENSEMBLE_CHAINS, draws=800, random_alpha=True,
                            seed=_seed("alpha"))
     make_family, data = FAMILIES["beta_bernoulli"]
     exact = exact_posterior_random_concentration(
@@ -318,7 +318,7 @@ def test_ensemble_with_random_concentration_matches_quadrature():
 # every chain moves towards the others' previous states; the chains are pulled together
 # until they coincide (then no library pair is left), so the pooled draws miss the posterior.
 PURE_ARM_STARTS = ([0, 0, 0, 0, 0], [0, 1, 2, 3, 4], [0, 0, 1, 1, 2], [0, 1, 0, 1, 0])
-PURE_ARM_DRAWS = 4000
+PURE_ARM_DRAWS = 3000
 PURE_ARM_THIN = 10
 
 
@@ -346,3 +346,83 @@ def test_negative_control_jacobi_population_update_is_rejected():
     with pytest.raises(AssertionError, match="goodness-of-fit failed"):
         assert_partition_gof(_thinned(idata, PURE_ARM_THIN),
                              exact_fixed("dirichlet_process", "beta_bernoulli"))
+
+
+# --------------------------------------------------------------------------- adapter
+
+
+def _small_model():
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+    from test_sampler_matrix import FAMILIES
+
+    make_family, data = FAMILIES["beta_bernoulli"]
+    model = pm.Model()
+    with model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=len(data))
+        psm.ConjugateMixture("y", partition=z, component=make_family(), observed=data)
+    return model, z
+
+
+def test_arm_step_construction_errors_and_competence():
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+    from pymc.step_methods.compound import Competence
+
+    model, z = _small_model()
+    with model:
+        with pytest.raises(ValueError, match="unknown library"):
+            psm.ARMStep(z, library="history")
+        with pytest.raises(ValueError, match="n_gibbs_sweeps"):
+            psm.ARMStep(z, n_gibbs_sweeps=-1)
+        with pytest.raises(TypeError, match="n_gibbs_sweeps"):
+            psm.ARMStep(z, n_gibbs_sweeps=0.5)
+        with pytest.warns(UserWarning, match="not exactly invariant"):
+            adaptive = psm.ARMStep(z, library="adaptive")
+        from pymc.step_methods.arraystep import PopulationArrayStepShared
+
+        assert isinstance(adaptive, psm.ARMStep)
+        assert isinstance(adaptive, PopulationArrayStepShared)
+        frozen = psm.ARMStep(z, library="frozen")
+        assert not isinstance(frozen, PopulationArrayStepShared)
+        assert psm.ARMStep.competence(z) == Competence.COMPATIBLE
+        # pm.sample's automatic choice is unaffected (collapsed Gibbs stays the default)
+        from pymc.sampling.mcmc import assign_step_methods
+        from pymc.step_methods import STEP_METHODS
+
+        _, selected = assign_step_methods(model, None, methods=STEP_METHODS)
+        assert psm.CollapsedGibbsStep in selected and psm.ARMStep not in selected
+        with pytest.raises(ValueError, match=r"chains >= 4"):
+            pm.sample(draws=5, tune=5, chains=3, cores=1, step=psm.ARMStep(z),
+                      progressbar=False, compute_convergence_checks=False, random_seed=1)
+        with pytest.raises(RuntimeError, match="pm.sample with chains >= 4"):
+            psm.ARMStep(z).step(model.initial_point())
+
+
+def test_frozen_library_without_tuning_warns_and_only_sweeps():
+    with pytest.warns(UserWarning, match="fewer than 2 distinct partitions"):
+        idata, _ = _arm_sample("dirichlet_process", "beta_bernoulli", "frozen", chains=1,
+                               draws=30, seed=_seed("untuned"), tune=0)
+    assert np.all(np.asarray(idata["sample_stats"]["arm_move"].values) == MOVE_NONE)
+
+
+def test_adaptive_library_runs_and_moves():
+    with pytest.warns(UserWarning, match="not exactly invariant"):
+        idata, _ = _arm_sample("pitman_yor", "normal_inverse_wishart", "adaptive", chains=4,
+                               draws=100, seed=_seed("adaptive"), tune=20)
+    stats = idata["sample_stats"]
+    assert np.asarray(stats["arm_accepted"].values).mean() > 0
+    assert "arm_n_clusters" in stats and "arm_log_accept_ratio" in stats
+
+
+@pytest.mark.parametrize("library", ["ensemble", "frozen"])
+def test_multiprocess_sampling_reproduces_single_process(library):
+    chains = 4 if library == "ensemble" else 2
+    draws = {}
+    for cores in (1, 2):
+        idata, _ = _arm_sample("pitman_yor", "beta_bernoulli", library, chains=chains,
+                               draws=60, tune=20, cores=cores, seed=_seed("cores", library))
+        draws[cores] = np.asarray(idata["posterior"]["z"].values)
+    np.testing.assert_array_equal(draws[1], draws[2])

@@ -118,9 +118,8 @@ class ARMStep(PartitionStep):
     }
 
     def __new__(cls, *args, library="ensemble", **kwargs):
-        if cls is ARMStep and library in _POPULATION_MODES:
-            cls = _PopulationARMStep
-        return super().__new__(cls, *args, library=library, **kwargs)
+        target = _PopulationARMStep if cls is ARMStep and library in _POPULATION_MODES else cls
+        return super().__new__(target, *args, library=library, **kwargs)
 
     def __init__(self, vars, library: str = "ensemble", n_gibbs_sweeps: int = 1, model=None,
                  rng=None, _negative_control: str | None = None, **kwargs):
