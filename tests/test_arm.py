@@ -353,9 +353,9 @@ def test_negative_control_jacobi_population_update_is_rejected():
 
 def _small_model():
     import pymc as pm
+    from test_sampler_matrix import FAMILIES
 
     import pymc_splitmerge as psm
-    from test_sampler_matrix import FAMILIES
 
     make_family, data = FAMILIES["beta_bernoulli"]
     model = pm.Model()
@@ -367,9 +367,9 @@ def _small_model():
 
 def test_arm_step_construction_errors_and_competence():
     import pymc as pm
+    from pymc.step_methods.compound import Competence
 
     import pymc_splitmerge as psm
-    from pymc.step_methods.compound import Competence
 
     model, z = _small_model()
     with model:
