@@ -170,8 +170,8 @@ def test_arm_step_keeps_state_consistent_and_rejects_bad_library():
     state.check()
     assert accepted > 0
     with pytest.raises(ValueError, match="labels_a must be labels of shape"):
-        arm_step(state, log_v_table, log_w_table, rng, np.zeros(6), np.zeros(7))
-    info = arm_step(state, log_v_table, log_w_table, rng, np.zeros(7), np.zeros(7))
+        arm_step(state, log_v_table, log_w_table, rng, np.zeros(6, int), np.zeros(7, int))
+    info = arm_step(state, log_v_table, log_w_table, rng, np.zeros(7, int), np.zeros(7, int))
     assert info.move == MOVE_NONE and not info.accepted
 
 

@@ -526,7 +526,9 @@ def _library_labels(labels, n, name):
     labels = np.asarray(labels)
     if labels.shape != (n,):
         raise ValueError(f"{name} must be labels of shape ({n},); got shape {labels.shape}")
-    return np.ascontiguousarray(canonical_labels(labels), dtype=np.int64)
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integer labels; got dtype {labels.dtype}")
+    return np.ascontiguousarray(labels, dtype=np.int64)  # any labelling (equality only)
 
 
 def arm_transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor_j, rank,
