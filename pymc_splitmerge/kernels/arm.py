@@ -335,21 +335,25 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
         for q in range(k):
             slot = active[q]
             row[:] = stats[slot]
+            m = sizes[slot]
+            # log m(y_{B u C}) - log m(y_B) as a product of sequential predictives
+            value = log_w_table[m + size_g] - log_w_table[m]
             for p in range(n):
                 if group_of[p] == g:
+                    value += dispatch.log_predictive(family_id, params, row, x[p])
                     dispatch.add_point(family_id, params, row, x[p])
-            m = sizes[slot]
-            value = (log_w_table[m + size_g] - log_w_table[m]
-                     + dispatch.log_marginal(family_id, params, row)
-                     - dispatch.log_marginal(family_id, params, stats[slot]))
             log_weights[q] = -np.inf if np.isnan(value) else value
             option_slots[q] = slot
-        row[:] = empty_row
-        for p in range(n):
-            if group_of[p] == g:
-                dispatch.add_point(family_id, params, row, x[p])
-        log_weights[k] = _new_block_log_weight(family_id, params, log_v_table, log_w_table, k,
-                                               size_g, row)
+        if log_v_table[k + 1] == -np.inf:
+            log_weights[k] = -np.inf
+        else:
+            row[:] = empty_row
+            value = log_v_table[k + 1] - log_v_table[k] + log_w_table[size_g]
+            for p in range(n):
+                if group_of[p] == g:
+                    value += dispatch.log_predictive(family_id, params, row, x[p])
+                    dispatch.add_point(family_id, params, row, x[p])
+            log_weights[k] = -np.inf if np.isnan(value) else value
         option_slots[k] = -1
         earmark = group_first[g]
         forced_index = -1
