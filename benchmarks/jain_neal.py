@@ -15,7 +15,10 @@ Samplers (one *draw* = one iteration of the sampler):
   then ``g`` Gibbs sweeps;
 * ``PGSM`` / ``PGSM+Gibbs``: one Particle-Gibbs split-merge move (Bouchard-Côté et al. 2017,
   20 particles, 2 uniform anchors, annealing, resampling at relative ESS < 0.5), optionally
-  followed by one Gibbs sweep.
+  followed by one Gibbs sweep;
+* ``ARM+Gibbs(S=8)``: the exact red/black ensemble of ``ARMStep(library="ensemble")``
+  (:func:`run_arm_ensemble`): 8 chains in lockstep, one row per chain (not per seed), CPU
+  per chain and draw.
 
 The kernels are driven directly (a plain loop over ``kernels.state.PartitionState``), CPU
 time is ``time.process_time`` around the kernel calls only.  Reported per sampler and d,
@@ -451,6 +454,70 @@ def print_estimator_check(results) -> None:
               f"{len(ratios)} series: 10%/50%/90% quantiles {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f}")
 
 
+# --------------------------------------------------------------------------- ARM (issue 8)
+
+ARM_CHAINS = 8
+ARM_SAMPLER = Sampler(f"ARM+Gibbs(S={ARM_CHAINS})", "arm")
+
+
+def run_arm_ensemble(problem: Problem, pair, draws: int, seed: int) -> list[dict]:
+    """ARM + Gibbs as the exact red/black ensemble of ``ARMStep(library="ensemble")``.
+
+    ``ARM_CHAINS`` chains from the all-in-one start run in lockstep (``benchmarks/arm.py``
+    ``ARMEnsemble``): at draw t chain c makes one ARM move (library: the current states of
+    the chains with c' + t odd) and one Gibbs sweep when c + t is even, a Gibbs sweep
+    otherwise.  One row per chain with :func:`run_chain`'s keys; CPU time is the ensemble's
+    per chain and draw.
+    """
+    from arm import ARMEnsemble
+
+    rng = np.random.default_rng([seed, problem.n_attributes, 99])
+    states = [problem.initial_state() for _ in range(ARM_CHAINS)]
+    ensemble = ARMEnsemble("ensemble")
+    n = problem.x.shape[0]
+    i, j = pair
+    largest = np.empty((ARM_CHAINS, draws))
+    indicator = np.empty((ARM_CHAINS, draws))
+    n_clusters = np.empty((ARM_CHAINS, draws))
+    tables = (problem.log_v_table, problem.log_w_table)
+    cpu = 0.0
+    proposed = accepted = 0
+    for t in range(draws):
+        start = time.process_time()
+        made, taken = ensemble.iterate(states, tables, t, rng)
+        cpu += time.process_time() - start
+        proposed += made
+        accepted += taken
+        for c, state in enumerate(states):
+            largest[c, t] = state.sizes.max() / n
+            indicator[c, t] = state.labels_slots[i] == state.labels_slots[j]
+            n_clusters[c, t] = state.n_clusters
+    cpu_per_draw = cpu / (ARM_CHAINS * draws)
+    rows = []
+    for c in range(ARM_CHAINS):
+        burn_in = burn_in_draws(largest[c])
+        window = slice(analysis_window_start(burn_in, draws), draws)
+        iat_fraction = integrated_autocorrelation_time(largest[c, window])
+        iat_pair = integrated_autocorrelation_time(indicator[c, window])
+        rows.append({
+            "accept": accepted / proposed if proposed else float("nan"),
+            "cpu_per_draw": cpu_per_draw,
+            "burn_in": burn_in,
+            "burn_in_cpu": None if burn_in is None else burn_in * cpu_per_draw,
+            "iat_fraction": iat_fraction,
+            "iat_pair": iat_pair,
+            "iat_cpu_fraction": iat_fraction * cpu_per_draw,
+            "iat_cpu_pair": iat_pair * cpu_per_draw,
+            "arviz_iat_fraction": arviz_integrated_autocorrelation_time(largest[c, window]),
+            "arviz_iat_pair": arviz_integrated_autocorrelation_time(indicator[c, window]),
+            "mean_fraction": float(largest[c, window].mean()),
+            "mean_pair": float(indicator[c, window].mean()),
+            "mean_clusters": float(n_clusters[c, window].mean()),
+            "fraction_window": largest[c, window],
+        })
+    return rows
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -478,6 +545,7 @@ def main(argv=None) -> None:
     total_start = time.perf_counter()
     problems = [make_problem(d, args.data_seed) for d in N_ATTRIBUTES]
     warm_up(problems[0])
+    run_arm_ensemble(problems[0], (0, 1), 4, seed=0)  # compile the ARM kernel outside timers
     references = {}
     for problem in problems:
         start = time.perf_counter()
@@ -497,10 +565,12 @@ def main(argv=None) -> None:
                           np.random.default_rng([seed, problem.n_attributes, index]))
                 for seed in range(seeds)
             ]
+        results[problem.n_attributes, ARM_SAMPLER.name] = run_arm_ensemble(
+            problem, references[problem.n_attributes]["pair"], draws, seed=0)
         print(f"d = {problem.n_attributes:2d}: {len(SAMPLERS)} samplers x {seeds} seeds in "
               f"{time.perf_counter() - start:5.1f} s", flush=True)
 
-    print_tables(problems, references, results, SAMPLERS, draws, seeds)
+    print_tables(problems, references, results, (*SAMPLERS, ARM_SAMPLER), draws, seeds)
     print_estimator_check(results)
     if not args.skip_pymc:
         print(pymc_overhead(problems[1], 60 if args.quick else 400, seed=1))

@@ -4,8 +4,8 @@ Partition priors (:class:`DirichletProcess`, :class:`PitmanYor`, :class:`FiniteD
 :class:`MixtureOfFiniteMixtures`), a collapsed conjugate likelihood
 (:class:`ConjugateMixture` with the families of :mod:`pymc_splitmerge.components`), step
 methods (:class:`CollapsedGibbsStep`, :class:`SAMSStep`, :class:`RGSMStep`,
-:class:`PGSMStep`, :class:`ConcentrationGibbs`, :class:`PartitionPriorSlice`) and the
-analysis of the resulting traces (:func:`summary`, :func:`point_estimate`, ...).
+:class:`PGSMStep`, :class:`ARMStep`, :class:`ConcentrationGibbs`,
+:class:`PartitionPriorSlice`) and the analysis of the resulting traces (:func:`summary`, :func:`point_estimate`, ...).
 
 Importing the package registers :class:`CollapsedGibbsStep` with PyMC so that a plain
 ``pm.sample()`` samples partition variables with it.
@@ -57,6 +57,7 @@ from pymc_splitmerge.distributions import (
 )
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.steps import (
+    ARMStep,
     CollapsedGibbsStep,
     ConcentrationGibbs,
     PartitionPriorSlice,
@@ -92,6 +93,7 @@ __all__ = [
     "SAMSStep",
     "RGSMStep",
     "PGSMStep",
+    "ARMStep",
     "ConcentrationGibbs",
     "PartitionPriorSlice",
     # analysis

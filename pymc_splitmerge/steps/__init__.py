@@ -6,6 +6,7 @@ Importing this package registers :class:`CollapsedGibbsStep` in
 samples partitions with collapsed Gibbs.
 """
 
+from pymc_splitmerge.steps.arm import ARMStep
 from pymc_splitmerge.steps.base import PartitionStep
 from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPriorSlice
 from pymc_splitmerge.steps.gibbs import CollapsedGibbsStep
@@ -14,13 +15,14 @@ from pymc_splitmerge.steps.rgsm import RGSMStep
 from pymc_splitmerge.steps.sams import SAMSStep
 
 __all__ = [
-    "PartitionStep",
+    "ARMStep",
     "CollapsedGibbsStep",
-    "SAMSStep",
-    "RGSMStep",
-    "PGSMStep",
     "ConcentrationGibbs",
+    "PGSMStep",
     "PartitionPriorSlice",
+    "PartitionStep",
+    "RGSMStep",
+    "SAMSStep",
     "register_step_methods",
 ]
 

@@ -1,0 +1,883 @@
+r"""Adaptive Reconfiguration Move (ARM) of Herlau, Mørup, Schmidt & Teh: one move.
+
+Notation: :math:`q(z) = p(z)\,\prod_b m(y_b)` is the unnormalised posterior of a partition
+(paper eq. 4, with the Gibbs-type prior :math:`p(z) = V(n, K) \prod_b W(|b|)`).  A move is a
+Metropolis–Hastings proposal indexed by auxiliary variables
+:math:`\phi = (z^a, z^b, i, j, \sigma)` whose law does **not** depend on the current state
+:math:`z`:
+
+* :math:`z^a \ne z^b` are two partitions supplied by the caller (the *library*; the step
+  method in ``steps/arm.py`` draws them from other chains or from a frozen library);
+* :math:`\{i, j\}` is uniform over the pairs on which :math:`z^a` and :math:`z^b` disagree,
+  oriented so that :math:`z^a_i = z^a_j` and :math:`z^b_i \ne z^b_j` (§2.4);
+* :math:`\sigma` is a uniformly random order of the points (the paper relabels the points
+  at random every move; "index order" below is the order :math:`\sigma`).
+
+One run of Algorithm 3 from a start state :math:`s` (paper §2.2):
+
+1. :math:`c = z^a \vee z^b \vee s`, the coarsest common refinement; :math:`c_i \ne c_j`.
+2. Remove :math:`s_i \cup s_j`.  Split (:math:`s_i = s_j`): add the blocks :math:`c_i`,
+   :math:`c_j`; merge: add :math:`c_i \cup c_j`.
+3. The other :math:`c`-blocks inside :math:`s_i \cup s_j` (the set :math:`g'`), largest first,
+   ties broken by the earliest point in :math:`\sigma`, are each placed *as a group* into one
+   of the current blocks or a new block with probability :math:`\pi_k \propto q(z^{(k)})`
+   (eqs. 5–7).  A group's first point (its *earmark*) never moves again.
+4. Every other point :math:`h` (not :math:`i, j`, not an earmark), in the order
+   :math:`\sigma`: if :math:`h \in s_i \cup s_j`, an unrestricted Gibbs move; otherwise, if
+   :math:`h` is the last original member of a block that has gained points
+   (:math:`s_h \cap z^*_h = \{h\}`, :math:`|z^*_h| \ge 2`, eq. 17) it stays; otherwise it
+   chooses between staying and the block(s) of :math:`i, j`.
+
+The forward probability :math:`T(z^* \mid z)` is the product of the chosen
+:math:`\pi_k`.  The paper does not say how to compute the reverse probability
+:math:`T(z \mid z^*)`; here it is a *forced* run of the same algorithm from :math:`z^*`
+(with :math:`c^* = z^a \vee z^b \vee z^*`) whose every choice is dictated by the target
+:math:`z` (``../shared/specs/arm_and_smc.md`` §1): a point (or a group's earmark) whose
+target block contains :math:`i` (:math:`j`) goes to the block of :math:`i` (:math:`j`);
+otherwise it goes to the unique current block holding an already *settled* member of its
+target block (``i``, ``j``, earmarks, points visited in step 4, and not yet visited
+outside points whose target block contains neither ``i`` nor ``j``), or to a new block if
+there is none; two such blocks, or a final partition different from the target, give
+:math:`T = 0`.  The tests check :math:`\sum_{z^*} T(z^* \mid z) = 1` by enumeration
+(uniqueness of the path, paper §2.3).  The move is accepted with probability (eq. 8)
+
+.. math::
+
+    a = \min\Bigl\{1, \frac{T(z \mid z^*)\, q(z^*)}{T(z^* \mid z)\, q(z)}\Bigr\}.
+
+Prior weights.  Every placement is scored with the ``n``-point tables of the prior
+(``prior.tables(n)``): joining block :math:`B` with the group :math:`C` has log weight
+:math:`\log W(m_B + m_C) - \log W(m_B) + \log m(y_{B\cup C}) - \log m(y_B)`, a new block
+:math:`\log V(n, K+1) - \log V(n, K) + \log W(m_C) + \log m(y_C)`.  For the Dirichlet
+process, Pitman–Yor and finite Dirichlet priors :math:`V(N, K+1)/V(N, K)` does not depend on
+:math:`N`, so this is the paper's :math:`q` over the points placed so far; for the MFM it is a
+(valid) proposal choice.  Exactness never depends on it: both directions use the same rule.
+
+All point moves go through ``kernels.state`` (``assign_point`` / ``unassign_point``); a
+candidate block's statistics with a group added are a *copy* of its row to which the group's
+points are added with ``dispatch.add_point``.
+
+References
+----------
+.. [1] Herlau, T., Mørup, M., Schmidt, M. N. and Teh, Y. W. Adaptive reconfiguration moves
+   for Dirichlet mixtures.  Algorithms 2 and 3, eqs. (4)–(8), (17), §2.3–2.4.
+.. [2] Tierney, L. (1994). Markov chains for exploring posterior distributions.  Ann. Statist.
+   22(4) (mixtures of MH kernels indexed by state-independent auxiliary variables).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.relabel import canonical_labels
+from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights, _sample_log_weights
+from pymc_splitmerge.kernels.pgsm import _log_sum_and_weights
+from pymc_splitmerge.kernels.splitmerge_common import (
+    MOVE_MERGE,
+    MOVE_NONE,
+    MOVE_SPLIT,
+    metropolis_accept,
+)
+from pymc_splitmerge.kernels.state import assign_point, free_slot, unassign_point
+
+__all__ = [
+    "ARMInfo",
+    "ARMProposal",
+    "arm_log_target",
+    "arm_run",
+    "arm_step",
+    "arm_transition_log_probabilities",
+    "disagreement_pair",
+    "propose_arm",
+    "reference_arm_run",
+]
+
+_NEGATIVE_CONTROLS = (None, "no_eq17")
+
+
+class ARMInfo(NamedTuple):
+    """What one ARM Metropolis–Hastings update did.
+
+    Attributes
+    ----------
+    move : int
+        ``MOVE_SPLIT`` (1; ``z_i = z_j``), ``MOVE_MERGE`` (2) or ``MOVE_NONE`` (0: the two
+        library partitions are equal, nothing proposed).
+    accepted : bool
+    log_accept_ratio : float
+        Log of the ratio of eq. (8) (``-inf`` when the reverse path is impossible; ``nan``
+        for ``MOVE_NONE``).
+    n_moved : int
+        Points whose block (as a set of points) changed (0 when rejected).
+    n_clusters : int
+        Number of clusters after the update.
+    """
+
+    move: int
+    accepted: bool
+    log_accept_ratio: float
+    n_moved: int
+    n_clusters: int
+
+
+class ARMProposal(NamedTuple):
+    """An ARM candidate, not yet applied.
+
+    Attributes
+    ----------
+    move : int
+    arrays : tuple of ndarray or None
+        The candidate's state arrays (``PartitionState.arrays()`` order without
+        ``empty_row``): labels, sizes, stats, active, where, meta.
+    log_accept_ratio : float
+    log_forward, log_reverse : float
+        ``log T(z* | z)`` and ``log T(z | z*)``.
+    """
+
+    move: int
+    arrays: tuple | None
+    log_accept_ratio: float
+    log_forward: float
+    log_reverse: float
+
+
+# ----------------------------------------------------------------------------- numba core
+
+
+@numba.njit(cache=True)
+def _choose(log_weights, weights, count, forced, forced_index, uniform):
+    """Pick an option among ``count``; return ``(index, log probability)``.
+
+    ``forced``: the option is ``forced_index`` (``-1``: impossible, log probability -inf).
+    """
+    log_total, total = _log_sum_and_weights(log_weights, count, weights)
+    if forced:
+        if forced_index < 0 or log_total == -np.inf:
+            return -1, -np.inf
+        value = log_weights[forced_index]
+        if value == -np.inf:
+            return -1, -np.inf
+        return forced_index, value - log_total
+    if log_total == -np.inf:
+        return -1, -np.inf
+    choice = _sample_log_weights(log_weights, count, uniform)
+    return choice, math.log(weights[choice]) - math.log(total)
+
+
+@numba.njit(cache=True)
+def _forced_option(point, target, labels, placed, settled, anchor_i, anchor_j, option_slots,
+                   count):
+    """Index of the option the forced run must take for ``point`` (or -1 if none)."""
+    wanted_target = target[point]
+    if wanted_target == target[anchor_i]:
+        want = labels[anchor_i]
+    elif wanted_target == target[anchor_j]:
+        want = labels[anchor_j]
+    else:
+        want = -1  # a new block unless a settled member of the target block is placed
+        for p in range(target.shape[0]):
+            if p != point and settled[p] and placed[p] and target[p] == wanted_target:
+                if want == -1:
+                    want = labels[p]
+                elif want != labels[p]:
+                    return -1
+    for q in range(count):
+        if option_slots[q] == want:
+            return q
+    return -1
+
+
+@numba.njit(cache=True)
+def _point_join_log_weight(family_id, params, x_row, slot, sizes, stats, log_w_table):
+    m = sizes[slot]
+    value = (log_w_table[m + 1] - log_w_table[m]
+             + dispatch.log_predictive(family_id, params, stats[slot], x_row))
+    return -np.inf if np.isnan(value) else value
+
+
+@numba.njit(cache=True)
+def _new_block_log_weight(family_id, params, log_v_table, log_w_table, k, size, row):
+    if log_v_table[k + 1] == -np.inf:
+        return -np.inf
+    value = (log_v_table[k + 1] - log_v_table[k] + log_w_table[size]
+             + dispatch.log_marginal(family_id, params, row))
+    return -np.inf if np.isnan(value) else value
+
+
+@numba.njit(cache=True)
+def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where, meta,
+            labels_a, labels_b, anchor_i, anchor_j, rank, forced, target, uniforms,
+            log_v_table, log_w_table, enforce_eq17):
+    """One run of Algorithm 3 from the state given by the arrays (mutated in place).
+
+    Parameters
+    ----------
+    family_id, params, x
+        The component family and prepared data, shape (n, data_dim).
+    labels, sizes, stats, empty_row, active, where, meta
+        Start state :math:`s` (``PartitionState`` arrays, contract order); on return the
+        state reached.
+    labels_a, labels_b : ndarray of int64, shape (n,)
+        The library partitions, canonical labels, oriented so that
+        ``labels_a[anchor_i] == labels_a[anchor_j]`` and
+        ``labels_b[anchor_i] != labels_b[anchor_j]``.
+    anchor_i, anchor_j : int
+    rank : ndarray of int64, shape (n,)
+        ``rank[p]`` is the position of point ``p`` in the order :math:`\\sigma`.
+    forced : bool
+        Score the path to ``target`` instead of sampling.
+    target : ndarray of int64, shape (n,)
+        Labels of the target partition (read when ``forced``).
+    uniforms : ndarray of float64, shape (>= n,)
+        Uniform(0, 1) draws, one per sampled decision (unused when ``forced``).
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+    enforce_eq17 : bool
+        ``False`` only for the negative control that drops eq. (17).
+
+    Returns
+    -------
+    float
+        ``log T(end | start)`` (``-inf`` when a forced run cannot reach ``target``).
+    """
+    n = x.shape[0]
+    capacity = sizes.shape[0]
+    original = labels.copy()
+    slot_i0 = original[anchor_i]
+    slot_j0 = original[anchor_j]
+    is_split = slot_i0 == slot_j0
+    inside = np.zeros(n, dtype=np.bool_)
+    remaining_original = np.zeros(capacity, dtype=np.int64)
+    for p in range(n):
+        inside[p] = original[p] == slot_i0 or original[p] == slot_j0
+        if not inside[p]:
+            remaining_original[original[p]] += 1
+    order = np.argsort(rank)
+    # ---- groups: blocks of c = z^a v z^b v s inside s_i U s_j, in the order sigma
+    group_of = np.full(n, -1, dtype=np.int64)
+    group_key_a = np.empty(n, dtype=np.int64)
+    group_key_b = np.empty(n, dtype=np.int64)
+    group_key_s = np.empty(n, dtype=np.int64)
+    group_first = np.empty(n, dtype=np.int64)
+    group_size = np.zeros(n, dtype=np.int64)
+    n_groups = 0
+    for t in range(n):
+        p = order[t]
+        if not inside[p]:
+            continue
+        g = -1
+        for h in range(n_groups):
+            if (group_key_a[h] == labels_a[p] and group_key_b[h] == labels_b[p]
+                    and group_key_s[h] == original[p]):
+                g = h
+                break
+        if g < 0:
+            g = n_groups
+            group_key_a[g] = labels_a[p]
+            group_key_b[g] = labels_b[p]
+            group_key_s[g] = original[p]
+            group_first[g] = p
+            n_groups += 1
+        group_of[p] = g
+        group_size[g] += 1
+    group_i = group_of[anchor_i]
+    group_j = group_of[anchor_j]
+    # ---- remove s_i U s_j and put back c_i, c_j (split) or c_i U c_j (merge)
+    for p in range(n):
+        if inside[p]:
+            unassign_point(family_id, params, x, p, labels, sizes, stats, empty_row, active,
+                           where, meta)
+    placed = ~inside
+    settled = np.zeros(n, dtype=np.bool_)
+    settled[anchor_i] = True
+    settled[anchor_j] = True
+    if forced:
+        for p in range(n):
+            if (not inside[p] and target[p] != target[anchor_i]
+                    and target[p] != target[anchor_j]):
+                settled[p] = True
+    slot_i = free_slot(where)
+    for p in range(n):
+        if group_of[p] == group_i:
+            assign_point(family_id, params, x, p, slot_i, labels, sizes, stats, active, where,
+                         meta)
+            placed[p] = True
+    slot_j = slot_i if not is_split else free_slot(where)
+    for p in range(n):
+        if group_of[p] == group_j:
+            assign_point(family_id, params, x, p, slot_j, labels, sizes, stats, active, where,
+                         meta)
+            placed[p] = True
+    # ---- step 3: group moves of g', largest first, ties by the earliest point in sigma
+    others = np.empty(n_groups, dtype=np.int64)
+    keys = np.empty(n_groups, dtype=np.int64)
+    n_others = 0
+    for g in range(n_groups):
+        if g != group_i and g != group_j:
+            others[n_others] = g
+            keys[n_others] = (n - group_size[g]) * n + rank[group_first[g]]
+            n_others += 1
+    group_order = others[:n_others][np.argsort(keys[:n_others])]
+    log_weights = np.empty(capacity + 1)
+    weights = np.empty(capacity + 1)
+    option_slots = np.empty(capacity + 1, dtype=np.int64)
+    row = empty_row.copy()
+    log_t = 0.0
+    decision = 0
+    for position in range(n_others):
+        g = group_order[position]
+        size_g = group_size[g]
+        k = meta[0]
+        for q in range(k):
+            slot = active[q]
+            row[:] = stats[slot]
+            m = sizes[slot]
+            # log m(y_{B u C}) - log m(y_B) as a product of sequential predictives
+            value = log_w_table[m + size_g] - log_w_table[m]
+            for p in range(n):
+                if group_of[p] == g:
+                    value += dispatch.log_predictive(family_id, params, row, x[p])
+                    dispatch.add_point(family_id, params, row, x[p])
+            log_weights[q] = -np.inf if np.isnan(value) else value
+            option_slots[q] = slot
+        if log_v_table[k + 1] == -np.inf:
+            log_weights[k] = -np.inf
+        else:
+            row[:] = empty_row
+            value = log_v_table[k + 1] - log_v_table[k] + log_w_table[size_g]
+            for p in range(n):
+                if group_of[p] == g:
+                    value += dispatch.log_predictive(family_id, params, row, x[p])
+                    dispatch.add_point(family_id, params, row, x[p])
+            log_weights[k] = -np.inf if np.isnan(value) else value
+        option_slots[k] = -1
+        earmark = group_first[g]
+        forced_index = -1
+        if forced:
+            forced_index = _forced_option(earmark, target, labels, placed, settled, anchor_i,
+                                          anchor_j, option_slots, k + 1)
+        choice, log_p = _choose(log_weights, weights, k + 1, forced, forced_index,
+                                uniforms[decision] if not forced else 0.0)
+        decision += 1
+        if choice < 0:
+            return -np.inf
+        log_t += log_p
+        slot = option_slots[choice]
+        if slot < 0:
+            slot = free_slot(where)
+        for p in range(n):
+            if group_of[p] == g:
+                assign_point(family_id, params, x, p, slot, labels, sizes, stats, active,
+                             where, meta)
+                placed[p] = True
+        settled[earmark] = True
+    # ---- step 4: every other point in the order sigma
+    for t in range(n):
+        h = order[t]
+        if h == anchor_i or h == anchor_j:
+            continue
+        if inside[h]:
+            g = group_of[h]
+            if g != group_i and g != group_j and group_first[g] == h:
+                continue  # an earmark
+            unassign_point(family_id, params, x, h, labels, sizes, stats, empty_row, active,
+                           where, meta)
+            placed[h] = False
+            log_prior_predictive = dispatch.log_predictive(family_id, params, empty_row, x[h])
+            k = _join_and_new_log_weights(family_id, params, x, h, log_v_table, log_w_table,
+                                          sizes, stats, active, meta, log_prior_predictive,
+                                          log_weights)
+            for q in range(k):
+                option_slots[q] = active[q]
+            option_slots[k] = -1
+            count = k + 1
+        else:
+            home = labels[h]
+            if enforce_eq17 and remaining_original[home] == 1 and sizes[home] >= 2:
+                # eq. (17): the last original member of a block that gained points stays
+                if forced and (target[h] == target[anchor_i] or target[h] == target[anchor_j]):
+                    return -np.inf
+                settled[h] = True
+                continue
+            unassign_point(family_id, params, x, h, labels, sizes, stats, empty_row, active,
+                           where, meta)
+            placed[h] = False
+            count = 0
+            log_weights[count] = _point_join_log_weight(family_id, params, x[h], slot_i, sizes,
+                                                        stats, log_w_table)
+            option_slots[count] = slot_i
+            count += 1
+            if is_split:
+                log_weights[count] = _point_join_log_weight(family_id, params, x[h], slot_j,
+                                                            sizes, stats, log_w_table)
+                option_slots[count] = slot_j
+                count += 1
+            if sizes[home] > 0:
+                log_weights[count] = _point_join_log_weight(family_id, params, x[h], home,
+                                                            sizes, stats, log_w_table)
+            else:
+                row[:] = empty_row
+                dispatch.add_point(family_id, params, row, x[h])
+                log_weights[count] = _new_block_log_weight(family_id, params, log_v_table,
+                                                           log_w_table, meta[0], 1, row)
+            option_slots[count] = home
+            count += 1
+        forced_index = -1
+        if forced:
+            if inside[h]:
+                forced_index = _forced_option(h, target, labels, placed, settled, anchor_i,
+                                              anchor_j, option_slots, count)
+            elif target[h] == target[anchor_i]:
+                forced_index = 0
+            elif target[h] == target[anchor_j]:
+                forced_index = 1 if is_split else 0
+            else:
+                forced_index = count - 1
+        choice, log_p = _choose(log_weights, weights, count, forced, forced_index,
+                                uniforms[decision] if not forced else 0.0)
+        decision += 1
+        if choice < 0:
+            return -np.inf
+        log_t += log_p
+        slot = option_slots[choice]
+        if slot < 0:
+            slot = free_slot(where)
+        assign_point(family_id, params, x, h, slot, labels, sizes, stats, active, where, meta)
+        placed[h] = True
+        settled[h] = True
+        if not inside[h] and slot != original[h]:
+            remaining_original[original[h]] -= 1
+    if forced:  # the end state must be the target partition
+        forward_map = np.full(capacity, -1, dtype=np.int64)
+        backward_map = np.full(n, -1, dtype=np.int64)
+        for p in range(n):
+            a = labels[p]
+            b = target[p]
+            if forward_map[a] == -1 and backward_map[b] == -1:
+                forward_map[a] = b
+                backward_map[b] = a
+            elif forward_map[a] != b or backward_map[b] != a:
+                return -np.inf
+    return log_t
+
+
+@numba.njit(cache=True)
+def arm_log_target(family_id, params, sizes, stats, active, meta, log_v_table, log_w_table):
+    """``log q(z) = log V(n, K) + Σ_b log W(|b|) + Σ_b log m(y_b)`` (paper eq. 4)."""
+    k = meta[0]
+    total = log_v_table[k]
+    for q in range(k):
+        slot = active[q]
+        total += log_w_table[sizes[slot]] + dispatch.log_marginal(family_id, params, stats[slot])
+    return total
+
+
+@numba.njit(cache=True)
+def disagreement_pair(labels_a, labels_b, uniform):
+    """The pair ``(p, q)``, ``p < q``, of rank ``floor(uniform * count)`` among the pairs on
+    which the two partitions disagree (``labels_a[p] == labels_a[q]`` differs from
+    ``labels_b[p] == labels_b[q]``); ``(-1, -1)`` when they are the same partition.
+
+    Returns
+    -------
+    p, q, count : int
+    """
+    n = labels_a.shape[0]
+    count = 0
+    for p in range(n):
+        for q in range(p + 1, n):
+            if (labels_a[p] == labels_a[q]) != (labels_b[p] == labels_b[q]):
+                count += 1
+    if count == 0:
+        return -1, -1, 0
+    wanted = min(int(uniform * count), count - 1)
+    seen = 0
+    for p in range(n):
+        for q in range(p + 1, n):
+            if (labels_a[p] == labels_a[q]) != (labels_b[p] == labels_b[q]):
+                if seen == wanted:
+                    return p, q, count
+                seen += 1
+    return -1, -1, count
+
+
+@numba.njit(cache=True)
+def _forced_log_probabilities(family_id, params, x, labels, sizes, stats, empty_row, active,
+                              where, meta, labels_a, labels_b, anchor_i, anchor_j, rank,
+                              targets, log_v_table, log_w_table, enforce_eq17, out):
+    uniforms = np.zeros(1)
+    for r in range(targets.shape[0]):
+        out[r] = arm_run(family_id, params, x, labels.copy(), sizes.copy(), stats.copy(),
+                         empty_row, active.copy(), where.copy(), meta.copy(), labels_a,
+                         labels_b, anchor_i, anchor_j, rank, True, targets[r], uniforms,
+                         log_v_table, log_w_table, enforce_eq17)
+
+
+# ----------------------------------------------------------------------------- Python API
+
+
+def _oriented(labels_a, labels_b, anchor_i, anchor_j):
+    if labels_a[anchor_i] != labels_a[anchor_j]:
+        labels_a, labels_b = labels_b, labels_a
+    return labels_a, labels_b
+
+
+def _library_labels(labels, n, name):
+    labels = np.asarray(labels)
+    if labels.shape != (n,):
+        raise ValueError(f"{name} must be labels of shape ({n},); got shape {labels.shape}")
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integer labels; got dtype {labels.dtype}")
+    return np.ascontiguousarray(labels, dtype=np.int64)  # any labelling (equality only)
+
+
+def arm_transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor_j, rank,
+                                     targets, log_v_table, log_w_table, *,
+                                     enforce_eq17=True):
+    """``log T(target | z)`` of a forced run from ``state`` to each target partition.
+
+    ``state`` is not modified.  With the path unique, these sum to 1 over all partitions
+    (the identity the tests check by enumeration).
+
+    Parameters
+    ----------
+    state : PartitionState
+    labels_a, labels_b : array of int, shape (n,)
+        Library partitions (oriented here so that ``labels_a`` joins the anchors).
+    anchor_i, anchor_j : int
+        A pair on which ``labels_a`` and ``labels_b`` disagree.
+    rank : array of int, shape (n,)
+        Position of each point in the order :math:`\\sigma`.
+    targets : array of int, shape (num_targets, n)
+    log_v_table, log_w_table : ndarray of shape (n + 2,)
+
+    Returns
+    -------
+    ndarray of float64, shape (num_targets,)
+    """
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
+    n = state.n
+    labels_a = _library_labels(labels_a, n, "labels_a")
+    labels_b = _library_labels(labels_b, n, "labels_b")
+    if (labels_a[anchor_i] == labels_a[anchor_j]) == (labels_b[anchor_i] == labels_b[anchor_j]):
+        raise ValueError("the library partitions must disagree on the anchor pair")
+    labels_a, labels_b = _oriented(labels_a, labels_b, anchor_i, anchor_j)
+    targets = np.ascontiguousarray(np.atleast_2d(targets), dtype=np.int64)
+    out = np.empty(targets.shape[0])
+    labels, sizes, stats, empty_row, active, where, meta = state.arrays()
+    _forced_log_probabilities(state.family_id, state.params, state.x, labels, sizes, stats,
+                              empty_row, active, where, meta, labels_a, labels_b,
+                              int(anchor_i), int(anchor_j),
+                              np.ascontiguousarray(rank, dtype=np.int64), targets, log_v_table,
+                              log_w_table, bool(enforce_eq17), out)
+    return out
+
+
+def _copy_arrays(state_arrays):
+    labels, sizes, stats, _empty_row, active, where, meta = state_arrays
+    return labels.copy(), sizes.copy(), stats.copy(), active.copy(), where.copy(), meta.copy()
+
+
+def _n_moved(old_labels, new_labels, capacity) -> int:
+    """Points whose block, as a set of points, differs between the two labellings."""
+    codes = old_labels * capacity + new_labels
+    _, inverse, pair_counts = np.unique(codes, return_inverse=True, return_counts=True)
+    old_counts = np.bincount(old_labels, minlength=capacity)
+    new_counts = np.bincount(new_labels, minlength=capacity)
+    pair = pair_counts[inverse.reshape(-1)]
+    unchanged = (pair == old_counts[old_labels]) & (pair == new_counts[new_labels])
+    return int(np.count_nonzero(~unchanged))
+
+
+def propose_arm(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b,
+                *, _negative_control: str | None = None) -> ARMProposal:
+    """Build an ARM candidate from ``state`` and the library pair, without changing ``state``.
+
+    Parameters
+    ----------
+    state : PartitionState
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+        ``prior.tables(n)``.
+    rng : numpy.random.Generator
+        Draws the anchor pair, the order :math:`\\sigma` and the decision uniforms.
+    labels_a, labels_b : array of int, shape (n,)
+        The two library partitions :math:`z^a, z^b`.  For an exact kernel their law must
+        not depend on ``state`` (e.g. independent draws, other chains' states, a frozen
+        library).
+    _negative_control : {None, "no_eq17"}
+        Testing only: ``"no_eq17"`` drops the uniqueness rule of eq. (17).
+
+    Returns
+    -------
+    ARMProposal
+    """
+    if _negative_control not in _NEGATIVE_CONTROLS:
+        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
+    n = state.n
+    labels_a = _library_labels(labels_a, n, "labels_a")
+    labels_b = _library_labels(labels_b, n, "labels_b")
+    draws = rng.random(2 * n + 1)
+    anchor_i, anchor_j, count = disagreement_pair(labels_a, labels_b, draws[0])
+    if count == 0:
+        return ARMProposal(MOVE_NONE, None, float("nan"), float("nan"), float("nan"))
+    labels_a, labels_b = _oriented(labels_a, labels_b, anchor_i, anchor_j)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(draws[1:n + 1])] = np.arange(n)
+    uniforms = draws[n + 1:]
+    enforce = _negative_control != "no_eq17"
+    fid, params, x, empty_row = state.family_id, state.params, state.x, state.empty_row
+    current = state.arrays()
+    move = MOVE_SPLIT if current[0][anchor_i] == current[0][anchor_j] else MOVE_MERGE
+    labels, sizes, stats, active, where, meta = _copy_arrays(current)
+    log_forward = arm_run(fid, params, x, labels, sizes, stats, empty_row, active, where, meta,
+                          labels_a, labels_b, anchor_i, anchor_j, rank, False, current[0],
+                          uniforms, log_v_table, log_w_table, enforce)
+    candidate = (labels, sizes, stats, active, where, meta)
+    reverse = tuple(array.copy() for array in candidate)
+    r_labels, r_sizes, r_stats, r_active, r_where, r_meta = reverse
+    log_reverse = arm_run(fid, params, x, r_labels, r_sizes, r_stats, empty_row, r_active,
+                          r_where, r_meta, labels_a, labels_b, anchor_i, anchor_j, rank, True,
+                          current[0], uniforms, log_v_table, log_w_table, enforce)
+    log_ratio = (log_reverse
+                 + arm_log_target(fid, params, sizes, stats, active, meta, log_v_table,
+                                  log_w_table)
+                 - log_forward
+                 - arm_log_target(fid, params, current[1], current[2], current[4], current[6],
+                                  log_v_table, log_w_table))
+    if math.isnan(log_ratio):
+        log_ratio = -math.inf
+    return ARMProposal(int(move), candidate, float(log_ratio), float(log_forward),
+                       float(log_reverse))
+
+
+def arm_step(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b, *,
+             _negative_control: str | None = None) -> ARMInfo:
+    """One ARM Metropolis–Hastings update of ``state`` (in place when accepted).
+
+    Parameters
+    ----------
+    state : PartitionState
+    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
+        ``prior.tables(n)``.
+    rng : numpy.random.Generator
+    labels_a, labels_b : array of int, shape (n,)
+        Library partitions :math:`z^a, z^b`, drawn independently of ``state`` for an exact
+        kernel.  Equal partitions propose nothing (``MOVE_NONE``).
+
+    Returns
+    -------
+    ARMInfo
+
+    References
+    ----------
+    Herlau, Mørup, Schmidt & Teh, Algorithm 3 and eq. (8).
+    """
+    proposal = propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b,
+                           _negative_control=_negative_control)
+    if proposal.move == MOVE_NONE:
+        return ARMInfo(MOVE_NONE, False, float("nan"), 0, state.n_clusters)
+    accepted = metropolis_accept(proposal.log_accept_ratio, rng)
+    n_moved = 0
+    if accepted:
+        labels, sizes, stats, _, active, where, meta = state.arrays()
+        new_labels, new_sizes, new_stats, new_active, new_where, new_meta = proposal.arrays
+        n_moved = _n_moved(labels, new_labels, sizes.shape[0])
+        labels[:] = new_labels
+        sizes[:] = new_sizes
+        stats[:] = new_stats
+        active[:] = new_active
+        where[:] = new_where
+        meta[:] = new_meta
+    return ARMInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio),
+                   n_moved, state.n_clusters)
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def reference_arm_run(family, x, labels, labels_a, labels_b, anchor_i, anchor_j, rank,
+                      log_v_table, log_w_table, *, target=None, rng=None, enforce_eq17=True):
+    """Plain-Python Algorithm 3 over lists of point sets (slow reference for the tests).
+
+    Every weight is a difference of complete log marginals (``family.log_marginal_of``) and
+    table entries, so this shares no statistics code with :func:`arm_run`.
+
+    Parameters
+    ----------
+    family : ComponentFamily
+        Numeric family.
+    x : ndarray of shape (n, data_dim)
+        Prepared data.
+    labels : array of int, shape (n,)
+        Start partition.
+    labels_a, labels_b : array of int, shape (n,)
+        Library partitions, oriented (``labels_a`` joins the anchors, ``labels_b`` not).
+    anchor_i, anchor_j : int
+    rank : array of int, shape (n,)
+    log_v_table, log_w_table : ndarray of shape (n + 2,)
+    target : array of int, shape (n,), optional
+        Forced run to this partition; otherwise a sampled run with ``rng``.
+    rng : numpy.random.Generator, optional
+    enforce_eq17 : bool
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n,)
+        End partition (canonical), or ``None`` if a forced run cannot reach ``target``.
+    log_probability : float
+    """
+    n = len(labels)
+    labels = [int(v) for v in labels]
+    la = [int(v) for v in labels_a]
+    lb = [int(v) for v in labels_b]
+    forced = target is not None
+    i, j = int(anchor_i), int(anchor_j)
+    order = sorted(range(n), key=lambda p: rank[p])
+    is_split = labels[i] == labels[j]
+    inside = {p for p in range(n) if labels[p] in (labels[i], labels[j])}
+
+    def log_m(points):
+        return float(family.log_marginal_of(x[sorted(points)])) if points else 0.0
+
+    blocks: list[set] = []  # current blocks (lists of point sets)
+    original_block = {}
+    for value in sorted({labels[p] for p in range(n) if p not in inside}):
+        block = {p for p in range(n) if labels[p] == value}
+        blocks.append(block)
+        for p in block:
+            original_block[p] = frozenset(block)
+    groups: dict = {}
+    for p in order:
+        if p in inside:
+            groups.setdefault((la[p], lb[p], labels[p]), []).append(p)
+    group_list = list(groups.values())
+    group_i = next(g for g in group_list if i in g)
+    group_j = next(g for g in group_list if j in g)
+    if is_split:
+        blocks.append(set(group_i))
+        blocks.append(set(group_j))
+    else:
+        blocks.append(set(group_i) | set(group_j))
+    others = [g for g in group_list if g is not group_i and g is not group_j]
+    others.sort(key=lambda g: (-len(g), rank[g[0]]))
+    earmarks = {g[0] for g in others}
+    settled = {i, j}
+    if forced:
+        settled |= {p for p in range(n) if p not in inside
+                    and target[p] != target[i] and target[p] != target[j]}
+
+    def block_of(p):
+        return next((b for b in blocks if p in b), None)
+
+    def choose(log_weights, forced_block, options):
+        log_weights = np.asarray(log_weights, dtype=float)
+        top = np.max(log_weights)
+        if top == -np.inf:
+            return None, -np.inf
+        log_total = top + np.log(np.sum(np.exp(log_weights - top)))
+        if forced:
+            index = next((k for k, b in enumerate(options) if b is forced_block), None)
+            if index is None or log_weights[index] == -np.inf:
+                return None, -np.inf
+        else:
+            probabilities = np.exp(log_weights - log_total)
+            index = int(rng.choice(len(options), p=probabilities / probabilities.sum()))
+        return index, float(log_weights[index] - log_total)
+
+    def forced_block_for(point):
+        if target[point] == target[i]:
+            return block_of(i)
+        if target[point] == target[j]:
+            return block_of(j)
+        found = {id(block_of(p)): block_of(p) for p in settled
+                 if p != point and target[p] == target[point] and block_of(p) is not None}
+        if len(found) > 1:
+            return "impossible"
+        return next(iter(found.values())) if found else None  # None: a new block
+
+    def new_log_weight(points, n_blocks):
+        if log_v_table[n_blocks + 1] == -np.inf:
+            return -np.inf
+        return (log_v_table[n_blocks + 1] - log_v_table[n_blocks] + log_w_table[len(points)]
+                + log_m(points))
+
+    def join_log_weight(block, points):
+        return (log_w_table[len(block) + len(points)] - log_w_table[len(block)]
+                + log_m(block | set(points)) - log_m(block))
+
+    log_t = 0.0
+
+    def place(points, options, log_weights, forced_block):
+        nonlocal log_t
+        index, log_p = choose(log_weights, forced_block, options)
+        if index is None:
+            return False
+        log_t += log_p
+        if options[index] is None:
+            blocks.append(set(points))
+        else:
+            options[index].update(points)
+        return True
+
+    for group in others:
+        options = [*blocks, None]
+        log_weights = [join_log_weight(b, group) for b in blocks]
+        log_weights.append(new_log_weight(group, len(blocks)))
+        forced_block = forced_block_for(group[0]) if forced else None
+        if forced_block == "impossible" or not place(group, options, log_weights, forced_block):
+            return None, -np.inf
+        settled.add(group[0])
+    for h in order:
+        if h in (i, j) or h in earmarks:
+            continue
+        home = block_of(h)
+        if h not in inside:
+            gained = len(home) >= 2 and len(home & original_block[h]) == 1
+            if enforce_eq17 and gained:
+                if forced and target[h] in (target[i], target[j]):
+                    return None, -np.inf
+                settled.add(h)
+                continue
+        home.discard(h)
+        if not home:
+            blocks.remove(home)
+        forced_block = None
+        if h in inside:
+            options = [*blocks, None]
+            log_weights = [join_log_weight(b, [h]) for b in blocks]
+            log_weights.append(new_log_weight([h], len(blocks)))
+            forced_block = forced_block_for(h) if forced else None
+        else:
+            options = [block_of(i)] + ([block_of(j)] if is_split else [])
+            log_weights = [join_log_weight(b, [h]) for b in options]
+            if home:
+                options.append(home)
+                log_weights.append(join_log_weight(home, [h]))
+            else:
+                options.append(None)
+                log_weights.append(new_log_weight([h], len(blocks)))
+            if forced:
+                if target[h] == target[i]:
+                    forced_block = options[0]
+                elif target[h] == target[j]:
+                    forced_block = options[1] if is_split else options[0]
+                else:
+                    forced_block = options[-1]
+        if forced_block == "impossible":
+            return None, -np.inf
+        if not place([h], options, log_weights, forced_block):
+            return None, -np.inf
+        settled.add(h)
+    end = np.empty(n, dtype=np.int64)
+    for label, block in enumerate(blocks):
+        for p in block:
+            end[p] = label
+    end = canonical_labels(end)
+    if forced and not np.array_equal(end, canonical_labels(np.asarray(target))):
+        return None, -np.inf
+    return end, float(log_t)
