@@ -231,7 +231,8 @@ def _discover(partition_var, model) -> PartitionModel:
         constant_prior_values["k_prior"] = op.k_prior
 
     mixture_op = observed_var.owner.op
-    family_inputs = list(mixture_op.dist_params(observed_var.owner))[1:]
+    family_inputs = list(mixture_op.dist_params(observed_var.owner))[
+        1:1 + len(mixture_op.symbolic_names)]
     for hyper_name, tensor in zip(mixture_op.symbolic_names, family_inputs, strict=True):
         symbolic_outputs.append(tensor)
         symbolic_names.append(f"family:{hyper_name}")
