@@ -47,6 +47,7 @@ from pymc_splitmerge.components import (
     NormalInverseGamma,
     NormalInverseWishart,
     NormalKnownCovariance,
+    ProductFamily,
 )
 from pymc_splitmerge.distributions import (
     ConjugateMixture,
@@ -88,6 +89,7 @@ __all__ = [
     "DirichletCategorical",
     "GammaPoisson",
     "GridComponent",
+    "ProductFamily",
     # step methods
     "CollapsedGibbsStep",
     "SAMSStep",

@@ -200,8 +200,11 @@ def _discover(partition_var, model) -> PartitionModel:
     if len(mixtures) > 1:
         raise ValueError(
             f"{len(mixtures)} ConjugateMixture variables use the partition {name!r} "
-            f"({[rv.name for rv in mixtures]}); only one is supported yet (stack the data "
-            "into one ConjugateMixture with a product family instead)"
+            f"({[rv.name for rv in mixtures]}); only one is supported. Stack the data "
+            "column-wise into one array and use one ConjugateMixture with a "
+            "psm.ProductFamily, e.g. component=psm.ProductFamily([(psm.NormalInverseWishart"
+            "(...), [0, 1]), (psm.DirichletCategorical(...), [2])]) for columns 0-1 "
+            "continuous and column 2 categorical"
         )
     [observed_var] = mixtures
     for rv in model.basic_RVs:

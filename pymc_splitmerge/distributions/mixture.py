@@ -58,6 +58,7 @@ from pymc_splitmerge.components import (
     NormalInverseGamma,
     NormalInverseWishart,
     NormalKnownCovariance,
+    ProductFamily,
 )
 from pymc_splitmerge.components.base import is_numeric_value
 from pymc_splitmerge.distributions.priors import (
@@ -121,6 +122,12 @@ def _symbolic_data_check(family: ComponentFamily, array: np.ndarray) -> np.ndarr
             raise ValueError(f"{name}: data must be non-negative integers")
     if isinstance(family, NormalInverseGamma) and x2d.shape[1] != 1:
         raise ValueError(f"{name} is univariate: data must have shape (n,) or (n, 1)")
+    if isinstance(family, ProductFamily):
+        if x2d.shape[1] != family.data_dim:
+            raise ValueError(f"{name}: data rows must have {family.data_dim} entries, got "
+                             f"{x2d.shape[1]}")
+        for sub, columns in family.components:
+            prepare_observed_data(sub, x2d[:, columns])
     return x2d
 
 
@@ -347,6 +354,27 @@ _FAMILY_GRAPHS = {
 }
 
 
+def _per_slot_log_marginal(family, hyperparameters, x2d, labels, counts, n_slots, dim):
+    """Log marginal of every label slot (and domain conditions) for one family."""
+    if isinstance(family, ProductFamily):  # sum of the sub-families on their columns
+        per_slot, conditions = 0.0, []
+        for sub_hyper, (sub, columns) in zip(family.split_hyperparameters(hyperparameters),
+                                             family.components, strict=True):
+            sub_x = pt.specify_shape(x2d[:, columns], (x2d.type.shape[0], columns.size))
+            sub_slot, sub_conditions = _per_slot_log_marginal(
+                sub, sub_hyper, sub_x, labels, counts, n_slots, int(columns.size))
+            per_slot = per_slot + sub_slot
+            conditions += sub_conditions
+        return per_slot, conditions
+    if isinstance(family, DirichletCategorical):
+        return _dirichlet_categorical(hyperparameters, x2d, labels, counts, n_slots, dim, family)
+    graph = next((g for cls, g in _FAMILY_GRAPHS.items() if isinstance(family, cls)), None)
+    if graph is None:
+        raise NotImplementedError(
+            f"ConjugateMixture has no pytensor log marginal for {type(family).__name__}")
+    return graph(hyperparameters, x2d, labels, counts, n_slots, dim)
+
+
 def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: dict,
                                      x2d, labels, n_slots: int):
     """Sum over clusters of the family's log marginal likelihood, in pytensor.
@@ -374,15 +402,8 @@ def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: d
     in_range = pt.all(pt.ge(labels, 0) & pt.lt(labels, n_slots))
     safe = pt.clip(labels, 0, n_slots - 1).astype("int64")
     counts = _segment_sum(pt.ones(safe.shape, dtype="float64"), safe, n_slots)
-    if isinstance(family, DirichletCategorical):
-        per_slot, conditions = _dirichlet_categorical(
-            hyperparameters, x2d, safe, counts, n_slots, dim, family)
-    else:
-        graph = next((g for cls, g in _FAMILY_GRAPHS.items() if isinstance(family, cls)), None)
-        if graph is None:
-            raise NotImplementedError(
-                f"ConjugateMixture has no pytensor log marginal for {type(family).__name__}")
-        per_slot, conditions = graph(hyperparameters, x2d, safe, counts, n_slots, dim)
+    per_slot, conditions = _per_slot_log_marginal(family, hyperparameters, x2d, safe, counts,
+                                                  n_slots, dim)
     total = pt.sum(pt.switch(pt.gt(counts, 0), per_slot, 0.0))
     total = pt.switch(in_range, total, -np.inf)
     if conditions:
