@@ -215,3 +215,29 @@ def test_product_parameter_posterior_and_prior_predictive():
     y = np.asarray(prior["prior_predictive"]["y"].values)
     assert y.shape[-2:] == (6, 4)
     assert set(np.unique(y[..., 2:])) <= {0.0, 1.0}
+
+
+def test_sample_components_on_a_product_with_a_random_hyperparameter():
+    import arviz as az
+    import xarray as xr
+
+    with pm.Model() as model:
+        mu0 = pm.Normal("mu0", 0.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=1.0, n=6)
+        psm.ConjugateMixture("y", partition=z, observed=SMALL_DATA, component=psm.ProductFamily([
+            (psm.NormalKnownCovariance(mu0=mu0, sigma0=0.01, sigma=1.0), [0, 1]),
+            (psm.BetaBernoulli(a=0.3, b=0.3), [2, 3])]))
+    found = psm.discover(z, model).numeric_family({"mu0": 5.0, "z": np.zeros(6, int)})
+    assert isinstance(found, psm.ProductFamily)
+    assert float(found.hyperparameters["f0_mu0"]) == 5.0
+    posterior = xr.Dataset({"z": (("chain", "draw", "z_dim_0"), np.zeros((1, 2, 6), int)),
+                            "mu0": (("chain", "draw"), np.array([[5.0, -5.0]]))})
+    if int(az.__version__.split(".")[0]) >= 1:
+        data = xr.DataTree.from_dict({"posterior": posterior})
+    else:
+        data = az.InferenceData(posterior=posterior)
+    group = psm.sample_components(data, model=model, random_seed=2)["component_parameters"]
+    assert set(group.data_vars) == {"f0_mean", "f1_probability", "cluster_size"}
+    means = np.asarray(group["f0_mean"].values)[0, :, 0]  # tight prior: means near each mu0
+    assert np.all(means[0] > 4.0) and np.all(means[1] < -4.0)
+    assert group["f1_probability"].shape == (1, 2, 1, 2)
