@@ -33,6 +33,7 @@ from pymc_splitmerge.analysis import (
     plot_similarity_matrix,
     point_estimate,
     posterior_similarity_matrix,
+    sample_components,
     summary,
     v_measure,
     variation_of_information,
@@ -46,6 +47,7 @@ from pymc_splitmerge.components import (
     NormalInverseGamma,
     NormalInverseWishart,
     NormalKnownCovariance,
+    ProductFamily,
 )
 from pymc_splitmerge.distributions import (
     ConjugateMixture,
@@ -88,6 +90,7 @@ __all__ = [
     "DirichletCategorical",
     "GammaPoisson",
     "GridComponent",
+    "ProductFamily",
     # step methods
     "CollapsedGibbsStep",
     "SAMSStep",
@@ -109,6 +112,7 @@ __all__ = [
     "log_joint_draws",
     "expected_loss",
     "heldout_log_predictive_density",
+    "sample_components",
     "credible_ball",
     "CredibleBall",
     "adjusted_rand_index",

@@ -19,7 +19,7 @@ from scipy import stats
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
-    DirichletCategorical,
+    GridComponent,
     NormalInverseGamma,
     NormalInverseWishart,
 )
@@ -148,7 +148,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="data_dim"):
         simulate_data(BetaBernoulli(1.0, 1.0), np.array([0, 1]), rng)
     with pytest.raises(TypeError, match="register_data_simulator"):
-        simulate_data(DirichletCategorical(1.0, 3), np.array([0, 1]), rng, data_dim=2)
+        simulate_data(GridComponent(np.zeros(3)), np.array([0, 1]), rng)
     with pytest.raises(TypeError, match="Generator"):
         geweke_test(gibbs_sweep, DirichletProcessPrior, BINARY_FAMILY, 6, 100, 0)
     with pytest.raises(ValueError, match="n_samples"):

@@ -2,6 +2,7 @@
 credible balls, agreement scores and plots.  Works on label arrays and on ArviZ data
 (``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x)."""
 
+from pymc_splitmerge.analysis.components import COMPONENTS_GROUP, sample_components
 from pymc_splitmerge.analysis.log_joint import log_joint_draws
 from pymc_splitmerge.analysis.predictive import (
     heldout_log_predictive_density,
@@ -46,6 +47,8 @@ from pymc_splitmerge.analysis.similarity import (
 )
 
 __all__ = [
+    "COMPONENTS_GROUP",
+    "sample_components",
     "heldout_log_predictive_density",
     "partition_log_predictive",
     "log_joint_draws",

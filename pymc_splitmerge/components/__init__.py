@@ -13,6 +13,7 @@ from pymc_splitmerge.components.grid import GridComponent
 from pymc_splitmerge.components.normal_inverse_gamma import NormalInverseGamma
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
 from pymc_splitmerge.components.normal_known_covariance import NormalKnownCovariance
+from pymc_splitmerge.components.product import ProductFamily
 
 __all__ = [
     "ComponentFamily",
@@ -23,5 +24,6 @@ __all__ = [
     "DirichletCategorical",
     "GammaPoisson",
     "GridComponent",
+    "ProductFamily",
     "dispatch",
 ]

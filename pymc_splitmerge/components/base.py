@@ -392,6 +392,65 @@ class ComponentFamily:
             )
         )
 
+    # --- forward simulation: each family owns its prior/posterior parameter sampler ---
+    def sample_parameters(self, rng: np.random.Generator, x2d: Any = None) -> dict[str, Any]:
+        """One draw of a cluster's parameters, from the prior or from the posterior.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        x2d : ndarray of shape (m, data_dim), optional
+            Prepared observations of the cluster.  ``None`` (or ``m = 0``) draws from the
+            prior; otherwise from the conjugate posterior given these rows.
+
+        Returns
+        -------
+        dict
+            Parameter name -> array of the shape given by :meth:`parameter_shapes` (e.g.
+            ``{"mean": (D,), "covariance": (D, D)}`` for :class:`NormalInverseWishart`).
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
+        self._require_ready()
+        rows = np.zeros((0, self._data_dim)) if x2d is None else self._as_rows(x2d)
+        return self._sample_parameters(rng, rows)
+
+    def sample_observations(self, rng: np.random.Generator, parameters: dict[str, Any],
+                            size: int) -> np.ndarray:
+        """``size`` i.i.d. observations given a cluster's parameters.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        parameters : dict
+            As returned by :meth:`sample_parameters`.
+        size : int
+
+        Returns
+        -------
+        ndarray of float64, shape (size, data_dim)
+            In the prepared data layout.
+        """
+        self._require_ready()
+        out = np.asarray(self._sample_observations(rng, parameters, int(size)), dtype=np.float64)
+        return out.reshape(int(size), self._data_dim)
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Names and shapes of the parameters drawn by :meth:`sample_parameters`."""
+        self._require_ready()
+        return self._parameter_shapes()
+
+    def _sample_parameters(self, rng, x2d):
+        raise NotImplementedError(
+            f"{type(self).__name__} has no parameter sampler")
+
+    def _sample_observations(self, rng, parameters, size):
+        raise NotImplementedError(
+            f"forward sampling of observations is not available for {type(self).__name__}")
+
+    def _parameter_shapes(self):
+        raise NotImplementedError(f"{type(self).__name__} has no parameter sampler")
+
     def log_marginal_of(self, x2d: Any) -> float:
         """Log marginal likelihood of a set of prepared rows, shape (n, data_dim)."""
         return self.log_marginal(self.stats_of(x2d))

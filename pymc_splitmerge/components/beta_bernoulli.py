@@ -133,6 +133,18 @@ class BetaBernoulli(ComponentFamily):
     def __init__(self, a=1.0, b=1.0):
         super().__init__(a=a, b=b)
 
+    def _parameter_shapes(self):
+        return {"probability": (self._data_dim,)}
+
+    def _sample_parameters(self, rng, x2d):
+        """``theta_j ~ Beta(a_j + c_j, b_j + n - c_j)`` per attribute."""
+        ones = x2d.sum(axis=0)
+        return {"probability": rng.beta(self._full["a"] + ones,
+                                        self._full["b"] + x2d.shape[0] - ones)}
+
+    def _sample_observations(self, rng, parameters, size):
+        return rng.random((size, self._data_dim)) < parameters["probability"]
+
     def _validate(self, values):
         name = type(self).__name__
         out = {}

@@ -137,6 +137,24 @@ class DirichletCategorical(ComponentFamily):
     def __init__(self, concentration=1.0, n_categories=2):
         super().__init__(concentration=concentration, n_categories=n_categories)
 
+    def _parameter_shapes(self):
+        return {"probabilities": (self._data_dim, int(np.max(self._full["n_categories"])))}
+
+    def _sample_parameters(self, rng, x2d):
+        """``p_j ~ Dirichlet(alpha_j + c_j)`` per attribute; row j padded with NaN past K_j."""
+        categories = self._full["n_categories"]
+        out = np.full((categories.shape[0], int(np.max(categories))), np.nan)
+        for j, alpha in enumerate(self._full["concentration"]):
+            counts = np.bincount(x2d[:, j].astype(np.int64), minlength=categories[j])
+            out[j, :categories[j]] = rng.dirichlet(alpha + counts)
+        return {"probabilities": out}
+
+    def _sample_observations(self, rng, parameters, size):
+        out = np.empty((size, self._data_dim))
+        for j, k in enumerate(self._full["n_categories"]):
+            out[:, j] = rng.choice(int(k), size=size, p=parameters["probabilities"][j, :k])
+        return out
+
     def _validate(self, values):
         name = type(self).__name__
         categories = values["n_categories"]

@@ -162,6 +162,17 @@ class GammaPoisson(ComponentFamily):
     def __init__(self, shape=1.0, rate=1.0):
         super().__init__(shape=shape, rate=rate)
 
+    def _parameter_shapes(self):
+        return {"rate": (self._data_dim,)}
+
+    def _sample_parameters(self, rng, x2d):
+        """``lambda_j ~ Gamma(shape_j + S_j, rate_j + n)`` (rate parametrisation)."""
+        return {"rate": rng.gamma(self._full["shape"] + x2d.sum(axis=0),
+                                  1.0 / (self._full["rate"] + x2d.shape[0]))}
+
+    def _sample_observations(self, rng, parameters, size):
+        return rng.poisson(parameters["rate"], size=(size, self._data_dim))
+
     def _validate(self, values):
         name = type(self).__name__
         out = {}

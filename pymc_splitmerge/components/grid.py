@@ -132,6 +132,15 @@ class GridComponent(ComponentFamily):
     def __init__(self, log_prior_grid):
         super().__init__(log_prior_grid=log_prior_grid)
 
+    def _parameter_shapes(self):
+        return {"grid_index": ()}
+
+    def _sample_parameters(self, rng, x2d):
+        """Grid index ``g`` with probability proportional to ``prior_g exp(s_g)``."""
+        log_weights = self._full["log_prior_grid"] + x2d.sum(axis=0)
+        weights = np.exp(log_weights - np.max(log_weights))
+        return {"grid_index": np.asarray(rng.choice(weights.shape[0], p=weights / weights.sum()))}
+
     def _to_array(self, name, value):
         # -inf prior entries are legitimate: convert without the finiteness check
         array = np.asarray(value)

@@ -150,6 +150,20 @@ class NormalInverseGamma(ComponentFamily):
     def __init__(self, mu0=0.0, kappa0=1.0, alpha0=1.0, beta0=1.0):
         super().__init__(mu0=mu0, kappa0=kappa0, alpha0=alpha0, beta0=beta0)
 
+    def _parameter_shapes(self):
+        return {"mean": (), "variance": ()}
+
+    def _sample_parameters(self, rng, x2d):
+        """``s2 ~ InvGamma(alpha_n, beta_n)``, ``mu | s2 ~ N(mu_n, s2 / kappa_n)``."""
+        _, kappa, mean, alpha, beta = _posterior(self, x2d)
+        variance = 1.0 / rng.gamma(alpha, 1.0 / beta)
+        return {"mean": np.asarray(rng.normal(mean, np.sqrt(variance / kappa))),
+                "variance": np.asarray(variance)}
+
+    def _sample_observations(self, rng, parameters, size):
+        return rng.normal(float(parameters["mean"]), np.sqrt(float(parameters["variance"])),
+                          size=(size, 1))
+
     def _validate(self, values):
         name = type(self).__name__
         for key in self.hyperparameter_names:

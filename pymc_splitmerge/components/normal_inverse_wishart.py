@@ -455,6 +455,20 @@ class NormalInverseWishart(ComponentFamily):
     def __init__(self, mu0=0.0, kappa0=1.0, nu0=3.0, psi0=1.0):
         super().__init__(mu0=mu0, kappa0=kappa0, nu0=nu0, psi0=psi0)
 
+    def _parameter_shapes(self):
+        dim = self._data_dim
+        return {"mean": (dim,), "covariance": (dim, dim)}
+
+    def _sample_parameters(self, rng, x2d):
+        """``Sigma ~ InvWishart(nu_n, Psi_n)``, ``mu | Sigma ~ N(mu_n, Sigma / kappa_n)`` (eq. 29)."""
+        _, kappa, nu, mu, psi = _posterior(self, x2d)
+        covariance = np.atleast_2d(stats.invwishart(df=nu, scale=psi).rvs(random_state=rng))
+        mean = rng.multivariate_normal(mu, covariance / kappa)
+        return {"mean": mean, "covariance": covariance}
+
+    def _sample_observations(self, rng, parameters, size):
+        return rng.multivariate_normal(parameters["mean"], parameters["covariance"], size=size)
+
     def _validate(self, values):
         name = type(self).__name__
         for key in ("kappa0", "nu0"):

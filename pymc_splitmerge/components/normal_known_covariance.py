@@ -171,6 +171,17 @@ class NormalKnownCovariance(ComponentFamily):
     def __init__(self, mu0=0.0, sigma0=1.0, sigma=1.0):
         super().__init__(mu0=mu0, sigma0=sigma0, sigma=sigma)
 
+    def _parameter_shapes(self):
+        return {"mean": (self._data_dim,)}
+
+    def _sample_parameters(self, rng, x2d):
+        """``mu ~ N(mu_n, Sigma_n)`` (module docstring)."""
+        mean, covariance = _posterior(self, x2d)
+        return {"mean": rng.multivariate_normal(mean, covariance)}
+
+    def _sample_observations(self, rng, parameters, size):
+        return rng.multivariate_normal(parameters["mean"], self._full["sigma"], size=size)
+
     def _validate(self, values):
         name = type(self).__name__
         mu0 = values["mu0"]

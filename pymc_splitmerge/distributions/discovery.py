@@ -200,8 +200,11 @@ def _discover(partition_var, model) -> PartitionModel:
     if len(mixtures) > 1:
         raise ValueError(
             f"{len(mixtures)} ConjugateMixture variables use the partition {name!r} "
-            f"({[rv.name for rv in mixtures]}); only one is supported yet (stack the data "
-            "into one ConjugateMixture with a product family instead)"
+            f"({[rv.name for rv in mixtures]}); only one is supported. Stack the data "
+            "column-wise into one array and use one ConjugateMixture with a "
+            "psm.ProductFamily, e.g. component=psm.ProductFamily([(psm.NormalInverseWishart"
+            "(...), [0, 1]), (psm.DirichletCategorical(...), [2])]) for columns 0-1 "
+            "continuous and column 2 categorical"
         )
     [observed_var] = mixtures
     for rv in model.basic_RVs:
@@ -231,7 +234,8 @@ def _discover(partition_var, model) -> PartitionModel:
         constant_prior_values["k_prior"] = op.k_prior
 
     mixture_op = observed_var.owner.op
-    family_inputs = list(mixture_op.dist_params(observed_var.owner))[1:]
+    family_inputs = list(mixture_op.dist_params(observed_var.owner))[
+        1:1 + len(mixture_op.symbolic_names)]
     for hyper_name, tensor in zip(mixture_op.symbolic_names, family_inputs, strict=True):
         symbolic_outputs.append(tensor)
         symbolic_names.append(f"family:{hyper_name}")

@@ -38,6 +38,8 @@ References
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
@@ -56,6 +58,7 @@ from pymc_splitmerge.components import (
     NormalInverseGamma,
     NormalInverseWishart,
     NormalKnownCovariance,
+    ProductFamily,
 )
 from pymc_splitmerge.components.base import is_numeric_value
 from pymc_splitmerge.distributions.priors import (
@@ -67,6 +70,7 @@ __all__ = [
     "ConjugateMixture",
     "ConjugateMixtureRV",
     "conjugate_mixture_log_likelihood",
+    "sample_clusters",
     "observed_value",
     "prepare_observed_data",
     "number_of_label_slots",
@@ -118,6 +122,12 @@ def _symbolic_data_check(family: ComponentFamily, array: np.ndarray) -> np.ndarr
             raise ValueError(f"{name}: data must be non-negative integers")
     if isinstance(family, NormalInverseGamma) and x2d.shape[1] != 1:
         raise ValueError(f"{name} is univariate: data must have shape (n,) or (n, 1)")
+    if isinstance(family, ProductFamily):
+        if x2d.shape[1] != family.data_dim:
+            raise ValueError(f"{name}: data rows must have {family.data_dim} entries, got "
+                             f"{x2d.shape[1]}")
+        for sub, columns in family.components:
+            prepare_observed_data(sub, x2d[:, columns])
     return x2d
 
 
@@ -344,6 +354,27 @@ _FAMILY_GRAPHS = {
 }
 
 
+def _per_slot_log_marginal(family, hyperparameters, x2d, labels, counts, n_slots, dim):
+    """Log marginal of every label slot (and domain conditions) for one family."""
+    if isinstance(family, ProductFamily):  # sum of the sub-families on their columns
+        per_slot, conditions = 0.0, []
+        for sub_hyper, (sub, columns) in zip(family.split_hyperparameters(hyperparameters),
+                                             family.components, strict=True):
+            sub_x = pt.specify_shape(x2d[:, columns], (x2d.type.shape[0], columns.size))
+            sub_slot, sub_conditions = _per_slot_log_marginal(
+                sub, sub_hyper, sub_x, labels, counts, n_slots, int(columns.size))
+            per_slot = per_slot + sub_slot
+            conditions += sub_conditions
+        return per_slot, conditions
+    if isinstance(family, DirichletCategorical):
+        return _dirichlet_categorical(hyperparameters, x2d, labels, counts, n_slots, dim, family)
+    graph = next((g for cls, g in _FAMILY_GRAPHS.items() if isinstance(family, cls)), None)
+    if graph is None:
+        raise NotImplementedError(
+            f"ConjugateMixture has no pytensor log marginal for {type(family).__name__}")
+    return graph(hyperparameters, x2d, labels, counts, n_slots, dim)
+
+
 def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: dict,
                                      x2d, labels, n_slots: int):
     """Sum over clusters of the family's log marginal likelihood, in pytensor.
@@ -371,15 +402,8 @@ def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: d
     in_range = pt.all(pt.ge(labels, 0) & pt.lt(labels, n_slots))
     safe = pt.clip(labels, 0, n_slots - 1).astype("int64")
     counts = _segment_sum(pt.ones(safe.shape, dtype="float64"), safe, n_slots)
-    if isinstance(family, DirichletCategorical):
-        per_slot, conditions = _dirichlet_categorical(
-            hyperparameters, x2d, safe, counts, n_slots, dim, family)
-    else:
-        graph = next((g for cls, g in _FAMILY_GRAPHS.items() if isinstance(family, cls)), None)
-        if graph is None:
-            raise NotImplementedError(
-                f"ConjugateMixture has no pytensor log marginal for {type(family).__name__}")
-        per_slot, conditions = graph(hyperparameters, x2d, safe, counts, n_slots, dim)
+    per_slot, conditions = _per_slot_log_marginal(family, hyperparameters, x2d, safe, counts,
+                                                  n_slots, dim)
     total = pt.sum(pt.switch(pt.gt(counts, 0), per_slot, 0.0))
     total = pt.switch(in_range, total, -np.inf)
     if conditions:
@@ -389,44 +413,49 @@ def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: d
 
 
 # --------------------------------------------------------------------------- sampling
-def _sample_clusters(family: ComponentFamily, labels: np.ndarray, dim: int,
-                     rng: np.random.Generator) -> np.ndarray:
-    """Prior predictive draw of the data given labels: one parameter draw per cluster."""
-    full = family._full  # finalised numeric hyperparameters (components/ layer)
-    n = labels.shape[0]
-    out = np.empty((n, dim))
+def sample_clusters(family: ComponentFamily, labels: np.ndarray, rng: np.random.Generator,
+                    observed: np.ndarray | None = None) -> np.ndarray:
+    """Draw data given labels: one parameter draw per cluster, then its points i.i.d.
+
+    Parameters
+    ----------
+    family : ComponentFamily
+        Numeric family (bound to its data dimension).
+    labels : ndarray of int, shape (n,)
+    rng : numpy.random.Generator
+    observed : ndarray of shape (n, data_dim), optional
+        Prepared observed data.  When given, each cluster's parameters are drawn from their
+        posterior given the observed rows of that cluster (posterior predictive replicate);
+        otherwise from the prior (prior predictive).
+
+    Returns
+    -------
+    ndarray of float64, shape (n, data_dim)
+    """
+    labels = np.asarray(labels)
+    out = np.empty((labels.shape[0], family.data_dim))
     for label in np.unique(labels):
         rows = np.flatnonzero(labels == label)
-        m = rows.shape[0]
-        if isinstance(family, NormalInverseWishart):
-            from scipy import stats
-
-            covariance = np.atleast_2d(
-                stats.invwishart(df=full["nu0"], scale=full["psi0"]).rvs(random_state=rng))
-            mean = rng.multivariate_normal(full["mu0"], covariance / full["kappa0"])
-            out[rows] = rng.multivariate_normal(mean, covariance, size=m)
-        elif isinstance(family, NormalKnownCovariance):
-            mean = rng.multivariate_normal(full["mu0"], full["sigma0"])
-            out[rows] = rng.multivariate_normal(mean, full["sigma"], size=m)
-        elif isinstance(family, NormalInverseGamma):
-            variance = 1.0 / rng.gamma(full["alpha0"], 1.0 / full["beta0"])
-            mean = rng.normal(full["mu0"], np.sqrt(variance / full["kappa0"]))
-            out[rows, 0] = rng.normal(mean, np.sqrt(variance), size=m)
-        elif isinstance(family, BetaBernoulli):
-            probability = rng.beta(full["a"], full["b"])
-            out[rows] = rng.random((m, dim)) < probability
-        elif isinstance(family, GammaPoisson):
-            rate = rng.gamma(full["shape"], 1.0 / full["rate"])
-            out[rows] = rng.poisson(rate, size=(m, dim))
-        elif isinstance(family, DirichletCategorical):
-            for j, alpha in enumerate(full["concentration"]):
-                probabilities = rng.dirichlet(alpha)
-                out[rows, j] = rng.choice(len(alpha), size=m, p=probabilities)
-        else:
-            raise NotImplementedError(
-                f"forward sampling is not available for {type(family).__name__} (its data are "
-                "log-likelihood vectors, not observations)")
+        parameters = family.sample_parameters(rng, None if observed is None else observed[rows])
+        out[rows] = family.sample_observations(rng, parameters, rows.shape[0])
     return out
+
+
+def _in_posterior_predictive() -> bool:
+    """Whether the caller is PyMC's ``sample_posterior_predictive`` (any PyMC line).
+
+    A forward-sampling graph cannot tell a partition read from a posterior trace from one
+    drawn from its prior (PyMC replaces trace variables by inputs of the same graph, and on
+    the numba backend a fallback node no longer shows where its inputs came from), so the
+    mode is read from the call stack.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (frame.f_code.co_name == "sample_posterior_predictive"
+                and str(frame.f_globals.get("__name__", "")).startswith("pymc.")):
+            return True
+        frame = frame.f_back
+    return False
 
 
 # --------------------------------------------------------------------------- RV and distribution
@@ -436,22 +465,30 @@ class ConjugateMixtureRV(RandomVariable):
     Properties: ``family`` (the user's family object), ``symbolic_names`` (names of the
     hyperparameters given as pytensor variables, which follow the labels as parameters) and
     ``value_shape_tail`` (``()`` for 1-D data, ``(data_dim,)`` otherwise), ``n_points`` and
-    ``n_slots`` (labels must lie in ``[0, n_slots)``).
+    ``n_slots`` (labels must lie in ``[0, n_slots)``) and ``conditions_on_observed``: whether
+    the last parameter is the observed data.
+
+    Forward sampling draws each cluster's parameters and then its points.  Inside
+    ``pm.sample_posterior_predictive`` the parameters of a cluster are drawn from their
+    posterior given the observed rows of the cluster under the trace's partition and
+    hyperparameters (a posterior predictive replicate); everywhere else
+    (``pm.sample_prior_predictive``, ``pm.draw``) from the prior.
     """
 
     name = "conjugate_mixture"
     dtype = "float64"
     _print_name = ("ConjugateMixture", "\\operatorname{ConjugateMixture}")
     __props__ = (*RandomVariable.__props__, "family", "symbolic_names", "value_shape_tail",
-                 "n_points", "n_slots")
+                 "n_points", "n_slots", "conditions_on_observed")
 
     def __init__(self, *args, family=None, symbolic_names=(), value_shape_tail=(),
-                 n_points=1, n_slots=1, **kwargs):
+                 n_points=1, n_slots=1, conditions_on_observed=False, **kwargs):
         if not isinstance(family, ComponentFamily):
             raise TypeError("ConjugateMixtureRV needs a ComponentFamily")
         self.family = family
         self.n_points = int(n_points)
         self.n_slots = int(n_slots)
+        self.conditions_on_observed = bool(conditions_on_observed)
         self.symbolic_names = tuple(symbolic_names)
         self.value_shape_tail = tuple(int(d) for d in value_shape_tail)
         super().__init__(*args, **kwargs)
@@ -479,16 +516,25 @@ class ConjugateMixtureRV(RandomVariable):
         *symbolic_values, size = args
         if size is not None and len(size) != 0:
             raise NotImplementedError("ConjugateMixture has no batch dimensions")
+        observed = None
+        if self.conditions_on_observed:
+            *symbolic_values, observed = symbolic_values
         family = self.numeric_family(*symbolic_values)
-        draws = _sample_clusters(family, np.asarray(labels), self.data_dim, rng)
+        if observed is not None and _in_posterior_predictive():
+            observed = np.asarray(observed, dtype=np.float64).reshape(-1, self.data_dim)
+        else:
+            observed = None
+        draws = sample_clusters(family, np.asarray(labels), rng, observed)
         return draws.reshape(labels.shape[0], *self.value_shape_tail)
 
 
-def _signature(symbolic_tensors, value_ndim: int) -> str:
+def _signature(symbolic_tensors, value_ndim: int, conditions_on_observed: bool = False) -> str:
     inputs = ["(n)"]
     for i, tensor in enumerate(symbolic_tensors):
         inputs.append("(" + ",".join(f"h{i}_{d}" for d in range(tensor.ndim)) + ")")
     output = "(n)" if value_ndim == 1 else "(n,d)"
+    if conditions_on_observed:
+        inputs.append(output)
     return ",".join(inputs) + "->" + output
 
 
@@ -538,10 +584,11 @@ class ConjugateMixture(Distribution):
         if not isinstance(observed, Variable):
             observed = np.asarray(observed, dtype=np.float64)
         kwargs.setdefault("shape", tuple(value.shape))
+        kwargs["observed_data"] = observed
         return super().__new__(cls, name, partition, component, observed=observed, **kwargs)
 
     @classmethod
-    def dist(cls, partition, component, *, shape=None, **kwargs):
+    def dist(cls, partition, component, *, shape=None, observed_data=None, **kwargs):
         _check_arguments(partition, component)
         if shape is None:
             dim = component.data_dim
@@ -552,10 +599,12 @@ class ConjugateMixture(Distribution):
                 f"ConjugateMixture value shape must be (n,) or (n, data_dim) with "
                 f"n={_partition_length(partition)}, got {shape}")
         kwargs["value_shape_tail"] = shape[1:]
+        kwargs["observed_data"] = observed_data
         return super().dist([partition, component], shape=shape, **kwargs)
 
     @classmethod
-    def rv_op(cls, partition, component, *, value_shape_tail=(), size=None, rng=None):
+    def rv_op(cls, partition, component, *, value_shape_tail=(), observed_data=None, size=None,
+              rng=None):
         symbolic_names = tuple(
             name for name, value in component.hyperparameters.items()
             if not is_numeric_value(value))
@@ -563,16 +612,21 @@ class ConjugateMixture(Distribution):
                             for name in symbolic_names]
         symbolic_tensors = [t if t.dtype == "float64" else t.astype("float64")
                             for t in symbolic_tensors]
+        extra = []
+        if observed_data is not None:  # conditions posterior predictive draws (class doc)
+            data = pt.as_tensor_variable(observed_data)
+            extra = [data if data.dtype == "float64" else data.astype("float64")]
         op = ConjugateMixtureRV(
-            signature=_signature(symbolic_tensors, 1 + len(value_shape_tail)),
+            signature=_signature(symbolic_tensors, 1 + len(value_shape_tail), bool(extra)),
             family=component,
             symbolic_names=symbolic_names,
             value_shape_tail=value_shape_tail,
             n_points=_partition_length(partition),
             n_slots=number_of_label_slots(partition, _partition_length(partition)),
+            conditions_on_observed=bool(extra),
         )
         labels = pt.as_tensor_variable(partition)
-        return call_random_variable(op, labels, *symbolic_tensors, size=size, rng=rng)
+        return call_random_variable(op, labels, *symbolic_tensors, *extra, size=size, rng=rng)
 
 
 def _partition_length(partition) -> int:
@@ -598,6 +652,7 @@ def _check_arguments(partition, component) -> None:
 @_logprob.register(ConjugateMixtureRV)
 def _conjugate_mixture_logp(op, values, rng, size, labels, *symbolic, **kwargs):
     [value] = values
+    symbolic = symbolic[:len(op.symbolic_names)]  # drop the observed data (sampling only)
     family = op.family
     n = op.n_points
     dim = op.data_dim

@@ -61,13 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from pymc_splitmerge.components import (
-    BetaBernoulli,
-    GammaPoisson,
-    NormalInverseGamma,
-    NormalInverseWishart,
-    NormalKnownCovariance,
-)
+from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.kernels.concentration import escobar_west_update
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior, PitmanYorPrior
@@ -107,97 +101,26 @@ partition with the data)."""
 # ----------------------------------------------------------------------------- data given c
 
 
-def _vector(value, dim: int, name: str) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim == 0:
-        return np.full(dim, float(array))
-    if array.shape != (dim,):
-        raise ValueError(f"hyperparameter {name!r} has shape {array.shape}; expected ({dim},)")
-    return array
-
-
-def _matrix(value, dim: int, name: str) -> np.ndarray:
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim == 0:
-        return float(array) * np.eye(dim)
-    if array.shape != (dim, dim):
-        raise ValueError(
-            f"hyperparameter {name!r} has shape {array.shape}; expected ({dim}, {dim})"
-        )
-    return 0.5 * (array + array.T)
-
-
-def _simulate_beta_bernoulli(family, labels, n_clusters, rng, dim):
-    hyper = family.hyperparameters
-    a, b = _vector(hyper["a"], dim, "a"), _vector(hyper["b"], dim, "b")
-    theta = rng.beta(a, b, size=(n_clusters, dim))
-    return (rng.random((labels.shape[0], dim)) < theta[labels]).astype(np.float64)
-
-
-def _simulate_gamma_poisson(family, labels, n_clusters, rng, dim):
-    hyper = family.hyperparameters
-    shape, rate = _vector(hyper["shape"], dim, "shape"), _vector(hyper["rate"], dim, "rate")
-    rates = rng.gamma(shape, 1.0 / rate, size=(n_clusters, dim))  # numpy takes the scale
-    return rng.poisson(rates[labels]).astype(np.float64)
-
-
-def _simulate_normal_known_covariance(family, labels, n_clusters, rng, dim):
-    hyper = family.hyperparameters
-    mu0 = _vector(hyper["mu0"], dim, "mu0")
-    chol_prior = np.linalg.cholesky(_matrix(hyper["sigma0"], dim, "sigma0"))
-    chol_noise = np.linalg.cholesky(_matrix(hyper["sigma"], dim, "sigma"))
-    means = mu0 + rng.standard_normal((n_clusters, dim)) @ chol_prior.T
-    return means[labels] + rng.standard_normal((labels.shape[0], dim)) @ chol_noise.T
-
-
-def _simulate_normal_inverse_gamma(family, labels, n_clusters, rng, dim):
-    if dim != 1:
-        raise ValueError(f"NormalInverseGamma data are univariate; got data_dim={dim}")
-    hyper = {k: float(v) for k, v in family.hyperparameters.items()}
-    # s2 ~ InvGamma(alpha0, scale beta0)  <=>  1/s2 ~ Gamma(alpha0, rate beta0)
-    variances = 1.0 / rng.gamma(hyper["alpha0"], 1.0 / hyper["beta0"], size=n_clusters)
-    means = hyper["mu0"] + np.sqrt(variances / hyper["kappa0"]) * rng.standard_normal(n_clusters)
-    noise = rng.standard_normal(labels.shape[0])
-    return (means[labels] + np.sqrt(variances[labels]) * noise)[:, None]
-
-
-def _inverse_wishart_cholesky(nu0: float, chol_psi_inverse: np.ndarray, rng) -> np.ndarray:
-    """Cholesky factor of Σ ~ InvWishart(ν0, Ψ0), via Σ⁻¹ ~ Wishart(ν0, Ψ0⁻¹).
-
-    Bartlett decomposition: Σ⁻¹ = L A Aᵀ Lᵀ with L = chol(Ψ0⁻¹), A lower triangular,
-    A_ii² ~ χ²(ν0 - i) (i = 0..D-1), A_ij ~ N(0, 1) below the diagonal.  Returns the
-    lower-triangular C with Σ = C Cᵀ.
-    """
-    dim = chol_psi_inverse.shape[0]
-    bartlett = np.tril(rng.standard_normal((dim, dim)), -1)
-    bartlett[np.diag_indices(dim)] = np.sqrt(rng.chisquare(nu0 - np.arange(dim)))
-    precision_factor = chol_psi_inverse @ bartlett          # Σ⁻¹ = F Fᵀ
-    inverse_transpose = np.linalg.inv(precision_factor).T  # Σ = F⁻ᵀ F⁻¹
-    return np.linalg.cholesky(inverse_transpose @ inverse_transpose.T)
-
-
-def _simulate_normal_inverse_wishart(family, labels, n_clusters, rng, dim):
-    hyper = family.hyperparameters
-    mu0 = _vector(hyper["mu0"], dim, "mu0")
-    kappa0, nu0 = float(hyper["kappa0"]), float(hyper["nu0"])
-    psi0 = _matrix(hyper["psi0"], dim, "psi0")
-    chol_psi_inverse = np.linalg.cholesky(np.linalg.inv(psi0))
+def _simulate_with_family(family, labels, n_clusters, rng, dim):
+    """Default simulator: the family's own prior parameter sampler and observation sampler."""
+    if family.data_dim is None:
+        family = family.with_values()  # a copy, bound to ``dim`` (the user's stays unbound)
+        family.prepare_data(np.zeros((0, dim)))
     x = np.empty((labels.shape[0], dim))
     for cluster in range(n_clusters):
         members = np.flatnonzero(labels == cluster)
-        chol_sigma = _inverse_wishart_cholesky(nu0, chol_psi_inverse, rng)
-        mean = mu0 + chol_sigma @ rng.standard_normal(dim) / math.sqrt(kappa0)
-        x[members] = mean + rng.standard_normal((members.shape[0], dim)) @ chol_sigma.T
+        parameters = family.sample_parameters(rng)
+        x[members] = family.sample_observations(rng, parameters, members.shape[0])
     return x
 
 
-_DATA_SIMULATORS: dict[type, Callable] = {
-    BetaBernoulli: _simulate_beta_bernoulli,
-    GammaPoisson: _simulate_gamma_poisson,
-    NormalKnownCovariance: _simulate_normal_known_covariance,
-    NormalInverseGamma: _simulate_normal_inverse_gamma,
-    NormalInverseWishart: _simulate_normal_inverse_wishart,
-}
+def _has_family_sampler(family) -> bool:
+    method = type(family)._sample_observations
+    return method is not ComponentFamily._sample_observations
+
+
+_DATA_SIMULATORS: dict[type, Callable] = {}
+"""Simulators registered with :func:`register_data_simulator` (override the family's own)."""
 
 
 def register_data_simulator(family_class: type, simulator: Callable) -> None:
@@ -223,10 +146,11 @@ def _simulator_for(family) -> Callable:
     for cls in type(family).__mro__:
         if cls in _DATA_SIMULATORS:
             return _DATA_SIMULATORS[cls]
-    supported = ", ".join(sorted(cls.__name__ for cls in _DATA_SIMULATORS))
+    if _has_family_sampler(family):
+        return _simulate_with_family
     raise TypeError(
-        f"no data simulator for {type(family).__name__}; supported: {supported}. "
-        "Register one with register_data_simulator(family_class, simulator)."
+        f"no data simulator for {type(family).__name__} (its family has no observation "
+        "sampler). Register one with register_data_simulator(family_class, simulator)."
     )
 
 
@@ -257,7 +181,10 @@ def simulate_data(family, labels, rng: np.random.Generator, data_dim: int | None
     Parameters
     ----------
     family : ComponentFamily
-        A numeric family with a registered simulator (see :func:`register_data_simulator`).
+        A numeric family whose class has an observation sampler
+        (:meth:`~pymc_splitmerge.components.ComponentFamily.sample_observations`; every
+        built-in family but ``GridComponent``) or a registered simulator (see
+        :func:`register_data_simulator`).
     labels : array_like of int, shape (n,)
         Any labelling of the partition.
     rng : numpy.random.Generator
