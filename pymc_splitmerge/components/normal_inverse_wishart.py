@@ -91,6 +91,7 @@ __all__ = [
     "niw_inverse_factor_update",
     "niw_log_marginal",
     "niw_log_predictive",
+    "niw_log_predictive_many",
     "niw_recompute",
     "niw_remove_point",
     "reference_log_marginal",
@@ -494,6 +495,50 @@ def niw_log_predictive(params, stats, x):
     else:
         quadratic = _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_factor)
     return stats[tail] - stats[tail + 1] * math.log1p(quadratic * stats[tail + 2])
+
+
+@njit(cache=True)
+def _niw_log_predictive_rows(params, stats, slots, n_slots, x, out):
+    # Separate from niw_log_predictive_many: the row views made here would cost reference
+    # counting on every call of it, even on its view-free D <= 2 path.
+    for j in range(n_slots):
+        out[j] = niw_log_predictive(params, stats[slots[j]], x)
+
+
+@njit(cache=True)
+def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
+    """``out[j] = niw_log_predictive(params, stats[slots[j]], x)`` for ``j < n_slots``.
+
+    ``stats`` has shape (capacity, stat_dim).  D = 1 and D = 2 read the cached forms
+    straight from the 2-D array (same arithmetic as ``niw_log_predictive``, no row views:
+    a view costs two atomic reference-count updates, more than the predictive itself);
+    larger D, where the O(D^2) product dominates, go through ``niw_log_predictive``.
+    """
+    dim = int(params[0])
+    offset_mu = 1 + dim + dim * dim
+    offset_factor = offset_mu + dim
+    tail = offset_factor + dim * dim
+    if dim == 2:
+        first_coordinate = x[0]
+        second_coordinate = x[1]
+        for j in range(n_slots):
+            slot = slots[j]
+            residual = first_coordinate - stats[slot, offset_mu]
+            first = stats[slot, offset_factor] * residual
+            second = (stats[slot, offset_factor + 2] * residual
+                      + stats[slot, offset_factor + 3]
+                      * (second_coordinate - stats[slot, offset_mu + 1]))
+            out[j] = stats[slot, tail] - stats[slot, tail + 1] * math.log1p(
+                (first * first + second * second) * stats[slot, tail + 2])
+    elif dim == 1:
+        coordinate = x[0]
+        for j in range(n_slots):
+            slot = slots[j]
+            first = stats[slot, offset_factor] * (coordinate - stats[slot, offset_mu])
+            out[j] = stats[slot, tail] - stats[slot, tail + 1] * math.log1p(
+                first * first * stats[slot, tail + 2])
+    else:
+        _niw_log_predictive_rows(params, stats, slots, n_slots, x, out)
 
 
 @njit(cache=True)
