@@ -370,7 +370,7 @@ def test_symbolic_hyperparameters_and_with_values():
     assert family.data_dim == 3
     numeric = family.with_values(a=0.5)
     assert numeric.is_numeric and isinstance(numeric, BetaBernoulli)
-    assert numeric.params.shape == (10,) and numeric.stat_dim == 4
+    assert numeric.params.shape == (10,) and numeric.stat_dim == 8
     assert np.isclose(numeric.log_marginal_of(x),
                       beta_bernoulli_module.reference_log_marginal(numeric, x), rtol=1e-12)
     with pytest.raises(ValueError, match="'a'"):
@@ -389,7 +389,7 @@ def test_data_dimension_binding():
     with pytest.raises(ValueError, match="prepare_data"):
         family.empty_stats
     family.prepare_data(np.zeros((3, 4)))
-    assert family.stat_dim == 6
+    assert family.stat_dim == 11
     with pytest.raises(ValueError, match="4 entries"):
         family.prepare_data(np.zeros((3, 5)))
     assert family.with_values(rate=2.0).data_dim == 4

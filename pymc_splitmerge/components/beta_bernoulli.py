@@ -9,13 +9,16 @@ With ``c_j = sum_i x_ij`` over the n points of a cluster::
     log p(x_1..n) = sum_j [log B(a_j + c_j, b_j + n - c_j) - log B(a_j, b_j)]       (eq. 34)
     p(x | cluster) = prod_j ((a_j + c_j)^x_j (b_j + n - c_j)^(1 - x_j)) / (a_j + b_j + n)  (eq. 35)
 
-The predictive is evaluated as a running product with one logarithm per ~hundred
-attributes (the product is flushed into a log when it drops below 1e-150, so factors
-must stay above ~1e-150, i.e. hyperparameters are not absurdly small).
+Each row caches the predictive as log-probabilities: with ``p_j = (a_j + c_j) / (a_j + b_j
++ n)``, ``log p(x | cluster) = S0 + sum_j x_j delta_j`` where ``S0 = sum_j log(1 - p_j)``
+and ``delta_j = log(p_j / (1 - p_j))``, so a predictive is J multiply-adds and no logarithm;
+``add_point``/``remove_point`` recompute the cache from the (exact, integer) counts with J
+logarithms (``S0`` as a running product flushed into a log below 1e-150, so factors must
+stay above ~1e-150, i.e. hyperparameters are not absurdly small).
 
 Layouts
 -------
-Statistics row (``stat_dim = J + 1``): ``[n, c_1..c_J]``.
+Statistics row (``stat_dim = 2J + 2``): ``[n, c_1..c_J, delta_1..delta_J, S0]``.
 Params (``3J + 1``): ``[J, a (J), b (J), a + b (J)]``.
 
 References
@@ -30,7 +33,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 from scipy import special
 
 from pymc_splitmerge.components._family_ids import FAMILY_BETA_BERNOULLI
@@ -53,41 +56,62 @@ __all__ = [
 
 
 @njit(cache=True)
-def beta_bernoulli_add_point(params, stats, x):
-    """Add one binary row ``x`` (shape (J,)) to a statistics row, in place."""
-    n_attributes = int(params[0])
-    stats[0] += 1.0
-    for j in range(n_attributes):
-        stats[1 + j] += x[j]
+def _refresh_cache(params, stats):
+    """Recompute the row's cached log-probabilities from the counts (J logarithms).
 
-
-@njit(cache=True)
-def beta_bernoulli_remove_point(params, stats, x):
-    """Remove one binary row from a statistics row, in place."""
-    n_attributes = int(params[0])
-    stats[0] -= 1.0
-    for j in range(n_attributes):
-        stats[1 + j] -= x[j]
-
-
-@njit(cache=True)
-def beta_bernoulli_log_predictive(params, stats, x):
-    """Log predictive mass of a binary row ``x`` (eq. 35), O(J), no allocation."""
+    ``delta_j = log((a_j + c_j) / (b_j + n - c_j))`` and
+    ``S0 = sum_j log((b_j + n - c_j) / (a_j + b_j + n))``, the latter as a running product
+    flushed into a logarithm below 1e-150.
+    """
     n_attributes = int(params[0])
     count = stats[0]
+    offset_delta = 1 + n_attributes
     log_total = 0.0
     product = 1.0
     for j in range(n_attributes):
         ones = stats[1 + j]
-        if x[j] > 0.5:
-            numerator = params[1 + j] + ones
-        else:
-            numerator = params[1 + n_attributes + j] + count - ones
-        product *= numerator / (params[1 + 2 * n_attributes + j] + count)
+        zeros = params[1 + n_attributes + j] + count - ones
+        stats[offset_delta + j] = math.log((params[1 + j] + ones) / zeros)
+        product *= zeros / (params[1 + 2 * n_attributes + j] + count)
         if product < 1e-150:
             log_total += math.log(product)
             product = 1.0
-    return log_total + math.log(product)
+    stats[offset_delta + n_attributes] = log_total + math.log(product)
+
+
+@njit(cache=True)
+def beta_bernoulli_add_point(params, stats, x):
+    """Add one binary row ``x`` (shape (J,)) to a statistics row, in place (O(J) logs)."""
+    n_attributes = int(params[0])
+    stats[0] += 1.0
+    for j in range(n_attributes):
+        stats[1 + j] += x[j]
+    _refresh_cache(params, stats)
+
+
+@njit(cache=True)
+def beta_bernoulli_remove_point(params, stats, x):
+    """Remove one binary row from a statistics row, in place (O(J) logs)."""
+    n_attributes = int(params[0])
+    stats[0] -= 1.0
+    for j in range(n_attributes):
+        stats[1 + j] -= x[j]
+    _refresh_cache(params, stats)
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def beta_bernoulli_log_predictive(params, stats, x):
+    """Log predictive mass of a binary row ``x`` (eq. 35) from the cached form: O(J), no log.
+
+    ``S0 + sum_j x_j delta_j``; the sum may be reassociated (``fastmath`` reassoc/contract
+    only) so that it vectorises.
+    """
+    n_attributes = int(params[0])
+    offset_delta = uint64(1 + n_attributes)
+    total = 0.0
+    for j in range(uint64(n_attributes)):
+        total += x[j] * stats[offset_delta + j]
+    return stats[offset_delta + uint64(n_attributes)] + total
 
 
 @njit(cache=True)
@@ -120,7 +144,8 @@ class BetaBernoulli(ComponentFamily):
 
     Notes
     -----
-    Data: 0/1 (or boolean) array of shape (n, J).  Statistics row ``[n, counts of ones]``.
+    Data: 0/1 (or boolean) array of shape (n, J).  Statistics row ``[n, counts of ones]``
+    followed by the cached log-probabilities (module docstring).
 
     References
     ----------
@@ -161,7 +186,10 @@ class BetaBernoulli(ComponentFamily):
         return np.concatenate([[a.shape[0]], a, b, a + b])
 
     def _pack_empty_stats(self, full):
-        return np.zeros(full["a"].shape[0] + 1)
+        # the numba refresh writes the prior predictive's cached form
+        row = np.zeros(2 * full["a"].shape[0] + 2)
+        _refresh_cache(self._pack_params(full), row)
+        return row
 
     def _check_data(self, x2d):
         bad = (x2d != 0.0) & (x2d != 1.0)

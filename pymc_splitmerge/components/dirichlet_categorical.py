@@ -22,8 +22,12 @@ attribute with a full Dirichlet(1, 2, 3).
 
 Layouts
 -------
-Statistics row (``stat_dim = 1 + sum_j K_j``): ``[n, counts flattened]`` with the counts of
-attribute j at ``1 + offset_j .. 1 + offset_j + K_j``.
+Statistics row (``stat_dim = 2 + 2 sum_j K_j``): ``[n, counts flattened, log(alpha + counts)
+flattened, S]`` with the counts of attribute j at ``1 + offset_j .. 1 + offset_j + K_j``.
+The last ``1 + sum_j K_j`` entries cache the predictive: ``log p(x | cluster) =
+sum_j log(alpha_{j, x_j} + c_{j, x_j}) - S`` with ``S = sum_j log(A_j + n)``, so that a
+predictive is J look-ups and no logarithm; ``add_point``/``remove_point`` refresh the J
+touched entries and ``S`` (J logarithms; the counts are exact integers, no drift).
 Params (``2 + 2J + sum_j K_j``): ``[J, offsets (J + 1, as floats), alpha flattened
 (sum K_j), A (J)]``.
 
@@ -56,41 +60,68 @@ __all__ = [
 
 
 @njit(cache=True)
+def _refresh_normaliser(params, stats, n_attributes, offset_cache):
+    """Cached ``S = sum_j log(A_j + n)`` (a running product flushed into a log above 1e150)."""
+    count = stats[0]
+    offset_total = 2 + n_attributes + int(params[1 + n_attributes])
+    log_total = 0.0
+    product = 1.0
+    for j in range(n_attributes):
+        product *= params[offset_total + j] + count
+        if product > 1e150:
+            log_total += math.log(product)
+            product = 1.0
+    stats[offset_cache + int(params[1 + n_attributes])] = log_total + math.log(product)
+
+
+@njit(cache=True)
+def _refresh_all(params, stats):
+    """Recompute every cached ``log(alpha_jk + c_jk)`` and ``S`` from the counts."""
+    n_attributes = int(params[0])
+    total_categories = int(params[1 + n_attributes])
+    offset_alpha = 2 + n_attributes
+    offset_cache = 1 + total_categories
+    for position in range(total_categories):
+        stats[offset_cache + position] = math.log(params[offset_alpha + position]
+                                                  + stats[1 + position])
+    _refresh_normaliser(params, stats, n_attributes, offset_cache)
+
+
+@njit(cache=True)
+def _move(params, stats, x, sign):
+    n_attributes = int(params[0])
+    offset_alpha = 2 + n_attributes
+    offset_cache = 1 + int(params[1 + n_attributes])
+    stats[0] += sign
+    for j in range(n_attributes):
+        position = int(params[1 + j]) + int(x[j])
+        counts = stats[1 + position] + sign
+        stats[1 + position] = counts
+        stats[offset_cache + position] = math.log(params[offset_alpha + position] + counts)
+    _refresh_normaliser(params, stats, n_attributes, offset_cache)
+
+
+@njit(cache=True)
 def dirichlet_categorical_add_point(params, stats, x):
     """Add one row of category codes ``x`` (shape (J,)) to a statistics row, in place."""
-    n_attributes = int(params[0])
-    stats[0] += 1.0
-    for j in range(n_attributes):
-        stats[1 + int(params[1 + j]) + int(x[j])] += 1.0
+    _move(params, stats, x, 1.0)
 
 
 @njit(cache=True)
 def dirichlet_categorical_remove_point(params, stats, x):
     """Remove one row of category codes from a statistics row, in place."""
-    n_attributes = int(params[0])
-    stats[0] -= 1.0
-    for j in range(n_attributes):
-        stats[1 + int(params[1 + j]) + int(x[j])] -= 1.0
+    _move(params, stats, x, -1.0)
 
 
 @njit(cache=True)
 def dirichlet_categorical_log_predictive(params, stats, x):
-    """Log predictive mass of a row of category codes, O(J), no allocation."""
+    """Log predictive mass of a row of category codes from the cached logs: O(J), no log."""
     n_attributes = int(params[0])
-    count = stats[0]
-    offset_alpha = 2 + n_attributes
-    offset_total = offset_alpha + int(params[1 + n_attributes])
-    log_total = 0.0
-    product = 1.0
+    offset_cache = 1 + int(params[1 + n_attributes])
+    total = 0.0
     for j in range(n_attributes):
-        position = int(params[1 + j]) + int(x[j])
-        product *= (params[offset_alpha + position] + stats[1 + position]) / (
-            params[offset_total + j] + count
-        )
-        if product < 1e-150:
-            log_total += math.log(product)
-            product = 1.0
-    return log_total + math.log(product)
+        total += stats[offset_cache + int(params[1 + j]) + int(x[j])]
+    return total - stats[offset_cache + int(params[1 + n_attributes])]
 
 
 @njit(cache=True)
@@ -226,7 +257,10 @@ class DirichletCategorical(ComponentFamily):
         return np.concatenate([[categories.shape[0]], offsets, alpha, totals]).astype(np.float64)
 
     def _pack_empty_stats(self, full):
-        return np.zeros(1 + int(np.sum(full["n_categories"])))
+        # the numba refresh writes the prior predictive's cached form
+        row = np.zeros(2 + 2 * int(np.sum(full["n_categories"])))
+        _refresh_all(self._pack_params(full), row)
+        return row
 
     def _check_data(self, x2d):
         categories = self._full["n_categories"] if self._full is not None else None
