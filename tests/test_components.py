@@ -370,7 +370,7 @@ def test_symbolic_hyperparameters_and_with_values():
     assert family.data_dim == 3
     numeric = family.with_values(a=0.5)
     assert numeric.is_numeric and isinstance(numeric, BetaBernoulli)
-    assert numeric.params.shape == (10,) and numeric.stat_dim == 8
+    assert numeric.params.shape == (10,) and numeric.stat_dim == 11
     assert np.isclose(numeric.log_marginal_of(x),
                       beta_bernoulli_module.reference_log_marginal(numeric, x), rtol=1e-12)
     with pytest.raises(ValueError, match="'a'"):
