@@ -16,17 +16,24 @@ import numpy as np
 import pytest
 from test_components import CASES
 
-from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart, dispatch
+from pymc_splitmerge.components import (
+    BetaBernoulli,
+    DirichletCategorical,
+    NormalInverseWishart,
+    dispatch,
+)
 from pymc_splitmerge.components import beta_bernoulli as beta_bernoulli_module
+from pymc_splitmerge.components import dirichlet_categorical as dirichlet_categorical_module
 from pymc_splitmerge.components import normal_inverse_wishart as niw_module
 from pymc_splitmerge.kernels.state import PartitionState
 
 TOLERANCE = 1e-10
 
 
-def _wide_binary_cases():
-    """Beta-Bernoulli with several blocks of 16 attributes: ordinary factors (blocked
-    product) and factors below 1e-9 (tiny hyperparameters: flushed after every factor)."""
+def _wide_cases():
+    """Beta-Bernoulli and Dirichlet-categorical with several blocks of 16 attributes:
+    ordinary factors (blocked underflow checks) and factors below 1e-9 (tiny
+    hyperparameters: checked after every factor)."""
     rng = np.random.default_rng(99)
     data = rng.integers(0, 2, size=(10, 40))
     cases = []
@@ -34,6 +41,11 @@ def _wide_binary_cases():
                          ("tiny-factors", BetaBernoulli(a=1e-10, b=1.0))):
         cases.append(pytest.param(family, beta_bernoulli_module, family.prepare_data(data),
                                   id=f"beta-bernoulli-{name}"))
+    codes = rng.integers(0, 3, size=(10, 40))
+    for name, concentration in (("blocks", 0.8), ("tiny-factors", 1e-10)):
+        family = DirichletCategorical(concentration=concentration, n_categories=3)
+        cases.append(pytest.param(family, dirichlet_categorical_module,
+                                  family.prepare_data(codes), id=f"dirichlet-{name}"))
     return cases
 
 
@@ -41,7 +53,7 @@ def _close(value, expected):
     return abs(value - expected) <= TOLERANCE * max(1.0, abs(expected))
 
 
-@pytest.mark.parametrize(("family", "module", "x"), CASES + _wide_binary_cases())
+@pytest.mark.parametrize(("family", "module", "x"), CASES + _wide_cases())
 def test_random_add_remove_sequences_match_reference(family, module, x):
     """Every cached evaluation equals the reference along a random add/remove sequence."""
     rng = np.random.default_rng(2024)
