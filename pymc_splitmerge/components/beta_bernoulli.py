@@ -11,11 +11,10 @@ With ``c_j = sum_i x_ij`` over the n points of a cluster::
 
 Each row caches the predictive's factors: with ``p1_j = (a_j + c_j) / (a_j + b_j + n)`` and
 ``p0_j = (b_j + n - c_j) / (a_j + b_j + n)``, ``p(x | cluster) = prod_j (x_j ? p1_j : p0_j)``,
-so a predictive is J selected multiplications (by blocks of 16 that vectorise) and one
+so a predictive is J selected multiplications (four independent chains) and one
 logarithm, with no division; ``add_point``/``remove_point`` recompute the factors from the
-(exact, integer) counts in O(J) without logarithms.  The running product is flushed into
-a log below 1e-150; rows whose factors are all at least 1e-9 (flag) check it once per block,
-others after every factor.
+(exact, integer) counts in O(J) without logarithms.  Underflow is checked once per 16 attributes
+for rows whose factors are all at least 1e-9 (flag), after every factor for the others.
 
 Layouts
 -------
@@ -34,7 +33,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, uint64
+from numba import njit
 from scipy import special
 
 from pymc_splitmerge.components._family_ids import FAMILY_BETA_BERNOULLI
@@ -105,41 +104,42 @@ def beta_bernoulli_remove_point(params, stats, x):
     _refresh_cache(params, stats)
 
 
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def _block_product(stats, x, offset_one, offset_zero, start, stop):
-    # reassociation lets LLVM split the product over vector lanes (no NaN/inf assumptions)
-    product = 1.0
-    for j in range(uint64(start), uint64(stop)):
-        product *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
-    return product
-
-
 @njit(cache=True)
 def beta_bernoulli_log_predictive(params, stats, x):
-    """Log predictive mass of a binary row ``x`` (eq. 35) from the cached probabilities.
+    """Log predictive mass of a binary row ``x`` (eq. 35) from the cached factors.
 
-    A product of J cached factors, by blocks of 16 (each block at least 1e-144 when the
-    row's flag says so; the running product is flushed into a log below 1e-150), and one
-    logarithm.  Rows with tiny probabilities flush after every factor.
+    Four interleaved partial products (independent multiplication chains), each flushed
+    into a log below 1e-30 once per block of 16 attributes when the row's flag says every
+    factor is at least 1e-9 (so a partial stays above 1e-66 and the four multiply to at
+    least 1e-264), and one logarithm.  Rows with tiny factors flush after every factor.
     """
     n_attributes = int(params[0])
-    offset_one = uint64(1 + n_attributes)
-    offset_zero = offset_one + uint64(n_attributes)
+    offset_one = 1 + n_attributes
+    offset_zero = offset_one + n_attributes
     log_total = 0.0
+    if stats[offset_zero + n_attributes] > 0.5:
+        first = 1.0
+        second = 1.0
+        third = 1.0
+        fourth = 1.0
+        body = n_attributes - n_attributes % 4
+        for j in range(0, body, 4):
+            first *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
+            second *= stats[offset_one + j + 1] if x[j + 1] > 0.5 else stats[offset_zero + j + 1]
+            third *= stats[offset_one + j + 2] if x[j + 2] > 0.5 else stats[offset_zero + j + 2]
+            fourth *= stats[offset_one + j + 3] if x[j + 3] > 0.5 else stats[offset_zero + j + 3]
+            if (j + 4) % _BLOCK == 0 and min(min(first, second), min(third, fourth)) < 1e-30:
+                log_total += math.log(first * second) + math.log(third * fourth)
+                first = second = third = fourth = 1.0
+        for j in range(body, n_attributes):
+            first *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
+        return log_total + math.log((first * second) * (third * fourth))
     product = 1.0
-    if stats[offset_zero + uint64(n_attributes)] > 0.5:
-        for start in range(0, n_attributes, _BLOCK):
-            stop = min(start + _BLOCK, n_attributes)
-            product *= _block_product(stats, x, offset_one, offset_zero, start, stop)
-            if product < 1e-150:
-                log_total += math.log(product)
-                product = 1.0
-    else:
-        for j in range(n_attributes):
-            product *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
-            if product < 1e-150:
-                log_total += math.log(product)
-                product = 1.0
+    for j in range(n_attributes):
+        product *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
+        if product < 1e-150:
+            log_total += math.log(product)
+            product = 1.0
     return log_total + math.log(product)
 
 
