@@ -8,15 +8,32 @@ For every family this prints nanoseconds per call of
 * ``family.log_predictive`` called from Python (numba dispatcher overhead included);
 * the plain numpy/scipy reference (``reference_log_predictive``), called from Python;
 
+* one ``add_point`` + ``remove_point`` pair (the cost of refreshing the cached predictive
+  form when a point joins or leaves);
+
 and the ratio reference / dispatch, all measured in the same run.  The cluster holds
 ``CLUSTER_SIZE`` points; the query point cycles through 16 rows so nothing is hoisted out
 of the loop.  Normal-Inverse-Wishart is measured at D = 2, 16 and 64.
 
-Run with ``python benchmarks/components.py``.  No assertion is made on the timings.
+``--baseline DIR`` also times, in the same run, the leaf functions of an older source tree
+``DIR`` (e.g. ``git archive <commit> | tar -x -C DIR``): each family module of
+``DIR/pymc_splitmerge/components`` is imported under another name, its rows are built with
+its own ``add_point``, and the ratios old / new of the predictive and of the update are
+printed (the before/after figures of ``docs/benchmarks.md``).
+
+Times are CPU time of the thread (``time.thread_time``): on a shared machine the wall
+time includes waiting for a core.  Run with ``python benchmarks/components.py [--baseline
+DIR]``.  No assertion is made on the timings.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import os
+import shutil
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -56,6 +73,15 @@ def _loop_leaf(function, params, stats_row, queries, repetitions):
 
 
 @njit
+def _loop_update(add, remove, params, stats_row, queries, repetitions):
+    n_queries = queries.shape[0]
+    for r in range(repetitions):
+        add(params, stats_row, queries[r % n_queries])
+        remove(params, stats_row, queries[r % n_queries])
+    return stats_row[0]
+
+
+@njit
 def _loop_dispatch(family_id, params, stats_row, queries, repetitions):
     total = 0.0
     n_queries = queries.shape[0]
@@ -69,9 +95,9 @@ def _time_per_call(run, minimum_repetitions=1):
     run(minimum_repetitions)  # compile / warm up
     repetitions = minimum_repetitions
     while True:
-        start = time.perf_counter()
+        start = time.thread_time()
         run(repetitions)
-        elapsed = time.perf_counter() - start
+        elapsed = time.thread_time() - start
         if elapsed > TARGET_SECONDS or repetitions > 50_000_000:
             return elapsed / repetitions
         repetitions *= 4 if elapsed < TARGET_SECONDS / 10 else 2
@@ -118,10 +144,52 @@ def _cases(rng):
     return cases
 
 
+def _load_baseline(directory):
+    """Import the family modules of an older source tree under the names ``baseline_*``."""
+    source = os.path.join(directory, "pymc_splitmerge", "components")
+    target = tempfile.mkdtemp(prefix="baseline_components_")
+    sys.path.insert(0, target)
+    modules = {}
+    for name in ("normal_inverse_wishart", "normal_known_covariance", "normal_inverse_gamma",
+                 "beta_bernoulli", "dirichlet_categorical", "gamma_poisson", "grid"):
+        shutil.copy(os.path.join(source, f"{name}.py"), os.path.join(target, f"baseline_{name}.py"))
+        modules[name] = importlib.import_module(f"baseline_{name}")
+    return modules
+
+
+def _leaf_name(leaf, suffix):
+    return leaf.__name__.replace("log_predictive", suffix)
+
+
+def _baseline_times(old_module, family, raw, cluster_size, leaf):
+    """(predictive ns, add+remove ns) of the old module's leaves, rows built with its own add."""
+    old_family = getattr(old_module, type(family).__name__)(**family.hyperparameters)
+    x = old_family.prepare_data(raw)
+    cluster, queries = x[:cluster_size], np.ascontiguousarray(x[cluster_size:])
+    add = getattr(old_module, _leaf_name(leaf, "add_point"))
+    remove = getattr(old_module, _leaf_name(leaf, "remove_point"))
+    old_leaf = getattr(old_module, leaf.__name__)
+    params, row = old_family.params, old_family.empty_stats
+    for point in cluster:
+        add(params, row, point)
+    predictive = _time_per_call(lambda r: _loop_leaf(old_leaf, params, row, queries, r), 1000)
+    update = _time_per_call(
+        lambda r: _loop_update(add, remove, params, row, queries, r), 1000)
+    return predictive, update
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=None,
+                        help="source tree of an older version to time in the same run")
+    args = parser.parse_args()
+    baseline = _load_baseline(args.baseline) if args.baseline else None
     rng = np.random.default_rng(0)
-    header = (f"{'family':32s} {'leaf ns':>10s} {'dispatch ns':>12s} {'python ns':>10s} "
-              f"{'reference ns':>13s} {'ref/dispatch':>13s}")
+    header = (f"{'family':32s} {'leaf ns':>8s} {'dispatch ns':>11s} {'python ns':>9s} "
+              f"{'reference ns':>12s} {'ref/dispatch':>12s} {'add+remove ns':>13s}")
+    if baseline:
+        header += (f" {'old leaf ns':>11s} {'old/new':>7s} {'old add+remove ns':>17s} "
+                   f"{'old/new':>7s}")
     print(header)
     print("-" * len(header))
     for name, family, module, leaf, raw in _cases(rng):
@@ -133,6 +201,11 @@ def main() -> None:
             lambda r: _loop_leaf(leaf, params, row, queries, r), 1000)
         dispatch_time = _time_per_call(
             lambda r: _loop_dispatch(family_id, params, row, queries, r), 1000)
+        add = getattr(module, _leaf_name(leaf, "add_point"))
+        remove = getattr(module, _leaf_name(leaf, "remove_point"))
+        update_row = row.copy()
+        update_time = _time_per_call(
+            lambda r: _loop_update(add, remove, params, update_row, queries, r), 1000)
 
         def python_calls(repetitions):
             for r in range(repetitions):
@@ -144,9 +217,15 @@ def main() -> None:
 
         python_time = _time_per_call(python_calls, 10)
         reference_time = _time_per_call(reference_calls, 4)
-        print(f"{name:32s} {leaf_time * 1e9:10.1f} {dispatch_time * 1e9:12.1f} "
-              f"{python_time * 1e9:10.0f} {reference_time * 1e9:13.0f} "
-              f"{reference_time / dispatch_time:13.0f}")
+        line = (f"{name:32s} {leaf_time * 1e9:8.1f} {dispatch_time * 1e9:11.1f} "
+                f"{python_time * 1e9:9.0f} {reference_time * 1e9:12.0f} "
+                f"{reference_time / dispatch_time:12.0f} {update_time * 1e9:13.1f}")
+        if baseline:
+            old_leaf, old_update = _baseline_times(
+                baseline[module.__name__.rsplit(".", 1)[1]], family, raw, CLUSTER_SIZE, leaf)
+            line += (f" {old_leaf * 1e9:11.1f} {old_leaf / leaf_time:7.2f} "
+                     f"{old_update * 1e9:17.1f} {old_update / update_time:7.2f}")
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

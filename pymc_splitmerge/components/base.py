@@ -91,10 +91,17 @@ class ComponentFamily:
     family_id : int
         Constant per class, one of the ``FAMILY_*`` constants of
         :mod:`pymc_splitmerge.components.dispatch`.
+    history_entries : int
+        Trailing entries of a statistics row that depend on the row's history (update
+        counters), not on the cluster; compare rows without them.
     """
 
     hyperparameter_names: tuple[str, ...] = ()
     family_id: int = -1
+    #: Number of trailing entries of a statistics row that record the history of the row
+    #: (an update counter for the periodic drift refresh) rather than the cluster: two rows
+    #: of the same points may differ there, and only there beyond rounding.
+    history_entries: int = 0
 
     def __init__(self, **hyperparameters: Any) -> None:
         unknown = set(hyperparameters) - set(self.hyperparameter_names)

@@ -9,13 +9,16 @@ With ``c_j = sum_i x_ij`` over the n points of a cluster::
     log p(x_1..n) = sum_j [log B(a_j + c_j, b_j + n - c_j) - log B(a_j, b_j)]       (eq. 34)
     p(x | cluster) = prod_j ((a_j + c_j)^x_j (b_j + n - c_j)^(1 - x_j)) / (a_j + b_j + n)  (eq. 35)
 
-The predictive is evaluated as a running product with one logarithm per ~hundred
-attributes (the product is flushed into a log when it drops below 1e-150, so factors
-must stay above ~1e-150, i.e. hyperparameters are not absurdly small).
+Each row caches the predictive's factors: with ``p1_j = (a_j + c_j) / (a_j + b_j + n)`` and
+``p0_j = (b_j + n - c_j) / (a_j + b_j + n)``, ``p(x | cluster) = prod_j (x_j ? p1_j : p0_j)``,
+so a predictive is J selected multiplications (four independent chains) and one
+logarithm, with no division; ``add_point``/``remove_point`` recompute the factors from the
+(exact, integer) counts in O(J) without logarithms.  Underflow is checked once per 16 attributes
+for rows whose factors are all at least 1e-9 (flag), after every factor for the others.
 
 Layouts
 -------
-Statistics row (``stat_dim = J + 1``): ``[n, c_1..c_J]``.
+Statistics row (``stat_dim = 3J + 2``): ``[n, c_1..c_J, p1 (J), p0 (J), flag]``.
 Params (``3J + 1``): ``[J, a (J), b (J), a + b (J)]``.
 
 References
@@ -52,38 +55,88 @@ __all__ = [
 ]
 
 
+_BLOCK = 16
+_SAFE_PROBABILITY = 1e-9  # a block of 16 such factors stays above 1e-144: no underflow
+
+
+@njit(cache=True)
+def _refresh_cache(params, stats):
+    """Recompute the row's cached probabilities from the (exact, integer) counts (O(J)).
+
+    ``p1_j = (a_j + c_j) / (a_j + b_j + n)``, ``p0_j = (b_j + n - c_j) / (a_j + b_j + n)``
+    and a flag, 1.0 when every cached probability is at least 1e-9 (the blocked product of
+    the predictive cannot underflow), 0.0 otherwise.
+    """
+    n_attributes = int(params[0])
+    count = stats[0]
+    offset_one = 1 + n_attributes
+    offset_zero = offset_one + n_attributes
+    safe = 1.0
+    for j in range(n_attributes):
+        ones = stats[1 + j]
+        inverse_total = 1.0 / (params[1 + 2 * n_attributes + j] + count)
+        one = (params[1 + j] + ones) * inverse_total
+        zero = (params[1 + n_attributes + j] + count - ones) * inverse_total
+        stats[offset_one + j] = one
+        stats[offset_zero + j] = zero
+        if one < _SAFE_PROBABILITY or zero < _SAFE_PROBABILITY:
+            safe = 0.0
+    stats[offset_zero + n_attributes] = safe
+
+
 @njit(cache=True)
 def beta_bernoulli_add_point(params, stats, x):
-    """Add one binary row ``x`` (shape (J,)) to a statistics row, in place."""
+    """Add one binary row ``x`` (shape (J,)) to a statistics row, in place (O(J))."""
     n_attributes = int(params[0])
     stats[0] += 1.0
     for j in range(n_attributes):
         stats[1 + j] += x[j]
+    _refresh_cache(params, stats)
 
 
 @njit(cache=True)
 def beta_bernoulli_remove_point(params, stats, x):
-    """Remove one binary row from a statistics row, in place."""
+    """Remove one binary row from a statistics row, in place (O(J))."""
     n_attributes = int(params[0])
     stats[0] -= 1.0
     for j in range(n_attributes):
         stats[1 + j] -= x[j]
+    _refresh_cache(params, stats)
 
 
 @njit(cache=True)
 def beta_bernoulli_log_predictive(params, stats, x):
-    """Log predictive mass of a binary row ``x`` (eq. 35), O(J), no allocation."""
+    """Log predictive mass of a binary row ``x`` (eq. 35) from the cached factors.
+
+    Four interleaved partial products (independent multiplication chains), each flushed
+    into a log below 1e-30 once per block of 16 attributes when the row's flag says every
+    factor is at least 1e-9 (so a partial stays above 1e-66 and the four multiply to at
+    least 1e-264), and one logarithm.  Rows with tiny factors flush after every factor.
+    """
     n_attributes = int(params[0])
-    count = stats[0]
+    offset_one = 1 + n_attributes
+    offset_zero = offset_one + n_attributes
     log_total = 0.0
+    if stats[offset_zero + n_attributes] > 0.5:
+        first = 1.0
+        second = 1.0
+        third = 1.0
+        fourth = 1.0
+        body = n_attributes - n_attributes % 4
+        for j in range(0, body, 4):
+            first *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
+            second *= stats[offset_one + j + 1] if x[j + 1] > 0.5 else stats[offset_zero + j + 1]
+            third *= stats[offset_one + j + 2] if x[j + 2] > 0.5 else stats[offset_zero + j + 2]
+            fourth *= stats[offset_one + j + 3] if x[j + 3] > 0.5 else stats[offset_zero + j + 3]
+            if (j + 4) % _BLOCK == 0 and min(min(first, second), min(third, fourth)) < 1e-30:
+                log_total += math.log(first * second) + math.log(third * fourth)
+                first = second = third = fourth = 1.0
+        for j in range(body, n_attributes):
+            first *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
+        return log_total + math.log((first * second) * (third * fourth))
     product = 1.0
     for j in range(n_attributes):
-        ones = stats[1 + j]
-        if x[j] > 0.5:
-            numerator = params[1 + j] + ones
-        else:
-            numerator = params[1 + n_attributes + j] + count - ones
-        product *= numerator / (params[1 + 2 * n_attributes + j] + count)
+        product *= stats[offset_one + j] if x[j] > 0.5 else stats[offset_zero + j]
         if product < 1e-150:
             log_total += math.log(product)
             product = 1.0
@@ -120,7 +173,8 @@ class BetaBernoulli(ComponentFamily):
 
     Notes
     -----
-    Data: 0/1 (or boolean) array of shape (n, J).  Statistics row ``[n, counts of ones]``.
+    Data: 0/1 (or boolean) array of shape (n, J).  Statistics row ``[n, counts of ones]``
+    followed by the cached factors of the predictive (module docstring).
 
     References
     ----------
@@ -173,7 +227,10 @@ class BetaBernoulli(ComponentFamily):
         return np.concatenate([[a.shape[0]], a, b, a + b])
 
     def _pack_empty_stats(self, full):
-        return np.zeros(full["a"].shape[0] + 1)
+        # the numba refresh writes the prior predictive's cached form
+        row = np.zeros(3 * full["a"].shape[0] + 2)
+        _refresh_cache(self._pack_params(full), row)
+        return row
 
     def _check_data(self, x2d):
         bad = (x2d != 0.0) & (x2d != 1.0)

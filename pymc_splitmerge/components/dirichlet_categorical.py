@@ -22,8 +22,13 @@ attribute with a full Dirichlet(1, 2, 3).
 
 Layouts
 -------
-Statistics row (``stat_dim = 1 + sum_j K_j``): ``[n, counts flattened]`` with the counts of
-attribute j at ``1 + offset_j .. 1 + offset_j + K_j``.
+Statistics row (``stat_dim = 2 + 2 sum_j K_j``): ``[n, counts flattened, probabilities
+flattened, flag]`` with the counts of attribute j at ``1 + offset_j .. 1 + offset_j + K_j``.
+The last ``1 + sum_j K_j`` entries cache the predictive's factors, the posterior predictive
+probabilities ``(alpha_jk + c_jk) / (A_j + n)``: a predictive is J look-ups, a product and
+one logarithm, with no division; ``add_point``/``remove_point`` recompute them from the
+(exact, integer) counts in O(sum_j K_j) without logarithms.  The flag is 1.0 when every
+cached probability is at least 1e-9 (underflow is then checked once per 16 factors).
 Params (``2 + 2J + sum_j K_j``): ``[J, offsets (J + 1, as floats), alpha flattened
 (sum K_j), A (J)]``.
 
@@ -55,6 +60,34 @@ __all__ = [
 ]
 
 
+_BLOCK = 16
+_SAFE_PROBABILITY = 1e-9  # 16 such factors stay above 1e-144: no underflow in a block
+
+
+@njit(cache=True)
+def _refresh_cache(params, stats):
+    """Recompute every cached ``(alpha_jk + c_jk) / (A_j + n)`` and the flag (O(sum_j K_j)).
+
+    The flag is 1.0 when every cached probability is at least 1e-9 (the predictive may then
+    check for underflow once per block of 16 factors), 0.0 otherwise.
+    """
+    n_attributes = int(params[0])
+    total_categories = int(params[1 + n_attributes])
+    offset_alpha = 2 + n_attributes
+    offset_total = offset_alpha + total_categories
+    offset_cache = 1 + total_categories
+    count = stats[0]
+    safe = 1.0
+    for j in range(n_attributes):
+        inverse_total = 1.0 / (params[offset_total + j] + count)
+        for position in range(int(params[1 + j]), int(params[2 + j])):
+            probability = (params[offset_alpha + position] + stats[1 + position]) * inverse_total
+            stats[offset_cache + position] = probability
+            if probability < _SAFE_PROBABILITY:
+                safe = 0.0
+    stats[offset_cache + total_categories] = safe
+
+
 @njit(cache=True)
 def dirichlet_categorical_add_point(params, stats, x):
     """Add one row of category codes ``x`` (shape (J,)) to a statistics row, in place."""
@@ -62,6 +95,7 @@ def dirichlet_categorical_add_point(params, stats, x):
     stats[0] += 1.0
     for j in range(n_attributes):
         stats[1 + int(params[1 + j]) + int(x[j])] += 1.0
+    _refresh_cache(params, stats)
 
 
 @njit(cache=True)
@@ -71,23 +105,26 @@ def dirichlet_categorical_remove_point(params, stats, x):
     stats[0] -= 1.0
     for j in range(n_attributes):
         stats[1 + int(params[1 + j]) + int(x[j])] -= 1.0
+    _refresh_cache(params, stats)
 
 
 @njit(cache=True)
 def dirichlet_categorical_log_predictive(params, stats, x):
-    """Log predictive mass of a row of category codes, O(J), no allocation."""
+    """Log predictive mass of a row of category codes from the cached probabilities, O(J).
+
+    A product of J cached factors and one logarithm (no division); the running product is
+    flushed into a log below 1e-150, once per block of 16 factors when the row's flag says
+    its factors are all at least 1e-9, after every factor otherwise.
+    """
     n_attributes = int(params[0])
-    count = stats[0]
-    offset_alpha = 2 + n_attributes
-    offset_total = offset_alpha + int(params[1 + n_attributes])
+    total_categories = int(params[1 + n_attributes])
+    offset_cache = 1 + total_categories
+    check_every = _BLOCK if stats[offset_cache + total_categories] > 0.5 else 1
     log_total = 0.0
     product = 1.0
     for j in range(n_attributes):
-        position = int(params[1 + j]) + int(x[j])
-        product *= (params[offset_alpha + position] + stats[1 + position]) / (
-            params[offset_total + j] + count
-        )
-        if product < 1e-150:
+        product *= stats[offset_cache + int(params[1 + j]) + int(x[j])]
+        if (j + 1) % check_every == 0 and product < 1e-150:
             log_total += math.log(product)
             product = 1.0
     return log_total + math.log(product)
@@ -244,7 +281,10 @@ class DirichletCategorical(ComponentFamily):
         return np.concatenate([[categories.shape[0]], offsets, alpha, totals]).astype(np.float64)
 
     def _pack_empty_stats(self, full):
-        return np.zeros(1 + int(np.sum(full["n_categories"])))
+        # the numba refresh writes the prior predictive's cached form
+        row = np.zeros(2 + 2 * int(np.sum(full["n_categories"])))
+        _refresh_cache(self._pack_params(full), row)
+        return row
 
     def _check_data(self, x2d):
         categories = self._full["n_categories"] if self._full is not None else None

@@ -16,13 +16,16 @@ The predictive of one row is a product of negative binomials,
                                 + (a_j+S_j) log((b_j+n)/(b_j+n+1)) - x_j log(b_j+n+1)]
 
 For counts below 32 the Gamma-function ratio ``Gamma(a+S+x) / (Gamma(a+S) x!)`` is a short
-running product (flushed into a logarithm outside [1e-150, 1e150]); when all rates are
-equal the two logarithms are computed once per call.
+running product (flushed into a logarithm outside [1e-150, 1e150]).  The terms that depend
+on the cluster only are cached in the row: ``C = sum_j (a_j + S_j) log((b_j + n) /
+(b_j + n + 1))`` and ``log(b_j + n + 1)``, refreshed by ``add_point``/``remove_point`` (two
+logarithms when all rates are equal, 2J otherwise), so a predictive needs no logarithm of
+its own beyond the product's.
 
 Layouts
 -------
-Statistics row (``stat_dim = J + 2``): ``[n, S (J), sum_ij log(x_ij!)]`` (the last entry
-is needed for the log marginal likelihood only).
+Statistics row (``stat_dim = 2J + 3``): ``[n, S (J), sum_ij log(x_ij!), C, log(b + n + 1)
+(J)]`` (the ``log(x!)`` sum is needed for the log marginal likelihood only).
 Params (``2 + 2J``): ``[J, 1.0 if all rates are equal else 0.0, shape (J), rate (J)]``.
 
 References
@@ -58,6 +61,35 @@ __all__ = [
 
 
 @njit(cache=True)
+def _refresh_cache(params, stats):
+    """Recompute the row's cached ``C`` and ``log(b_j + n + 1)`` from the sums.
+
+    ``C = sum_j (a_j + S_j) log((b_j + n) / (b_j + n + 1))``; two logarithms when all rates
+    are equal, 2J otherwise.
+    """
+    n_attributes = int(params[0])
+    count = stats[0]
+    offset_rate = 2 + n_attributes
+    offset_cache = 2 + n_attributes
+    equal_rates = params[1] > 0.5
+    log_next = 0.0
+    log_ratio = 0.0
+    if equal_rates:
+        rate = params[offset_rate] + count
+        log_next = math.log(rate + 1.0)
+        log_ratio = math.log(rate) - log_next
+    constant = 0.0
+    for j in range(n_attributes):
+        if not equal_rates:
+            rate = params[offset_rate + j] + count
+            log_next = math.log(rate + 1.0)
+            log_ratio = math.log(rate) - log_next
+        constant += (params[2 + j] + stats[1 + j]) * log_ratio
+        stats[offset_cache + 1 + j] = log_next
+    stats[offset_cache] = constant
+
+
+@njit(cache=True)
 def gamma_poisson_add_point(params, stats, x):
     """Add one row of counts ``x`` (shape (J,)) to a statistics row, in place."""
     n_attributes = int(params[0])
@@ -68,6 +100,7 @@ def gamma_poisson_add_point(params, stats, x):
         if x[j] > 1.0:
             log_factorials += math.lgamma(x[j] + 1.0)
     stats[1 + n_attributes] += log_factorials
+    _refresh_cache(params, stats)
 
 
 @njit(cache=True)
@@ -77,40 +110,34 @@ def gamma_poisson_remove_point(params, stats, x):
     if stats[0] <= 1.0:
         for j in range(n_attributes + 2):
             stats[j] = 0.0
-        return
-    stats[0] -= 1.0
-    log_factorials = 0.0
-    for j in range(n_attributes):
-        stats[1 + j] -= x[j]
-        if x[j] > 1.0:
-            log_factorials += math.lgamma(x[j] + 1.0)
-    stats[1 + n_attributes] -= log_factorials
+    else:
+        stats[0] -= 1.0
+        log_factorials = 0.0
+        for j in range(n_attributes):
+            stats[1 + j] -= x[j]
+            if x[j] > 1.0:
+                log_factorials += math.lgamma(x[j] + 1.0)
+        stats[1 + n_attributes] -= log_factorials
+    _refresh_cache(params, stats)
 
 
 @njit(cache=True)
 def gamma_poisson_log_predictive(params, stats, x):
-    """Log negative-binomial predictive of a row of counts, O(J), no allocation."""
+    """Log negative-binomial predictive of a row of counts from the cached form, O(J).
+
+    ``C - sum_j x_j log(b_j + n + 1) + sum_j log[Gamma(a_j + S_j + x_j) / (Gamma(a_j + S_j)
+    x_j!)]``, the last term a short running product for counts below 32.
+    """
     n_attributes = int(params[0])
-    count = stats[0]
-    equal_rates = params[1] > 0.5
-    offset_shape = 2
-    offset_rate = 2 + n_attributes
-    log_ratio = 0.0
-    log_next = 0.0
-    if equal_rates:
-        rate = params[offset_rate] + count
-        log_next = math.log(rate + 1.0)
-        log_ratio = math.log(rate) - log_next
-    log_total = 0.0
+    offset_cache = 2 + n_attributes
+    log_total = stats[offset_cache]
     product = 1.0
     for j in range(n_attributes):
-        a_post = params[offset_shape + j] + stats[1 + j]
         xj = x[j]
-        if not equal_rates:
-            rate = params[offset_rate + j] + count
-            log_next = math.log(rate + 1.0)
-            log_ratio = math.log(rate) - log_next
-        log_total += a_post * log_ratio - xj * log_next
+        log_total -= xj * stats[offset_cache + 1 + j]
+        if xj == 0.0:
+            continue
+        a_post = params[2 + j] + stats[1 + j]
         if xj < 32.0:
             for k in range(int(xj)):
                 product *= (a_post + k) / (k + 1.0)
@@ -202,7 +229,10 @@ class GammaPoisson(ComponentFamily):
         return np.concatenate([[rate.shape[0], equal], full["shape"], rate])
 
     def _pack_empty_stats(self, full):
-        return np.zeros(full["shape"].shape[0] + 2)
+        # the numba refresh writes the prior predictive's cached form
+        row = np.zeros(2 * full["shape"].shape[0] + 3)
+        _refresh_cache(self._pack_params(full), row)
+        return row
 
     def _check_data(self, x2d):
         bad = (x2d < 0) | (x2d != np.round(x2d))

@@ -11,9 +11,11 @@ conjugate this way (PGSM App. E.3).  With ``s_g = sum_i ell_ig``::
 
 Layouts
 -------
-Statistics row (``stat_dim = G + 2``): ``[n, s (G), logsumexp(log_prior + s)]``.  The last
-entry caches the cluster's log marginal likelihood (recomputed by ``add_point`` /
-``remove_point``, O(G)), so that a predictive costs one logsumexp instead of two.
+Statistics row (``stat_dim = 2G + 2``): ``[n, s (G), logsumexp(log_prior + s), w (G)]``.
+The third entry caches the cluster's log marginal likelihood and the last G the posterior log
+weights ``w_g = log_prior_g + s_g - logsumexp(log_prior + s)`` (both recomputed by
+``add_point`` / ``remove_point``, O(G)), so that a predictive is one logsumexp,
+``log p(y | cluster) = logsumexp_g(w_g + ell_g)``.
 Params (``G + 1``): ``[G, log_prior (G, normalised)]``.
 
 Log-likelihood entries must be finite (use a large negative finite number such as -1e6
@@ -62,13 +64,22 @@ def _log_normaliser(params, stats, size):
 
 
 @njit(cache=True)
+def _refresh_cache(params, stats, size):
+    """Recompute ``logsumexp(log_prior + s)`` and the cached posterior log weights (O(G))."""
+    normaliser = _log_normaliser(params, stats, size)
+    stats[1 + size] = normaliser
+    for g in range(size):
+        stats[2 + size + g] = params[1 + g] + stats[1 + g] - normaliser
+
+
+@njit(cache=True)
 def grid_add_point(params, stats, x):
     """Add one log-likelihood vector ``x`` (shape (G,)) to a statistics row, in place (O(G))."""
     size = int(params[0])
     stats[0] += 1.0
     for g in range(size):
         stats[1 + g] += x[g]
-    stats[1 + size] = _log_normaliser(params, stats, size)
+    _refresh_cache(params, stats, size)
 
 
 @njit(cache=True)
@@ -78,26 +89,27 @@ def grid_remove_point(params, stats, x):
     if stats[0] <= 1.0:
         for g in range(size + 2):
             stats[g] = 0.0
-        return
-    stats[0] -= 1.0
-    for g in range(size):
-        stats[1 + g] -= x[g]
-    stats[1 + size] = _log_normaliser(params, stats, size)
+    else:
+        stats[0] -= 1.0
+        for g in range(size):
+            stats[1 + g] -= x[g]
+    _refresh_cache(params, stats, size)
 
 
 @njit(cache=True)
 def grid_log_predictive(params, stats, x):
-    """Log predictive of a log-likelihood vector given a statistics row (O(G))."""
+    """Log predictive ``logsumexp_g(w_g + x_g)`` from the cached posterior log weights (O(G))."""
     size = int(params[0])
+    offset = 2 + size
     maximum = -np.inf
     for g in range(size):
-        value = params[1 + g] + stats[1 + g] + x[g]
+        value = stats[offset + g] + x[g]
         if value > maximum:
             maximum = value
     total = 0.0
     for g in range(size):
-        total += math.exp(params[1 + g] + stats[1 + g] + x[g] - maximum)
-    return maximum + math.log(total) - stats[1 + size]
+        total += math.exp(stats[offset + g] + x[g] - maximum)
+    return maximum + math.log(total)
 
 
 @njit(cache=True)
@@ -178,7 +190,11 @@ class GridComponent(ComponentFamily):
         return np.concatenate([[grid.shape[0]], grid])
 
     def _pack_empty_stats(self, full):
-        return np.zeros(full["log_prior_grid"].shape[0] + 2)
+        # the numba refresh writes the prior predictive's cached form (the prior log weights)
+        size = full["log_prior_grid"].shape[0]
+        row = np.zeros(2 * size + 2)
+        _refresh_cache(self._pack_params(full), row, size)
+        return row
 
 
 def reference_log_marginal(family: GridComponent, x2d) -> float:

@@ -20,11 +20,14 @@ scale ``beta_n (kappa_n + 1) / (alpha_n kappa_n)``.
 
 Layouts
 -------
-Statistics row (``stat_dim = 4``): ``[n, sum (x_i - mu0), sum (x_i - mu0)^2, c_n]`` (centred
-at ``mu0`` to limit cancellation; rows must be recomputed when ``mu0`` changes).  The last
-entry caches ``c_n = lgamma(alpha_n + 1/2) - lgamma(alpha_n)
-- log(2 pi beta_n (kappa_n + 1) / kappa_n) / 2``, refreshed by ``add_point``/``remove_point``,
-so that a predictive costs a single ``log1p``.
+Statistics row (``stat_dim = 7``): ``[n, sum (x_i - mu0), sum (x_i - mu0)^2, c_n, m_n, k_n,
+e_n]`` (sums centred at ``mu0`` to limit cancellation; rows must be recomputed when ``mu0``
+changes).  The last four entries cache the predictive in closed form,
+``log p(x | .) = c_n - e_n log1p(k_n (x - m_n)^2)`` with ``m_n = mu0 + S / kappa_n``,
+``k_n = kappa_n / (2 beta_n (kappa_n + 1))``, ``e_n = alpha_n + 1/2`` and
+``c_n = lgamma(alpha_n + 1/2) - lgamma(alpha_n) - log(2 pi beta_n (kappa_n + 1) / kappa_n) / 2``;
+``add_point``/``remove_point`` recompute them from the sums (O(1), no drift of their own),
+so that a predictive costs one subtraction, three multiplications and a single ``log1p``.
 Params: ``[mu0, kappa0, alpha0, beta0, alpha0 log beta0 - lgamma(alpha0)]``.
 
 References
@@ -58,14 +61,18 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 @njit(cache=True)
 def _refresh_constant(params, stats):
+    """Recompute the row's cached Student-t form ``[c_n, m_n, k_n, e_n]`` from the sums."""
     count = stats[0]
     kappa = params[1] + count
     alpha = params[2] + 0.5 * count
     beta = params[3] + 0.5 * (stats[2] - stats[1] * stats[1] / kappa)
+    spread = beta * (kappa + 1.0) / kappa
     stats[3] = (
-        math.lgamma(alpha + 0.5) - math.lgamma(alpha)
-        - 0.5 * (_LOG_2PI + math.log(beta * (kappa + 1.0) / kappa))
+        math.lgamma(alpha + 0.5) - math.lgamma(alpha) - 0.5 * (_LOG_2PI + math.log(spread))
     )
+    stats[4] = params[0] + stats[1] / kappa
+    stats[5] = 0.5 / spread
+    stats[6] = alpha + 0.5
 
 
 @njit(cache=True)
@@ -95,14 +102,9 @@ def normal_inverse_gamma_remove_point(params, stats, x):
 
 @njit(cache=True)
 def normal_inverse_gamma_log_predictive(params, stats, x):
-    """Log Student-t predictive of ``x`` (shape (1,)) given a statistics row."""
-    count = stats[0]
-    kappa = params[1] + count
-    alpha = params[2] + 0.5 * count
-    beta = params[3] + 0.5 * (stats[2] - stats[1] * stats[1] / kappa)
-    residual = x[0] - params[0] - stats[1] / kappa
-    ratio = (kappa + 1.0) / kappa
-    return stats[3] - (alpha + 0.5) * math.log1p(residual * residual / (2.0 * beta * ratio))
+    """Log Student-t predictive of ``x`` (shape (1,)) from the row's cached form."""
+    residual = x[0] - stats[4]
+    return stats[3] - stats[6] * math.log1p(residual * residual * stats[5])
 
 
 @njit(cache=True)
@@ -137,7 +139,8 @@ class NormalInverseGamma(ComponentFamily):
 
     Notes
     -----
-    Data: shape (n,) or (n, 1).  Statistics row ``[n, sum (x-mu0), sum (x-mu0)^2]``.
+    Data: shape (n,) or (n, 1).  Statistics row ``[n, sum (x-mu0), sum (x-mu0)^2]`` followed
+    by the cached predictive form (module docstring).
 
     References
     ----------
@@ -191,12 +194,11 @@ class NormalInverseGamma(ComponentFamily):
         )
 
     def _pack_empty_stats(self, full):
-        alpha, beta, kappa = full["alpha0"], full["beta0"], full["kappa0"]
-        constant = (
-            math.lgamma(alpha + 0.5) - math.lgamma(alpha)
-            - 0.5 * (_LOG_2PI + math.log(beta * (kappa + 1.0) / kappa))
-        )
-        return np.array([0.0, 0.0, 0.0, constant])
+        # the numba refresh writes the prior predictive's cached form (same arithmetic as
+        # a row emptied by remove_point)
+        row = np.zeros(7)
+        _refresh_constant(self._pack_params(full), row)
+        return row
 
 
 def _posterior(family, x2d):

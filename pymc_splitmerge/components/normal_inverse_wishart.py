@@ -19,45 +19,54 @@ Log marginal likelihood (eq. 31)::
                     - nu_n/2 log|Psi_n| + log Gamma_D(nu_n/2) - log Gamma_D(nu0/2)
 
 Posterior predictive (eq. 32): multivariate Student-t with ``nu_n - D + 1`` degrees of
-freedom, location ``mu_n`` and scale ``Psi_n (kappa_n + 1) / (kappa_n (nu_n - D + 1))``,
-evaluated in O(D^2) from the Cholesky factor L of Psi_n::
+freedom, location ``mu_n`` and scale ``Psi_n (kappa_n + 1) / (kappa_n (nu_n - D + 1))``.
+Each row caches it in closed form, with ``W = L^{-1}`` the inverse of the lower Cholesky
+factor L of ``Psi_n``::
 
-    log p(x | .) = lgamma((nu_n+1)/2) - lgamma((nu_n-D+1)/2) - D/2 log(pi)
-                   - D/2 log((kappa_n+1)/kappa_n) - sum_d log L_dd
-                   - (nu_n+1)/2 log(1 + kappa_n/(kappa_n+1) |L^{-1}(x - mu_n)|^2)
+    log p(x | .) = c_n - e_n log1p(r_n |W (x - mu_n)|^2),
+    c_n = lgamma((nu_n+1)/2) - lgamma((nu_n-D+1)/2) - D/2 log(pi) + D/2 log r_n
+          + sum_d log W_dd,
+    e_n = (nu_n + 1)/2,   r_n = kappa_n / (kappa_n + 1),
+
+so one evaluation is a triangular matrix-vector product (no division) and one ``log1p``.
 
 Layouts
 -------
-Statistics row (``stat_dim = 2 + 2D + 2D^2``)::
+Statistics row (``stat_dim = 5 + 2D + 2D^2``)::
 
-    [n, sum_x (D), sum_xxT (D*D, row-major), mu_n (D), L (D*D, row-major lower Cholesky
-     factor of Psi_n, upper triangle zero), c_n]
+    [n, sum_x (D), sum_xxT (D*D, row-major), mu_n (D), W (D*D, row-major lower inverse
+     Cholesky factor of Psi_n, upper triangle zero), c_n, e_n, r_n, updates]
 
-where the last entry caches the part of the predictive that depends on the cluster only,
-``c_n = lgamma((nu_n+1)/2) - lgamma((nu_n-D+1)/2) - D/2 log(pi (kappa_n+1)/kappa_n)
-- sum_d log L_dd``, refreshed by ``add_point``/``remove_point`` (O(D)), so that a predictive
-costs one triangular solve and a single ``log1p``.
+``add_point``/``remove_point`` refresh the cached form in O(D^2): a rank-1 modification of W
+(``niw_inverse_factor_update``) and O(D) for the scalars.  ``updates`` counts the incremental
+updates since W and ``mu_n`` were last recomputed from the raw sums; every
+``REFRESH_INTERVAL`` updates they are (O(D^3)), which bounds the rounding drift of long
+add/remove sequences.  It is the only entry that depends on the history of the row rather
+than on the cluster (``NormalInverseWishart.history_entries == 1``).  The empty row holds the
+prior predictive's cached form.
 
-Params (``5 + 2D + 2D^2``)::
+Params (``5 + 4D + 2D^2``)::
 
-    [D, kappa0, nu0, log|psi0|, sum_d lgamma((nu0+1-d)/2), mu0 (D), psi0 (D*D),
-     chol(psi0) (D*D), scratch (D)]
+    [D, kappa0, nu0, log|psi0|, sum_d lgamma((nu0-d)/2), mu0 (D), psi0 (D*D),
+     chol(psi0)^{-1} (D*D), chol(psi0)_dd^2 / 2 (D), scratch (2D)]
 
-The last D entries of params are *scratch* written by ``add_point``, ``remove_point`` and
-``log_predictive`` (the triangular solve and the rank-1 vector), so that those calls never
-allocate.  Consequently one params array must not be used by two threads at once.
+The last 2D entries of params are *scratch* written by ``add_point``, ``remove_point`` and
+``log_predictive`` (the residual, the rank-1 vector and the running sum of the update), so
+that those calls never allocate.  Consequently one params array must not be used by two
+threads at once.
 
-Adding a point is a rank-1 Cholesky update.  Removing one is a rank-1 downdate; exact
-arithmetic guarantees ``Psi_{n-1} >= psi0`` (Loewner order), hence every Cholesky pivot of
-``Psi_{n-1}`` is at least the matching pivot of ``psi0``.  When a downdated pivot falls
-below half of that bound, or loses more than six digits to cancellation, the downdate is
-abandoned and ``mu_n``, ``Psi_n`` are recomputed from the raw sums and re-factorised
-(O(D^3), rare).
+Adding a point is a rank-1 update of the inverse factor, removing one a rank-1 downdate.
+Exact arithmetic guarantees ``Psi_{n-1} >= psi0`` (Loewner order), hence every Cholesky
+pivot of ``Psi_{n-1}`` is at least the matching pivot of ``psi0``.  When a downdated pivot
+falls below half of that bound, or loses more than six digits to cancellation, the downdate
+is abandoned and ``mu_n``, W are recomputed from the raw sums (O(D^3), rare).
 
 References
 ----------
 Bouchard-Cote, Doucet & Roth (2017), "Particle Gibbs split-merge sampling for Bayesian
 inference in mixture models", JMLR 18, Appendix E.1, eqs. 28-32.
+Gill, Golub, Murray & Saunders (1974), "Methods for modifying matrix factorizations",
+Mathematics of Computation 28(126), 505-535 (method C1, rank-1 modification of a factor).
 """
 
 from __future__ import annotations
@@ -65,8 +74,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
-from scipy import special, stats
+from numba import njit, uint64
+from scipy import linalg, special, stats
 
 from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_INVERSE_WISHART
 from pymc_splitmerge.components.base import (
@@ -76,59 +85,67 @@ from pymc_splitmerge.components.base import (
 )
 
 __all__ = [
+    "REFRESH_INTERVAL",
     "NormalInverseWishart",
     "niw_add_point",
-    "niw_remove_point",
-    "niw_log_predictive",
+    "niw_inverse_factor_update",
     "niw_log_marginal",
-    "niw_cholesky_update",
-    "niw_cholesky_downdate",
+    "niw_log_predictive",
+    "niw_log_predictive_many",
     "niw_recompute",
+    "niw_remove_point",
     "reference_log_marginal",
     "reference_log_predictive",
 ]
 
 _HEADER = 5
 _LOG_PI = math.log(math.pi)
+#: Incremental updates of a row between two recomputations of its factor from the raw sums
+#: (the periodic refresh that bounds rounding drift).
+REFRESH_INTERVAL = 1024
 
 
 # ------------------------------------------------------------------ numba leaves
 @njit(cache=True)
-def niw_cholesky_update(chol, vector, dim):
-    """In-place rank-1 update ``L L^T + v v^T`` of a row-major lower factor; ``v`` destroyed."""
-    for k in range(dim):
-        diag = chol[k * dim + k]
-        radius = math.sqrt(diag * diag + vector[k] * vector[k])
-        cosine = radius / diag
-        sine = vector[k] / diag
-        chol[k * dim + k] = radius
-        for i in range(k + 1, dim):
-            value = (chol[i * dim + k] + sine * vector[i]) / cosine
-            chol[i * dim + k] = value
-            vector[i] = cosine * vector[i] - sine * value
+def niw_inverse_factor_update(factor, vector, dim, sign, pivot_bound, scratch):
+    r"""In-place rank-1 modification of an inverse Cholesky factor (O(D^2)).
 
+    ``factor`` is ``W = L^{-1}`` (row-major lower triangular, ``Psi = L L^T``); on return it
+    is the inverse factor of ``Psi + sign v v^T`` (``sign`` is +1.0 or -1.0).  With
+    ``p = W v``, ``Psi + sign v v^T = L M M^T L^T`` where ``M`` is the Cholesky factor of
+    ``I + sign p p^T``, which has the rank-1 structure ``M_jj = d_j``, ``M_ij = p_i b_j``
+    (``i > j``) with ``s_0 = sign``, ``d_j^2 = 1 + s_j p_j^2``, ``b_j = s_j p_j / d_j``,
+    ``s_{j+1} = s_j / d_j^2`` (Gill, Golub, Murray & Saunders 1974, method C1).  The new
+    factor ``M^{-1} W`` is then formed row by row by forward substitution, carrying the
+    running vector ``sum_{j<i} b_j W'_j`` in ``scratch`` (length D, overwritten).
 
-@njit(cache=True)
-def niw_cholesky_downdate(chol, vector, dim, chol0):
-    """In-place rank-1 downdate ``L L^T - v v^T``; returns False if precision is lost.
-
-    ``chol0`` is the factor of psi0, whose pivots bound those of the exact result from
-    below.  On False the factor is left partially modified (the caller recomputes it).
+    ``vector`` (length D) is read only.  ``pivot_bound`` (length D) holds lower bounds of
+    the squared pivots ``L'_ii^2`` of the result (for a downdate: those of psi0, halved
+    by the caller's convention); a downdate whose pivot falls below its bound, or loses more
+    than six digits (``d_i^2 < 1e-6``), returns False with the factor partially modified
+    (the caller recomputes it).  Returns True on success.
     """
-    for k in range(dim):
-        diag = chol[k * dim + k]
-        squared = diag * diag - vector[k] * vector[k]
-        bound = chol0[k * dim + k] * chol0[k * dim + k]
-        if squared < 0.5 * bound or squared < 1e-6 * diag * diag:
+    for j in range(dim):
+        scratch[j] = 0.0
+    running = sign
+    for i in range(dim):
+        row = i * dim
+        projection = 0.0
+        for j in range(i + 1):
+            projection += factor[row + j] * vector[j]
+        squared = 1.0 + running * projection * projection
+        diagonal = factor[row + i]
+        if sign < 0.0 and not (
+                squared >= 1e-6 and squared >= pivot_bound[i] * diagonal * diagonal):
             return False
-        radius = math.sqrt(squared)
-        cosine = radius / diag
-        sine = vector[k] / diag
-        chol[k * dim + k] = radius
-        for i in range(k + 1, dim):
-            value = (chol[i * dim + k] - sine * vector[i]) / cosine
-            chol[i * dim + k] = value
-            vector[i] = cosine * vector[i] - sine * value
+        scale = math.sqrt(squared)
+        inverse_scale = 1.0 / scale
+        weight = running * projection * inverse_scale
+        for j in range(i + 1):
+            value = (factor[row + j] - projection * scratch[j]) * inverse_scale
+            factor[row + j] = value
+            scratch[j] += weight * value
+        running /= squared
     return True
 
 
@@ -155,113 +172,138 @@ def _cholesky_in_place(matrix, dim):
 
 
 @njit(cache=True)
+def _invert_lower_in_place(matrix, dim):
+    """Row-major in-place inverse of a lower-triangular matrix (O(D^3)), column by column."""
+    for j in range(dim):
+        matrix[j * dim + j] = 1.0 / matrix[j * dim + j]
+        for i in range(j + 1, dim):
+            total = 0.0
+            for k in range(j, i):
+                total -= matrix[i * dim + k] * matrix[k * dim + j]
+            matrix[i * dim + j] = total / matrix[i * dim + i]
+    return True
+
+
+@njit(cache=True)
 def niw_recompute(params, stats):
-    """Recompute ``mu_n`` and the Cholesky factor of ``Psi_n`` from the raw sums (O(D^3))."""
+    """Recompute ``mu_n`` and the inverse factor from the raw sums (O(D^3)); refresh the cache.
+
+    Used when a downdate loses definiteness and every ``REFRESH_INTERVAL`` incremental
+    updates (drift refresh); resets the update counter.
+    """
     dim = int(params[0])
     kappa0 = params[1]
     mu0 = params[_HEADER:_HEADER + dim]
     psi0 = params[_HEADER + dim:_HEADER + dim + dim * dim]
     count = stats[0]
     kappa = kappa0 + count
-    sum_x = stats[1:1 + dim]
-    sum_xx = stats[1 + dim:1 + dim + dim * dim]
-    mu = stats[1 + dim + dim * dim:1 + 2 * dim + dim * dim]
-    chol = stats[1 + 2 * dim + dim * dim:1 + 2 * dim + 2 * dim * dim]
+    offset_xx = 1 + dim
+    offset_mu = 1 + dim + dim * dim
+    offset_factor = offset_mu + dim
     for i in range(dim):
-        mu[i] = (kappa0 * mu0[i] + sum_x[i]) / kappa
+        stats[offset_mu + i] = (kappa0 * mu0[i] + stats[1 + i]) / kappa
     for i in range(dim):
         for j in range(dim):
-            chol[i * dim + j] = (
-                psi0[i * dim + j] + sum_xx[i * dim + j] + kappa0 * mu0[i] * mu0[j]
-                - kappa * mu[i] * mu[j]
+            stats[offset_factor + i * dim + j] = (
+                psi0[i * dim + j] + stats[offset_xx + i * dim + j] + kappa0 * mu0[i] * mu0[j]
+                - kappa * stats[offset_mu + i] * stats[offset_mu + j]
             )
-    if not _cholesky_in_place(chol, dim):
+    factor = stats[offset_factor:offset_factor + dim * dim]
+    if not _cholesky_in_place(factor, dim):
         raise ValueError(
             "NormalInverseWishart: the posterior scale matrix lost positive definiteness "
             "(data too badly scaled); standardise the data"
         )
+    _invert_lower_in_place(factor, dim)
+    stats[offset_factor + dim * dim + 3] = 0.0
     _niw_refresh_constant(params, stats)
 
 
 @njit(cache=True)
 def _niw_refresh_constant(params, stats):
-    """Recompute the cached predictive constant ``c_n`` (last entry of the row).
+    """Recompute the cached scalars ``c_n``, ``e_n``, ``r_n`` of the row (O(D)).
 
-    ``lgamma(a + D/2) - lgamma(a)`` with ``a = (nu_n - D + 1)/2`` is a sum of ``log(a + k)``
-    for even D (one ``lgamma`` pair remains for odd D); the terms are grouped two dimensions
-    per logarithm, ``log((a + k) r / (L_jj L_j'j'))`` with ``r = kappa_n / (kappa_n + 1)``,
-    so that D = 2 costs a single ``log`` (the factors stay O(1/variance): no overflow).
+    ``c_n = lgamma(a + D/2) - lgamma(a) - D/2 log(pi) + D/2 log r_n + sum_d log W_dd`` with
+    ``a = (nu_n - D + 1)/2`` and ``r_n = kappa_n / (kappa_n + 1)``.  The lgamma difference is
+    a sum of ``log(a + k)`` for even D (one ``lgamma`` pair remains for odd D); the terms are
+    grouped two dimensions per logarithm, ``log((a + k) r W_jj W_j'j')``, so that D = 2
+    costs a single ``log`` (the factors stay O(1/variance): no overflow).
     """
     dim = int(params[0])
     count = stats[0]
     kappa = params[1] + count
     nu = params[2] + count
-    offset_chol = 1 + 2 * dim + dim * dim
+    offset_factor = 1 + 2 * dim + dim * dim
     shrink = kappa / (kappa + 1.0)
     a = 0.5 * (nu - dim + 1.0)
     constant = -0.5 * dim * _LOG_PI
     if dim % 2 == 1:
-        last = offset_chol + (dim - 1) * (dim + 1)
+        last = offset_factor + (dim - 1) * (dim + 1)
         constant += (math.lgamma(a + 0.5) - math.lgamma(a)
-                     - math.log(stats[last] / math.sqrt(shrink)))
+                     + math.log(stats[last] * math.sqrt(shrink)))
         a += 0.5
     for k in range(dim // 2):
-        first = offset_chol + 2 * k * (dim + 1)
+        first = offset_factor + 2 * k * (dim + 1)
         second = first + dim + 1
-        constant += math.log((a + k) * shrink / (stats[first] * stats[second]))
-    stats[offset_chol + dim * dim] = constant
+        constant += math.log((a + k) * shrink * (stats[first] * stats[second]))
+    tail = offset_factor + dim * dim
+    stats[tail] = constant
+    stats[tail + 1] = 0.5 * (nu + 1.0)
+    stats[tail + 2] = shrink
+
+
+@njit(cache=True)
+def _niw_after_update(params, stats, tail):
+    """Count one incremental update; refresh from the raw sums every REFRESH_INTERVAL."""
+    updates = stats[tail + 3] + 1.0
+    if updates >= REFRESH_INTERVAL:
+        niw_recompute(params, stats)
+    else:
+        stats[tail + 3] = updates
+        _niw_refresh_constant(params, stats)
 
 
 @njit(cache=True)
 def _niw_add_point_general(params, stats, x, dim, kappa_new, scale):
-    """Any-D body of ``niw_add_point`` (everything but the constant refresh).
+    """Any-D body of ``niw_add_point`` (everything but the cache refresh).
 
     Kept out of ``niw_add_point`` so that the D = 2 path stays small enough to inline.
     """
     offset_xx = 1 + dim
     offset_mu = 1 + dim + dim * dim
-    offset_chol = 1 + 2 * dim + dim * dim
-    # niw_cholesky_update written on offsets: no array views (see niw_log_predictive)
-    scratch = _HEADER + dim + 2 * dim * dim
+    offset_factor = offset_mu + dim
+    scratch = _HEADER + 2 * dim + 2 * dim * dim
+    vector = params[scratch:scratch + dim]
     for i in range(dim):
         xi = x[i]
         difference = xi - stats[offset_mu + i]
         stats[offset_mu + i] += difference / kappa_new
-        params[scratch + i] = scale * difference
+        vector[i] = scale * difference
         stats[1 + i] += xi
         for j in range(dim):
             stats[offset_xx + i * dim + j] += xi * x[j]
     stats[0] += 1.0
-    for k in range(dim):
-        position = offset_chol + k * dim + k
-        diag = stats[position]
-        vector_k = params[scratch + k]
-        radius = math.sqrt(diag * diag + vector_k * vector_k)
-        cosine = radius / diag
-        sine = vector_k / diag
-        stats[position] = radius
-        for i in range(k + 1, dim):
-            position = offset_chol + i * dim + k
-            value = (stats[position] + sine * params[scratch + i]) / cosine
-            stats[position] = value
-            params[scratch + i] = cosine * params[scratch + i] - sine * value
+    niw_inverse_factor_update(
+        stats[offset_factor:offset_factor + dim * dim], vector, dim, 1.0,
+        params[scratch - dim:scratch], params[scratch + dim:scratch + 2 * dim])
 
 
 @njit(cache=True)
 def niw_add_point(params, stats, x):
     """Add one row ``x`` (shape (D,)) to a statistics row, in place (O(D^2)).
 
-    The rank-1 Cholesky update is ``niw_cholesky_update`` written on offsets (D = 2 in
-    registers, same arithmetic).
+    The rank-1 update of the inverse factor is ``niw_inverse_factor_update`` (D = 2 in
+    registers, same arithmetic); the cached scalars are refreshed.
     """
     dim = int(params[0])
     kappa_old = params[1] + stats[0]
     kappa_new = kappa_old + 1.0
     offset_xx = 1 + dim
     offset_mu = 1 + dim + dim * dim
-    offset_chol = 1 + 2 * dim + dim * dim
+    offset_factor = offset_mu + dim
+    tail = offset_factor + dim * dim
     scale = math.sqrt(kappa_old / kappa_new)
-    if dim == 2:
+    if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
         first = x[0]
         second = x[1]
         difference_first = first - stats[offset_mu]
@@ -277,30 +319,39 @@ def niw_add_point(params, stats, x):
         stats[offset_xx + 1] += cross
         stats[offset_xx + 2] += cross
         stats[offset_xx + 3] += second * second
-        stats[0] += 1.0
-        # niw_cholesky_update, k = 0 then k = 1
-        diag = stats[offset_chol]
-        radius = math.sqrt(diag * diag + vector_first * vector_first)
-        cosine = radius / diag
-        sine = vector_first / diag
-        stats[offset_chol] = radius
-        value = (stats[offset_chol + 2] + sine * vector_second) / cosine
-        stats[offset_chol + 2] = value
-        vector_second = cosine * vector_second - sine * value
-        diag = stats[offset_chol + 3]
-        stats[offset_chol + 3] = math.sqrt(diag * diag + vector_second * vector_second)
+        count = stats[0] + 1.0
+        stats[0] = count
+        # niw_inverse_factor_update with sign +1
+        w00 = stats[offset_factor]
+        w10 = stats[offset_factor + 2]
+        w11 = stats[offset_factor + 3]
+        projection_first = w00 * vector_first
+        projection_second = w10 * vector_first + w11 * vector_second
+        squared = 1.0 + projection_first * projection_first
+        inverse_scale = 1.0 / math.sqrt(squared)
+        new00 = w00 * inverse_scale
+        carried = projection_first * inverse_scale * new00
+        running = 1.0 / squared
+        inverse_scale = 1.0 / math.sqrt(1.0 + running * projection_second * projection_second)
+        new11 = w11 * inverse_scale
+        stats[offset_factor] = new00
+        stats[offset_factor + 2] = (w10 - projection_second * carried) * inverse_scale
+        stats[offset_factor + 3] = new11
         # _niw_refresh_constant for D = 2 (same arithmetic)
-        nu = params[2] + stats[0]
-        stats[offset_chol + 4] = -_LOG_PI + math.log(
-            0.5 * (nu - 1.0) * (kappa_new / (kappa_new + 1.0))
-            / (stats[offset_chol] * stats[offset_chol + 3]))
+        nu = params[2] + count
+        shrink = kappa_new / (kappa_new + 1.0)
+        stats[tail] = -_LOG_PI + math.log(0.5 * (nu - 1.0) * shrink * (new00 * new11))
+        stats[tail + 1] = 0.5 * (nu + 1.0)
+        stats[tail + 2] = shrink
+        stats[tail + 3] += 1.0
     else:
         _niw_add_point_general(params, stats, x, dim, kappa_new, scale)
-        _niw_refresh_constant(params, stats)
+        _niw_after_update(params, stats, tail)
 
 
 @njit(cache=True)
 def _niw_reset(params, stats):
+    """Exact empty row (the prior's cached predictive form)."""
     dim = int(params[0])
     stats[0] = 0.0
     for i in range(dim + dim * dim):
@@ -308,9 +359,10 @@ def _niw_reset(params, stats):
     offset_mu = 1 + dim + dim * dim
     for i in range(dim):
         stats[offset_mu + i] = params[_HEADER + i]
-    chol0 = _HEADER + dim + dim * dim
+    factor0 = _HEADER + dim + dim * dim
     for i in range(dim * dim):
-        stats[offset_mu + dim + i] = params[chol0 + i]
+        stats[offset_mu + dim + i] = params[factor0 + i]
+    stats[offset_mu + dim + dim * dim + 3] = 0.0
     _niw_refresh_constant(params, stats)
 
 
@@ -328,75 +380,165 @@ def niw_remove_point(params, stats, x):
         return False
     kappa_new = params[1] + count
     kappa_old = kappa_new - 1.0
-    scratch = params[_HEADER + dim + 2 * dim * dim:_HEADER + 2 * dim + 2 * dim * dim]
+    scratch = _HEADER + 2 * dim + 2 * dim * dim
     offset_xx = 1 + dim
     offset_mu = 1 + dim + dim * dim
-    offset_chol = 1 + 2 * dim + dim * dim
+    offset_factor = offset_mu + dim
+    tail = offset_factor + dim * dim
     scale = math.sqrt(kappa_new / kappa_old)
     for i in range(dim):
         xi = x[i]
         difference = xi - stats[offset_mu + i]
         stats[offset_mu + i] -= difference / kappa_old
-        scratch[i] = scale * difference
+        params[scratch + i] = scale * difference
         stats[1 + i] -= xi
         for j in range(dim):
             stats[offset_xx + i * dim + j] -= xi * x[j]
     stats[0] = count - 1.0
-    chol0 = params[_HEADER + dim + dim * dim:_HEADER + dim + 2 * dim * dim]
-    if niw_cholesky_downdate(stats[offset_chol:offset_chol + dim * dim], scratch, dim, chol0):
-        _niw_refresh_constant(params, stats)
+    if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
+        if _niw_downdate_two(params, stats, params[scratch], params[scratch + 1],
+                             offset_factor, scratch - 2):
+            return False
+        niw_recompute(params, stats)
+        return True
+    if niw_inverse_factor_update(
+            stats[offset_factor:offset_factor + dim * dim], params[scratch:scratch + dim],
+            dim, -1.0,
+            params[scratch - dim:scratch], params[scratch + dim:scratch + 2 * dim]):
+        _niw_after_update(params, stats, tail)
         return False
     niw_recompute(params, stats)
     return True
 
 
 @njit(cache=True)
-def _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_chol):
-    """``|L^{-1}(x - mu_n)|^2`` for any D (triangular solve in the scratch tail of params).
+def _niw_downdate_two(params, stats, vector_first, vector_second, offset_factor, bound):
+    """``niw_inverse_factor_update`` with sign -1 for D = 2 in registers, plus the cache
+    refresh; False (factor partly modified) when the downdate loses definiteness."""
+    w00 = stats[offset_factor]
+    w10 = stats[offset_factor + 2]
+    w11 = stats[offset_factor + 3]
+    projection_first = w00 * vector_first
+    projection_second = w10 * vector_first + w11 * vector_second
+    squared = 1.0 - projection_first * projection_first
+    if not (squared >= 1e-6 and squared >= params[bound] * w00 * w00):
+        return False
+    inverse_scale = 1.0 / math.sqrt(squared)
+    new00 = w00 * inverse_scale
+    carried = -projection_first * inverse_scale * new00
+    running = -1.0 / squared
+    squared = 1.0 + running * projection_second * projection_second
+    if not (squared >= 1e-6 and squared >= params[bound + 1] * w11 * w11):
+        return False
+    inverse_scale = 1.0 / math.sqrt(squared)
+    new11 = w11 * inverse_scale
+    stats[offset_factor] = new00
+    stats[offset_factor + 2] = (w10 - projection_second * carried) * inverse_scale
+    stats[offset_factor + 3] = new11
+    count = stats[0]
+    kappa = params[1] + count
+    nu = params[2] + count
+    shrink = kappa / (kappa + 1.0)
+    tail = offset_factor + 4
+    stats[tail] = -_LOG_PI + math.log(0.5 * (nu - 1.0) * shrink * (new00 * new11))
+    stats[tail + 1] = 0.5 * (nu + 1.0)
+    stats[tail + 2] = shrink
+    stats[tail + 3] += 1.0
+    return True
 
-    Kept out of ``niw_log_predictive`` so that the small D = 1, 2 paths stay small enough
-    for LLVM to inline the predictive into its callers.
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_factor):
+    """``|W (x - mu_n)|^2`` for any D (a lower-triangular matrix-vector product).
+
+    The residual goes to the scratch tail of ``params``; the row dot products may be
+    reassociated (``fastmath`` reassoc/contract only: no NaN/inf assumptions) so that they
+    vectorise.  Kept out of ``niw_log_predictive`` so that the D = 1, 2 paths stay small
+    enough for LLVM to inline the predictive into its callers.
     """
-    # no array views here: a view costs two atomic reference-count updates per call
-    scratch = _HEADER + dim + 2 * dim * dim
+    # No array views (a view costs two atomic reference-count updates per call), and
+    # unsigned indices: numba skips the negative-index wraparound test, which would
+    # otherwise keep LLVM from vectorising the dot products.
+    scratch = uint64(_HEADER + 2 * dim + 2 * dim * dim)
+    mu = uint64(offset_mu)
+    for i in range(uint64(dim)):
+        params[scratch + i] = x[i] - stats[mu + i]
     quadratic = 0.0
-    for i in range(dim):
-        total = x[i] - stats[offset_mu + i]
-        row = offset_chol + i * dim
-        for j in range(i):
-            total -= stats[row + j] * params[scratch + j]
-        value = total / stats[row + i]
-        params[scratch + i] = value
-        quadratic += value * value
+    for i in range(uint64(dim)):
+        row = uint64(offset_factor) + i * uint64(dim)
+        total = 0.0
+        for j in range(i + uint64(1)):
+            total += stats[row + j] * params[scratch + j]
+        quadratic += total * total
     return quadratic
 
 
 @njit(cache=True)
 def niw_log_predictive(params, stats, x):
-    """Log multivariate Student-t predictive of ``x`` given a statistics row (O(D^2)).
+    """Log multivariate Student-t predictive of ``x`` from the row's cached form (O(D^2)).
 
-    D = 1 and D = 2 solve the triangular system in registers; larger D use the scratch tail
-    of ``params``.  The arithmetic is the same in every branch.
+    ``c_n - e_n log1p(r_n |W (x - mu_n)|^2)``: a triangular matrix-vector product, no
+    division, one ``log1p``.  D = 1 and D = 2 work in registers.
     """
     dim = int(params[0])
-    count = stats[0]
-    kappa = params[1] + count
-    nu = params[2] + count
     offset_mu = 1 + dim + dim * dim
-    offset_chol = offset_mu + dim
+    offset_factor = offset_mu + dim
+    tail = offset_factor + dim * dim
     if dim == 2:
-        first = (x[0] - stats[offset_mu]) / stats[offset_chol]
-        second = (x[1] - stats[offset_mu + 1] - stats[offset_chol + 2] * first) / stats[
-            offset_chol + 3]
+        first = stats[offset_factor] * (x[0] - stats[offset_mu])
+        second = (stats[offset_factor + 2] * (x[0] - stats[offset_mu])
+                  + stats[offset_factor + 3] * (x[1] - stats[offset_mu + 1]))
         quadratic = first * first + second * second
     elif dim == 1:
-        first = (x[0] - stats[offset_mu]) / stats[offset_chol]
+        first = stats[offset_factor] * (x[0] - stats[offset_mu])
         quadratic = first * first
     else:
-        quadratic = _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_chol)
-    return stats[offset_chol + dim * dim] - 0.5 * (nu + 1.0) * math.log1p(
-        quadratic * kappa / (kappa + 1.0)
-    )
+        quadratic = _niw_quadratic_general(params, stats, x, dim, offset_mu, offset_factor)
+    return stats[tail] - stats[tail + 1] * math.log1p(quadratic * stats[tail + 2])
+
+
+@njit(cache=True)
+def _niw_log_predictive_rows(params, stats, slots, n_slots, x, out):
+    # Separate from niw_log_predictive_many: the row views made here would cost reference
+    # counting on every call of it, even on its view-free D <= 2 path.
+    for j in range(n_slots):
+        out[j] = niw_log_predictive(params, stats[slots[j]], x)
+
+
+@njit(cache=True)
+def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
+    """``out[j] = niw_log_predictive(params, stats[slots[j]], x)`` for ``j < n_slots``.
+
+    ``stats`` has shape (capacity, stat_dim).  D = 1 and D = 2 read the cached forms
+    straight from the 2-D array (same arithmetic as ``niw_log_predictive``, no row views:
+    a view costs two atomic reference-count updates, more than the predictive itself);
+    larger D, where the O(D^2) product dominates, go through ``niw_log_predictive``.
+    """
+    dim = int(params[0])
+    offset_mu = 1 + dim + dim * dim
+    offset_factor = offset_mu + dim
+    tail = offset_factor + dim * dim
+    if dim == 2:
+        first_coordinate = x[0]
+        second_coordinate = x[1]
+        for j in range(n_slots):
+            slot = slots[j]
+            residual = first_coordinate - stats[slot, offset_mu]
+            first = stats[slot, offset_factor] * residual
+            second = (stats[slot, offset_factor + 2] * residual
+                      + stats[slot, offset_factor + 3]
+                      * (second_coordinate - stats[slot, offset_mu + 1]))
+            out[j] = stats[slot, tail] - stats[slot, tail + 1] * math.log1p(
+                (first * first + second * second) * stats[slot, tail + 2])
+    elif dim == 1:
+        coordinate = x[0]
+        for j in range(n_slots):
+            slot = slots[j]
+            first = stats[slot, offset_factor] * (coordinate - stats[slot, offset_mu])
+            out[j] = stats[slot, tail] - stats[slot, tail + 1] * math.log1p(
+                first * first * stats[slot, tail + 2])
+    else:
+        _niw_log_predictive_rows(params, stats, slots, n_slots, x, out)
 
 
 @njit(cache=True)
@@ -410,11 +552,11 @@ def niw_log_marginal(params, stats):
     nu0 = params[2]
     kappa = kappa0 + count
     nu = nu0 + count
-    offset_chol = 1 + 2 * dim + dim * dim
+    offset_factor = 1 + 2 * dim + dim * dim
     log_det_half = 0.0
     sum_lgamma = 0.0
     for d in range(dim):
-        log_det_half += math.log(stats[offset_chol + d * dim + d])
+        log_det_half -= math.log(stats[offset_factor + d * dim + d])
         sum_lgamma += math.lgamma(0.5 * (nu - d))
     return (
         -0.5 * count * dim * _LOG_PI + 0.5 * dim * (math.log(kappa0) - math.log(kappa))
@@ -451,6 +593,7 @@ class NormalInverseWishart(ComponentFamily):
 
     hyperparameter_names = ("mu0", "kappa0", "nu0", "psi0")
     family_id = FAMILY_NORMAL_INVERSE_WISHART
+    history_entries = 1
 
     def __init__(self, mu0=0.0, kappa0=1.0, nu0=3.0, psi0=1.0):
         super().__init__(mu0=mu0, kappa0=kappa0, nu0=nu0, psi0=psi0)
@@ -522,27 +665,25 @@ class NormalInverseWishart(ComponentFamily):
         dim = full["mu0"].shape[0]
         log_det = 2.0 * np.sum(np.log(np.diag(full["chol0"])))
         sum_lgamma0 = float(np.sum(special.gammaln(0.5 * (full["nu0"] - np.arange(dim)))))
+        inverse0 = linalg.solve_triangular(full["chol0"], np.eye(dim), lower=True)
         return np.concatenate(
             [
                 [dim, full["kappa0"], full["nu0"], log_det, sum_lgamma0],
                 full["mu0"],
                 full["psi0"].ravel(),
-                full["chol0"].ravel(),
-                np.zeros(dim),
+                np.tril(inverse0).ravel(),
+                0.5 * np.diag(full["chol0"]) ** 2,
+                np.zeros(2 * dim),
             ]
         )
 
     def _pack_empty_stats(self, full):
+        # the numba reset writes the prior's cached predictive form (same arithmetic as
+        # every row emptied by remove_point)
         dim = full["mu0"].shape[0]
-        nu0, kappa0 = full["nu0"], full["kappa0"]
-        constant = (
-            special.gammaln(0.5 * (nu0 + 1.0)) - special.gammaln(0.5 * (nu0 - dim + 1.0))
-            - 0.5 * dim * (np.log(np.pi) + np.log((kappa0 + 1.0) / kappa0))
-            - np.sum(np.log(np.diag(full["chol0"])))
-        )
-        return np.concatenate(
-            [[0.0], np.zeros(dim + dim * dim), full["mu0"], full["chol0"].ravel(), [constant]]
-        )
+        row = np.zeros(5 + 2 * dim + 2 * dim * dim)
+        _niw_reset(np.ascontiguousarray(self._pack_params(full)), row)
+        return row
 
 
 # ------------------------------------------------------------------ references

@@ -87,11 +87,10 @@ def _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table,
     ``log_weights[K]`` is the log weight of a new cluster.  NaN becomes ``-inf``.
     """
     k = meta[0]
+    dispatch.log_predictive_many(family_id, params, stats, active, k, x[i], log_weights)
     for j in range(k):
-        slot = active[j]
-        m = sizes[slot]
-        value = (log_w_table[m + 1] - log_w_table[m]
-                 + dispatch.log_predictive(family_id, params, stats[slot], x[i]))
+        m = sizes[active[j]]
+        value = log_w_table[m + 1] - log_w_table[m] + log_weights[j]
         log_weights[j] = value if value == value else -np.inf
     log_v_next = log_v_table[k + 1]
     if log_v_next == -np.inf:

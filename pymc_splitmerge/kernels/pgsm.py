@@ -278,6 +278,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     option_cache = np.empty((big_n, m + 1))
     total_cache = np.empty(big_n)
     option_weight = np.empty(m + 1)
+    block_slots = np.arange(m)
     weight_cache = np.empty((big_n, m + 1))
     weight_total_cache = np.empty(big_n)
     count_cache = np.empty(big_n, dtype=np.int64)
@@ -340,9 +341,11 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                     option_weight[j] = weight_cache[r, j]
             else:
                 # log γ_t / γ_{t-1} of each allowed option
+                # one batch call per particle (no row view per block)
+                dispatch.log_predictive_many(family_id, params, stats[p], block_slots, nb, xt,
+                                             option_log)
                 for j in range(nb):
-                    option_log[j] = log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
-                    option_log[j] += dispatch.log_predictive(family_id, params, stats[p, j], xt)
+                    option_log[j] += log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
                 count = nb
                 if anchor_phase:
                     option_log[nb] = (log_v_table[n_other_clusters + nb + 1]

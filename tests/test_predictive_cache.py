@@ -1,0 +1,180 @@
+"""Tests of the cached predictive forms kept in every family's statistics row.
+
+Each family stores its posterior predictive in closed form in the statistics row and refreshes
+it in ``add_point`` / ``remove_point`` (``docs/contracts.md`` section 2).  The numpy/scipy
+references of the family modules stay the judges: along long random add/remove sequences
+every cached ``log_predictive`` and ``log_marginal`` must equal the reference computed from the
+raw member rows to 1e-10.  The Normal-Inverse-Wishart inverse factor is also checked through
+its loss-of-definiteness fallback and its periodic refresh against drift, and
+``PartitionState.check`` must still see a corrupted cache (negative control for the history
+entries it skips).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_components import CASES
+
+from pymc_splitmerge.components import (
+    BetaBernoulli,
+    DirichletCategorical,
+    NormalInverseWishart,
+    dispatch,
+)
+from pymc_splitmerge.components import beta_bernoulli as beta_bernoulli_module
+from pymc_splitmerge.components import dirichlet_categorical as dirichlet_categorical_module
+from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+from pymc_splitmerge.kernels.state import PartitionState
+
+TOLERANCE = 1e-10
+
+
+def _wide_cases():
+    """Beta-Bernoulli and Dirichlet-categorical with several blocks of 16 attributes:
+    ordinary factors (blocked underflow checks) and factors below 1e-9 (tiny
+    hyperparameters: checked after every factor)."""
+    rng = np.random.default_rng(99)
+    data = rng.integers(0, 2, size=(10, 40))
+    cases = []
+    for name, family in (("blocks", BetaBernoulli(a=rng.uniform(0.5, 2.0, size=40), b=0.7)),
+                         ("tiny-factors", BetaBernoulli(a=1e-10, b=1.0))):
+        cases.append(pytest.param(family, beta_bernoulli_module, family.prepare_data(data),
+                                  id=f"beta-bernoulli-{name}"))
+    codes = rng.integers(0, 3, size=(10, 40))
+    for name, concentration in (("blocks", 0.8), ("tiny-factors", 1e-10)):
+        family = DirichletCategorical(concentration=concentration, n_categories=3)
+        cases.append(pytest.param(family, dirichlet_categorical_module,
+                                  family.prepare_data(codes), id=f"dirichlet-{name}"))
+    return cases
+
+
+def _close(value, expected):
+    return abs(value - expected) <= TOLERANCE * max(1.0, abs(expected))
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES + _wide_cases())
+def test_random_add_remove_sequences_match_reference(family, module, x):
+    """Every cached evaluation equals the reference along a random add/remove sequence."""
+    rng = np.random.default_rng(2024)
+    params, family_id = family.params, family.family_id
+    row = family.empty_stats
+    members: list[int] = []
+    n_checks = 0
+    for step in range(600):
+        remove = members and (rng.random() < 0.45 or len(members) >= 14)
+        if remove:
+            i = members.pop(int(rng.integers(len(members))))
+            dispatch.remove_point(family_id, params, row, x[i])
+        else:  # a point may join several times: the statistics are those of a multiset
+            i = int(rng.integers(len(x)))
+            members.append(i)
+            dispatch.add_point(family_id, params, row, x[i])
+        if step % 15 == 0 or not members:
+            cluster = x[members]
+            for query in (x[int(rng.integers(len(x)))], x[0]):
+                value = dispatch.log_predictive(family_id, params, row, query)
+                expected = module.reference_log_predictive(family, query, cluster)
+                assert _close(value, expected), (step, value, expected)
+            value = dispatch.log_marginal(family_id, params, row)
+            assert _close(value, module.reference_log_marginal(family, cluster)), step
+            n_checks += 1
+    assert n_checks >= 40
+    # the same points in a fresh row give the same cluster part (history entries aside)
+    cluster_part = family.stat_dim - family.history_entries
+    np.testing.assert_allclose(row[:cluster_part], family.stats_of(x[members])[:cluster_part],
+                               rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize(("family", "module", "x"), CASES)
+def test_empty_row_holds_the_prior_predictive(family, module, x):
+    """``empty_stats`` carries the prior predictive's cached form, and emptying restores it."""
+    row = family.empty_stats
+    for query in x[:3]:
+        assert _close(family.log_predictive(query, row),
+                      module.reference_log_predictive(family, query, x[:0]))
+    dispatch.add_point(family.family_id, family.params, row, x[1])
+    dispatch.remove_point(family.family_id, family.params, row, x[1])
+    np.testing.assert_array_equal(row, family.empty_stats)
+
+
+def _niw_family(dim, rng):
+    a = rng.normal(size=(dim, dim))
+    return NormalInverseWishart(mu0=rng.normal(size=dim), kappa0=0.3, nu0=dim + 1.0,
+                                psi0=a @ a.T + dim * np.eye(dim))
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3, 5])
+def test_niw_periodic_refresh_against_drift(dim):
+    """The update counter triggers a recomputation from the raw sums every REFRESH_INTERVAL
+    incremental updates, and the refreshed row is the recomputed one exactly."""
+    rng = np.random.default_rng(dim)
+    family = _niw_family(dim, rng)
+    params = family.params
+    x = family.prepare_data(rng.normal(size=(50, dim)) * 1.5)
+    interval = niw_module.REFRESH_INTERVAL
+    row = family.empty_stats
+    members: list[int] = []
+    for update in range(1, interval):
+        if members and update % 3 == 0:
+            niw_module.niw_remove_point(params, row, x[members.pop(0)])
+        else:
+            members.append(update % 50)
+            niw_module.niw_add_point(params, row, x[update % 50])
+        assert row[-1] == update  # one count per incremental update
+    incremental = row.copy()
+    incremental[-1] = 0.0
+    niw_module.niw_add_point(params, incremental, x[7])  # the same update, no refresh due
+    niw_module.niw_add_point(params, row, x[7])  # the interval-th update: refresh
+    members.append(7)
+    assert row[-1] == 0.0 and incremental[-1] == 1.0
+    expected = incremental.copy()
+    niw_module.niw_recompute(params, expected)
+    np.testing.assert_array_equal(row, expected)
+    cluster = family.stat_dim - 1
+    np.testing.assert_allclose(row[:cluster], incremental[:cluster], rtol=1e-9, atol=1e-12)
+    for query in x[:3]:
+        assert _close(family.log_predictive(query, row),
+                      niw_module.reference_log_predictive(family, query, x[members]))
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_niw_downdate_fallback_recomputes_from_the_sums(dim):
+    """Points close to a hyperplane plus a far outlier across it: removing the outlier
+    cancels nearly all digits of a pivot, the downdate is abandoned and the inverse factor
+    recomputed; the cached form then matches the reference, and ordinary removals keep the
+    O(D^2) downdate."""
+    rng = np.random.default_rng(3)
+    family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=1e-3, nu0=dim,
+                                  psi0=1e-9 * np.eye(dim))
+    base = rng.normal(size=(12, dim - 1))
+    last = base.sum(axis=1) + 1e-1 * rng.normal(size=12)
+    raw = np.vstack([np.column_stack([base, last]), np.r_[np.zeros(dim - 1), 1e3]])
+    x = family.prepare_data(raw)
+    row = family.stats_of(x)
+    fallbacks = []
+    for keep in range(len(x) - 1, dim + 1, -1):
+        fallbacks.append(niw_module.niw_remove_point(family.params, row, x[keep]))
+        assert row[-1] >= 0.0
+        assert np.isclose(family.log_marginal(row),
+                          niw_module.reference_log_marginal(family, x[:keep]), rtol=1e-6)
+        assert np.isclose(family.log_predictive(x[0], row),
+                          niw_module.reference_log_predictive(family, x[0], x[:keep]),
+                          rtol=1e-6)
+    assert fallbacks[0] and row[-1] < len(fallbacks)  # the outlier: recomputed, counter reset
+    assert not all(fallbacks)
+
+
+def test_state_check_sees_a_corrupted_cache():
+    """Negative control: ``PartitionState.check`` skips only the update counter."""
+    rng = np.random.default_rng(5)
+    family = _niw_family(2, rng)
+    x = family.prepare_data(rng.normal(size=(12, 2)))
+    state = PartitionState(family, x, np.arange(12) % 3)
+    state.check()
+    slot = state.active[0]
+    state.stats[slot, -1] += 7.0  # the counter: history, ignored
+    state.check()
+    state.stats[slot, -4] += 1e-3  # the cached log-normaliser c_n
+    with pytest.raises(AssertionError):
+        state.check()
