@@ -278,6 +278,15 @@ class ComponentFamily:
         self._require_ready()
         return int(self._empty_stats.shape[0])
 
+    @property
+    def cluster_columns(self) -> np.ndarray:
+        """Indices of the statistics-row entries that depend on the cluster only.
+
+        Int64 array: every entry except the history entries (update counters), which two rows
+        of the same points may hold differently.  Compare rows on these columns.
+        """
+        return np.arange(self.stat_dim - int(self.history_entries), dtype=np.int64)
+
     def prepare_data(self, data: Any) -> np.ndarray:
         """Validate observations and return them as a float64 array of shape (n, data_dim).
 

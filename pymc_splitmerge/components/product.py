@@ -183,6 +183,16 @@ class ProductFamily(ComponentFamily):
 
     # ------------------------------------------------------------ public API
     @property
+    def cluster_columns(self) -> np.ndarray:
+        """Each sub-family's cluster columns, shifted to its place in the product row."""
+        self._require_ready()
+        parts, offset = [], 0
+        for family, _ in self._components:
+            parts.append(family.cluster_columns + offset)
+            offset += family.stat_dim
+        return np.concatenate(parts)
+
+    @property
     def components(self) -> list[tuple[ComponentFamily, np.ndarray]]:
         """The (family, columns) pairs, in order (families bound to their column count)."""
         return list(self._components)
