@@ -383,3 +383,109 @@ def test_weighted_partition_law_negative_control():
     statistic, pvalue = _weighted_law_statistic(prior, family, x, rng, 3000, 4,
                                                 variant="weight_after_move", rejuvenation=2)
     assert pvalue < GOF_PVALUE_THRESHOLD, statistic
+
+
+# ------------------------------------------------------------------------------ sample_smc
+
+SMC_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
+
+
+def _pymc_model(prior_name, alpha=None):
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    n = len(SMC_DATA)
+    prior = PRIORS[prior_name]
+    with pm.Model() as model:
+        if prior_name == "dp":
+            value = prior.alpha if alpha is None else alpha
+            z = psm.DirichletProcess("z", alpha=value, n=n)
+        elif prior_name == "py":
+            z = psm.PitmanYor("z", alpha=prior.alpha, discount=prior.discount, n=n)
+        elif prior_name == "finite":
+            z = psm.FiniteDirichlet("z", alpha=prior.alpha, k=prior.k, n=n)
+        else:
+            z = psm.MixtureOfFiniteMixtures("z", gamma=prior.gamma, k_prior=prior.k_prior, n=n)
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=SMC_DATA)
+    return model
+
+
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_sample_smc_evidence_and_layout(prior_name):
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+
+    model = _pymc_model(prior_name)
+    chains, draws = 600, 4
+    idata = psm.sample_smc(draws=draws, chains=chains, model=model, random_seed=7,
+                           rejuvenation=1, progressbar=False)
+    posterior = get_group(idata, "posterior")
+    stats_group = get_group(idata, "sample_stats")
+    labels = np.asarray(posterior["z"])
+    assert labels.shape == (chains, draws, len(SMC_DATA))
+    flat = labels.reshape(-1, len(SMC_DATA))
+    from pymc_splitmerge.core.relabel import canonical_labels
+
+    np.testing.assert_array_equal(flat, canonical_labels(flat))
+    log_hat = np.asarray(stats_group["log_marginal_likelihood"])
+    assert log_hat.shape == (chains,)
+    assert np.asarray(stats_group["ess"]).shape == (chains, len(SMC_DATA) + 1)
+    exact = exact_posterior(PRIORS[prior_name], BetaBernoulli(a=1.0, b=1.0), SMC_DATA)
+    ratio = np.exp(log_hat - exact.log_evidence)
+    z = (ratio.mean() - 1.0) / (ratio.std(ddof=1) / np.sqrt(chains))
+    assert stats.norm.sf(abs(z)) * 2 >= GOF_PVALUE_THRESHOLD, (ratio.mean(), z)
+    # every draw is a partition of positive posterior probability
+    assert np.all(exact.probability_of(flat) > 0)
+
+
+def test_sample_smc_accepts_pm_data_and_random_order_and_compare_evidence():
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.components import BetaBernoulli
+
+    results = {}
+    for name, alpha in (("dp_small", 0.3), ("dp_large", 3.0)):
+        with pm.Model():
+            value = pm.Data("alpha", alpha)
+            z = psm.DirichletProcess("z", alpha=value, n=len(SMC_DATA))
+            psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                                 observed=SMC_DATA)
+            results[name] = psm.sample_smc(draws=64, chains=8, order="random", random_seed=3,
+                                           anneal={"start": 1.0, "rate": 0.3},
+                                           progressbar=False)
+    table = psm.compare_evidence(results)
+    assert list(table.columns[:2]) == ["log_evidence", "mcse"]
+    assert table["log_bayes_factor"].iloc[0] == 0.0
+    assert np.all(np.diff(table["log_evidence"]) <= 0)
+    for name, alpha in (("dp_small", 0.3), ("dp_large", 3.0)):
+        exact = exact_posterior(PRIORS["dp"].__class__(alpha=alpha), BetaBernoulli(a=1.0, b=1.0),
+                                SMC_DATA)
+        row = table.loc[name]
+        assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.02
+
+
+def test_sample_smc_clear_errors():
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    with pm.Model() as model:
+        alpha = pm.Gamma("concentration", 1.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=alpha, n=len(SMC_DATA))
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=SMC_DATA)
+    with pytest.raises(ValueError, match="'concentration'.*free random variable"):
+        psm.sample_smc(model=model, progressbar=False)
+    model = _pymc_model("dp")
+    with pytest.raises(ValueError, match="anneal"):
+        psm.sample_smc(model=model, anneal={"begin": 1.0}, progressbar=False)
+    with pytest.raises(ValueError, match="order"):
+        psm.sample_smc(model=model, order="reversed", progressbar=False)
+    with pytest.raises(ValueError, match="resampling"):
+        psm.sample_smc(model=model, resampling="stratified", progressbar=False)
+    with pytest.raises(ValueError, match="compare_evidence needs"):
+        psm.compare_evidence({})
