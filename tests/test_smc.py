@@ -489,3 +489,86 @@ def test_sample_smc_clear_errors():
         psm.sample_smc(model=model, resampling="stratified", progressbar=False)
     with pytest.raises(ValueError, match="compare_evidence needs"):
         psm.compare_evidence({})
+
+
+# ------------------------------------------------------------------- incremental (previous=)
+
+
+def _continued_log_evidence(prior, family, x, n_old, num_particles, num_runs, rng, **kwargs):
+    """log Ẑ(y[:n_old]) from a run on the first points, then the continued run's increments."""
+    n = x.shape[0]
+    first = smc._prepare_run(prior, family, x[:n_old], None, kwargs.get("anneal"))
+    rest = smc._prepare_run(prior, family, x, None, kwargs.get("anneal"), n_old)
+    out = np.empty(num_runs)
+    for r in range(num_runs):
+        old = smc.run_smc(prior, family, x[:n_old], num_particles, rng, prepared=first,
+                          **kwargs)
+        ancestors = smc.reference_systematic_resample(np.exp(old.log_weights), rng.random())
+        initial = np.zeros((num_particles, n), dtype=np.int64)
+        initial[:, :n_old] = old.labels[ancestors]
+        new = smc.run_smc(prior, family, x, num_particles, rng, prepared=rest, start=n_old,
+                          initial_labels=initial, **kwargs)
+        out[r] = old.log_evidence + new.log_evidence
+    return out
+
+
+@pytest.mark.parametrize("config", ["standard", "annealed_rejuvenated"])
+@pytest.mark.parametrize("prior_name", ["py", "mfm"])
+def test_continued_population_evidence_is_unbiased(prior_name, config):
+    prior = PRIORS[prior_name]
+    family, x = _problem("bernoulli", 6)
+    rng = np.random.default_rng(zlib.crc32(f"{prior_name}-{config}-continued".encode()))
+    log_hat = _continued_log_evidence(prior, family, x, 3, 4, 3000, rng, **CONFIGS[config])
+    ratio = np.exp(log_hat - _exact(prior, family, x).log_evidence)
+    z = (ratio.mean() - 1.0) / (ratio.std(ddof=1) / np.sqrt(ratio.size))
+    assert 2 * stats.norm.sf(abs(z)) >= GOF_PVALUE_THRESHOLD, (ratio.mean(), z)
+
+
+def test_continued_population_negative_control_restarting_the_evidence():
+    """Forgetting the first run's evidence (restarting log Ẑ at 0) is rejected."""
+    prior = PRIORS["dp"]
+    family, x = _problem("bernoulli", 6)
+    rng = np.random.default_rng(8)
+    first = smc._prepare_run(prior, family, x[:3], None, None)
+    log_first = np.array([smc.run_smc(prior, family, x[:3], 4, rng, prepared=first).log_evidence
+                          for _ in range(3000)])
+    log_hat = _continued_log_evidence(prior, family, x, 3, 4, 3000, rng) - log_first
+    ratio = np.exp(log_hat - _exact(prior, family, x).log_evidence)
+    z = (ratio.mean() - 1.0) / (ratio.std(ddof=1) / np.sqrt(ratio.size))
+    assert 2 * stats.norm.sf(abs(z)) < GOF_PVALUE_THRESHOLD, (ratio.mean(), z)
+
+
+def test_sample_smc_previous_continues_the_population():
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+
+    def model_for(data):
+        with pm.Model() as model:
+            z = psm.PitmanYor("z", alpha=0.8, discount=0.35, n=len(data))
+            psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                                 observed=data)
+        return model
+
+    chains, draws = 600, 4
+    old = psm.sample_smc(draws=draws, chains=chains, model=model_for(SMC_DATA[:3]),
+                         random_seed=1, progressbar=False)
+    new = psm.sample_smc(draws=draws, chains=chains, model=model_for(SMC_DATA), random_seed=2,
+                         previous=old, rejuvenation=1, order="random", progressbar=False)
+    labels = np.asarray(get_group(new, "posterior")["z"])
+    assert labels.shape == (chains, draws, len(SMC_DATA))
+    log_hat = np.asarray(get_group(new, "sample_stats")["log_marginal_likelihood"])
+    exact = exact_posterior(PRIORS["py"], BetaBernoulli(a=1.0, b=1.0), SMC_DATA)
+    ratio = np.exp(log_hat - exact.log_evidence)
+    z = (ratio.mean() - 1.0) / (ratio.std(ddof=1) / np.sqrt(chains))
+    assert 2 * stats.norm.sf(abs(z)) >= GOF_PVALUE_THRESHOLD, (ratio.mean(), z)
+    changed = SMC_DATA.copy()
+    changed[0] = 1 - changed[0]
+    with pytest.raises(ValueError, match="appended at the end"):
+        psm.sample_smc(draws=draws, chains=chains, model=model_for(changed), previous=old,
+                       progressbar=False)
+    with pytest.raises(ValueError, match="chains="):
+        psm.sample_smc(draws=draws, chains=3, model=model_for(SMC_DATA), previous=old,
+                       progressbar=False)

@@ -408,7 +408,7 @@ def _row(table, t):
 @numba.njit(cache=True)
 def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predictive, log_v_steps,
                       log_w_steps, final_log_v, final_log_w, reweight_final, num_particles,
-                      rejuvenation, ess_threshold, scheme, variant):
+                      rejuvenation, ess_threshold, scheme, variant, start, initial_labels):
     """Sequential Monte Carlo over partitions (Lomeli's StandardSMC, Ülker's SMC-G/SMC-A).
 
     Step ``t = 1..n`` adds point ``order[t-1]``: incremental weights from
@@ -428,6 +428,12 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
     variant : int
         0 correct; negative controls: 1 evidence from the cumulative weights
         (``log mean_p w_cum``), 2 the first point's term dropped, 3 weighting after the move.
+    start : int
+        Number of points already placed (0: a fresh run).  With ``start > 0`` particle ``p``
+        starts from the equally weighted partition ``initial_labels[p]`` of the points
+        ``order[:start]`` (labels < n + 2), which must target the step-``start`` tables, and
+        the returned evidence covers the points ``order[start:]`` only.
+    initial_labels : ndarray of int64, shape (num_particles, n) (ignored when ``start == 0``)
 
     Returns
     -------
@@ -473,7 +479,12 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
     log_increments = np.zeros(n + 1)
     log_evidence = 0.0
     cursor = 0
-    for t in range(1, n + 1):
+    for p in range(L):
+        for position in range(start):
+            i = order[position]
+            assign_point(family_id, params, x, i, initial_labels[p, i], labels[p], sizes[p],
+                         stats[p], active[p], where[p], meta[p])
+    for t in range(start + 1, n + 1):
         i = order[t - 1]
         lv_now = log_v_steps[t]
         lv_prev = log_v_steps[t - 1]
@@ -581,7 +592,7 @@ def smc_partition_log_evidence_runs(num_runs, family_id, params, x, empty_row, o
         result = smc_partition_run(family_id, params, x, empty_row, order, log_prior_predictive,
                                    log_v_steps, log_w_steps, final_log_v, final_log_w,
                                    reweight_final, num_particles, rejuvenation, ess_threshold,
-                                   scheme, variant)
+                                   scheme, variant, 0, np.zeros((1, 1), dtype=np.int64))
         out[r] = result[2]
     return out
 
@@ -632,7 +643,7 @@ def annealing_schedule(n: int, start: float, target: float, rate: float) -> np.n
     return target + (start - target) * (1.0 - rate) ** (t - 1)
 
 
-def step_tables(prior, n: int, anneal: dict | None = None):
+def step_tables(prior, n: int, anneal: dict | None = None, start: int = 0):
     """Per-step prior tables for :func:`smc_partition_run`.
 
     Parameters
@@ -651,6 +662,9 @@ def step_tables(prior, n: int, anneal: dict | None = None):
     final_log_v, final_log_w : ndarray, shape (n + 2,)
         The target prior's tables for ``n`` points.
     reweight_final : bool
+
+    With ``start > 0`` (continuing a population that targets the true prior for ``start``
+    points), row ``start`` holds the target prior's tables.
     """
     import dataclasses
 
@@ -671,6 +685,10 @@ def step_tables(prior, n: int, anneal: dict | None = None):
         annealed = dataclasses.replace(prior, **{name: float(schedule[t - 1])})
         log_v_steps[t, : t + 2] = annealed.tables(t)[0]
         log_w_steps[t] = annealed.tables(n)[1]
+    if start > 0:
+        log_v_steps[start] = -np.inf
+        log_v_steps[start, : start + 2] = prior.tables(start)[0]
+        log_w_steps[start] = final_log_w
     return log_v_steps, log_w_steps, final_log_v, final_log_w, True
 
 
@@ -691,7 +709,7 @@ def _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling,
             f"got {anneal!r}")
 
 
-def _prepare_run(prior, family, x, order, anneal):
+def _prepare_run(prior, family, x, order, anneal, start=0):
     x = np.ascontiguousarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"x must be prepared data of shape (n, data_dim); got {x.shape}")
@@ -704,7 +722,7 @@ def _prepare_run(prior, family, x, order, anneal):
             raise ValueError(f"order must be a permutation of 0..{n - 1}")
     if anneal is not None:
         anneal = {"start": anneal["start"], "rate": anneal.get("rate", 0.01)}
-    tables = step_tables(prior, n, anneal)
+    tables = step_tables(prior, n, anneal, start)
     family_id = int(family.family_id)
     params = np.ascontiguousarray(family.params, dtype=np.float64)
     empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
@@ -716,7 +734,7 @@ def _prepare_run(prior, family, x, order, anneal):
 def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, order=None,
             rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
             resampling: str = "systematic", variant: str = "correct",
-            prepared=None) -> SMCResult:
+            prepared=None, start: int = 0, initial_labels=None) -> SMCResult:
     """One SMC run over the partitions of ``x`` (Lomeli 2017; Ülker, Günsel & Cemgil 2010).
 
     Parameters
@@ -739,6 +757,13 @@ def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, o
     resampling : {"systematic", "multinomial"}
     variant : str
         ``"correct"`` or a negative control (``VARIANTS``), for tests only.
+    prepared : tuple, optional
+        ``_prepare_run(prior, family, x, order, anneal, start)`` computed once for many runs.
+    start : int
+        Points ``order[:start]`` already placed (incremental use); ``initial_labels`` of shape
+        (num_particles, n) then holds each particle's labels of those points (the population
+        must be equally weighted and target the true prior), and the evidence returned is that
+        of the remaining points given the first ``start``.
 
     Returns
     -------
@@ -753,14 +778,21 @@ def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, o
     """
     _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling, anneal)
     if prepared is None:
-        prepared = _prepare_run(prior, family, x, order, anneal)
+        prepared = _prepare_run(prior, family, x, order, anneal, start)
     family_id, params, x, empty_row, order, log_prior_predictive, tables = prepared
+    if start:
+        initial_labels = np.ascontiguousarray(initial_labels, dtype=np.int64)
+        if initial_labels.shape != (num_particles, x.shape[0]):
+            raise ValueError(f"initial_labels must have shape ({num_particles}, {x.shape[0]})")
+    else:
+        initial_labels = np.zeros((1, 1), dtype=np.int64)
     log_v_steps, log_w_steps, final_log_v, final_log_w, reweight_final = tables
     seed_numba_from(rng)
     labels, log_weights, log_evidence, ess, resampled, increments = smc_partition_run(
         family_id, params, x, empty_row, order, log_prior_predictive, log_v_steps, log_w_steps,
         final_log_v, final_log_w, reweight_final, int(num_particles), int(rejuvenation),
-        float(ess_threshold), RESAMPLING_SCHEMES[resampling], VARIANTS[variant])
+        float(ess_threshold), RESAMPLING_SCHEMES[resampling], VARIANTS[variant], int(start),
+        initial_labels)
     from pymc_splitmerge.core.relabel import canonical_labels
 
     normalised, _ = reference_normalise_log_weights(log_weights)

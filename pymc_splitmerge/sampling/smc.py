@@ -84,7 +84,7 @@ def _container(groups: dict[str, xr.Dataset]):
 def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
                resampling: str = "systematic", random_seed=None, cores=None,
-               progressbar: bool = True):
+               progressbar: bool = True, previous=None):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -120,6 +120,13 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         in this process (each run is a single numba call).
     progressbar : bool
         Print one line per finished chain.
+    previous : InferenceData or DataTree, optional
+        A ``sample_smc`` result on the first ``n_old`` observations of this model's data (the
+        new observations appended at the end, e.g. a model rebuilt with the longer data):
+        each chain continues from that chain's particles (equally weighted) and adds only the
+        new points, and ``log_marginal_likelihood`` is the previous chain's estimate plus the
+        new increments, an unbiased estimate of p(y) for all the data (Ülker et al.'s online
+        setting).  ``chains`` and ``draws`` must match the previous result, as must the prior.
 
     Returns
     -------
@@ -152,12 +159,19 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         smc_kernel.concentration_name(prior)  # clear error for priors without one
     rng = random_seed if isinstance(random_seed, np.random.Generator) else \
         np.random.default_rng(random_seed)
+    start, initial, previous_log_evidence = 0, None, np.zeros(chains)
+    if previous is not None:
+        start, initial, previous_log_evidence = _previous_population(
+            previous, partition.name, described.observed_var.name, observed_array, chains,
+            draws, prior)
     fixed_order = None
     if order is not None and not isinstance(order, str):
         fixed_order = np.asarray(order, dtype=np.int64)
+        if start and not np.array_equal(np.sort(fixed_order[:start]), np.arange(start)):
+            raise ValueError(f"with previous=, order must start with the {start} old points")
     prepared = None
     if order is None or fixed_order is not None:
-        prepared = smc_kernel._prepare_run(prior, family, x, fixed_order, anneal)
+        prepared = smc_kernel._prepare_run(prior, family, x, fixed_order, anneal, start)
 
     labels = np.empty((chains, draws, n), dtype=np.int64)
     log_evidence = np.empty(chains)
@@ -167,27 +181,33 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     final_ess = np.empty(chains)
     seconds = np.empty(chains)
     for chain in range(chains):
-        start = time.process_time()
+        clock = time.process_time()
         chain_prepared = prepared
         if chain_prepared is None:
-            chain_prepared = smc_kernel._prepare_run(prior, family, x, rng.permutation(n),
-                                                     anneal)
+            permutation = np.r_[np.arange(start), start + rng.permutation(n - start)]
+            chain_prepared = smc_kernel._prepare_run(prior, family, x, permutation, anneal,
+                                                     start)
+        initial_labels = None
+        if start:
+            initial_labels = np.zeros((draws, n), dtype=np.int64)
+            initial_labels[:, :start] = initial[chain]
         result = smc_kernel.run_smc(prior, family, x, draws, rng, rejuvenation=rejuvenation,
                                     anneal=anneal, ess_threshold=ess_threshold,
-                                    resampling=resampling, prepared=chain_prepared)
+                                    resampling=resampling, prepared=chain_prepared,
+                                    start=start, initial_labels=initial_labels)
         weights = np.exp(result.log_weights)
         weights /= weights.sum()
         final_ess[chain] = 1.0 / (draws * np.sum(weights**2))
         ancestors = smc_kernel.reference_systematic_resample(weights, rng.random())
         labels[chain] = result.labels[ancestors]
-        log_evidence[chain] = result.log_evidence
+        log_evidence[chain] = previous_log_evidence[chain] + result.log_evidence
         ess[chain] = result.ess
         resampled[chain] = result.resampled
         increments[chain] = result.log_evidence_increments
-        seconds[chain] = time.process_time() - start
+        seconds[chain] = time.process_time() - clock
         if progressbar:
             print(f"sample_smc: chain {chain + 1}/{chains}: log p(y) = "
-                  f"{result.log_evidence:.3f}, {int(result.resampled.sum())} resamplings, "
+                  f"{log_evidence[chain]:.3f}, {int(result.resampled.sum())} resamplings, "
                   f"{seconds[chain]:.2f} s")
 
     name = partition.name
@@ -210,12 +230,44 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         attrs={"num_particles": int(draws), "rejuvenation": int(rejuvenation),
                "anneal": repr(anneal), "ess_threshold": float(ess_threshold),
                "resampling": resampling, "order": "data" if order is None else repr(order),
-               "prior": repr(prior)})
+               "prior": repr(prior), "previous_points": int(start)})
     observed_name = described.observed_var.name
     observed_data = xr.Dataset({observed_name: (
         tuple(f"{observed_name}_dim_{d}" for d in range(observed_array.ndim)), observed_array)})
     return _container({"posterior": posterior, "sample_stats": sample_stats,
                        "observed_data": observed_data})
+
+
+def _previous_population(previous, name, observed_name, observed_array, chains, draws, prior):
+    """Check a previous ``sample_smc`` result and return (n_old, labels, log evidence)."""
+    try:
+        old_labels = np.asarray(get_group(previous, "posterior")[name], dtype=np.int64)
+        old_stats = get_group(previous, "sample_stats")
+        old_log_evidence = np.asarray(old_stats["log_marginal_likelihood"], dtype=float)
+        old_observed = np.asarray(get_group(previous, "observed_data")[observed_name])
+    except (KeyError, ValueError, TypeError) as error:
+        raise ValueError(
+            f"previous must be a psm.sample_smc result with posterior.{name}, "
+            f"sample_stats.log_marginal_likelihood and observed_data.{observed_name}"
+        ) from error
+    if old_labels.shape[:2] != (chains, draws):
+        raise ValueError(
+            f"previous has {old_labels.shape[0]} chains x {old_labels.shape[1]} draws; pass "
+            f"chains={old_labels.shape[0]}, draws={old_labels.shape[1]} to continue it")
+    start = old_labels.shape[2]
+    if start >= observed_array.shape[0]:
+        raise ValueError(
+            f"previous already covers {start} observations and the model has "
+            f"{observed_array.shape[0]}; append the new observations to the data")
+    if old_observed.shape[1:] != observed_array.shape[1:] or not np.array_equal(
+            old_observed, observed_array[:start]):
+        raise ValueError(
+            f"the first {start} observations of the model differ from previous's "
+            "observed_data; new observations must be appended at the end")
+    old_prior = old_stats.attrs.get("prior")
+    if old_prior is not None and old_prior != repr(prior):
+        raise ValueError(f"previous was run with {old_prior}, this model has {prior!r}")
+    return start, old_labels, old_log_evidence
 
 
 def compare_evidence(results: dict) -> pd.DataFrame:
