@@ -101,7 +101,7 @@ def precision_and_bayes_factors(particles, runs, rng):
                 print(f"| {prior_name} | {num_particles} | {values.mean():.2f} | "
                       f"{values.std(ddof=1):.3f} | {seconds:.3f} |")
                 pooled[(data_name, prior_name)] = values
-            # same largest L, points in random order / with Gibbs rejuvenation (Q = 5)
+            # L = 100, points in random order / with Gibbs rejuvenation (Q = 5)
             for label, kwargs in (("random order", {"order": "random"}),
                                   ("Q = 5", {"rejuvenation": 5})):
                 values = []
@@ -109,11 +109,11 @@ def precision_and_bayes_factors(particles, runs, rng):
                 for _ in range(runs):
                     order = rng.permutation(x.shape[0]) if "order" in kwargs else None
                     values.append(smc.run_smc(
-                        prior, family, x, particles[-1], rng, order=order,
+                        prior, family, x, 100, rng, order=order,
                         rejuvenation=kwargs.get("rejuvenation", 0)).log_evidence)
                 seconds = (time.process_time() - start) / runs
                 values = np.array(values)
-                print(f"| {prior_name} | {particles[-1]}, {label} | {values.mean():.2f} | "
+                print(f"| {prior_name} | 100, {label} | {values.mean():.2f} | "
                       f"{values.std(ddof=1):.3f} | {seconds:.3f} |")
         print()
     print(f"## 2. log Bayes factors (pooled over the {runs} runs with L = {particles[-1]})\n")
