@@ -212,16 +212,38 @@ def log_sum_exp(values):
 
 
 @numba.njit(cache=True)
+def resample_if_degenerate(weights, log_weights, ess_threshold, scheme, ancestors):
+    """ESS-triggered selection step shared by every SMC of the package (in place).
+
+    If the relative ESS of the normalised ``weights`` is below ``ess_threshold``, fill
+    ``ancestors`` by the resampling ``scheme`` (0: systematic, 1: multinomial, 2: conditional
+    multinomial with particle 0 pinned to the reference path, PGSM eq. 6), reset ``log_weights``
+    to 0 and return True; otherwise leave both unchanged and return False (the caller keeps
+    its particles in place: ancestors = identity).
+    """
+    if not relative_ess(weights) < ess_threshold:
+        return False
+    if scheme == 0:
+        systematic_resample(weights, np.random.random(), ancestors)
+    elif scheme == 1:
+        multinomial_resample(weights, ancestors)
+    else:
+        conditional_multinomial_resample(weights, ancestors)
+    for p in range(log_weights.shape[0]):
+        log_weights[p] = 0.0
+    return True
+
+
+@numba.njit(cache=True)
 def reweight_and_resample(log_weights, log_increments, ess_threshold, scheme, weights,
                           ancestors):
     """One generic SMC weighting/selection step (in place).
 
     ``log_weights += log_increments``; the evidence increment
     ``log sum_p W_{t-1}^p v_t^p`` is returned, with ``W_{t-1}`` the normalised weights before
-    the update (spec §2: ``log Z = sum_t log sum_p W_{t-1}^p v_t^p``).  If the relative ESS of
-    the updated weights is below ``ess_threshold`` the particles are resampled (scheme 0:
-    systematic, 1: multinomial, 2: conditional multinomial with particle 0 pinned) into
-    ``ancestors`` and the log weights reset to 0; otherwise ``ancestors`` is the identity.
+    the update (spec §2: ``log Z = sum_t log sum_p W_{t-1}^p v_t^p``).  Then
+    :func:`resample_if_degenerate` on the updated weights; ``ancestors`` is the identity when
+    it does not resample.
 
     Returns
     -------
@@ -237,18 +259,10 @@ def reweight_and_resample(log_weights, log_increments, ess_threshold, scheme, we
     after = normalise_log_weights(log_weights, weights)
     increment = after - before
     ess = relative_ess(weights)
-    n = log_weights.shape[0]
-    if ess < ess_threshold and after > -np.inf:
-        if scheme == 0:
-            systematic_resample(weights, np.random.random(), ancestors)
-        elif scheme == 1:
-            multinomial_resample(weights, ancestors)
-        else:
-            conditional_multinomial_resample(weights, ancestors)
-        for p in range(n):
-            log_weights[p] = 0.0
+    if after > -np.inf and resample_if_degenerate(weights, log_weights, ess_threshold, scheme,
+                                                  ancestors):
         return increment, ess, True
-    for p in range(n):
+    for p in range(log_weights.shape[0]):
         ancestors[p] = p
     return increment, ess, False
 
