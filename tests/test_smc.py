@@ -115,6 +115,29 @@ class _Particle:
         return self.sizes[self.active[: self.meta[0]]].copy()
 
 
+def test_copy_particle_keeps_the_state_invariants():
+    family, x = _problem("niw", 5)
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        source, target = _Particle(family, x), _Particle(family, x)
+        for particle in (source, target):
+            for i in range(x.shape[0]):
+                k = particle.meta[0]
+                particle.assign(i, int(rng.integers(k + 1)), k)
+        smc.copy_particle(np.arange(x.shape[0]), source.labels, source.sizes, source.stats,
+                          source.active, source.where, source.meta, target.labels,
+                          target.sizes, target.stats, target.active, target.where,
+                          target.meta, target.empty_row)
+        np.testing.assert_array_equal(target.labels, source.labels)
+        np.testing.assert_array_equal(target.sizes, source.sizes)
+        np.testing.assert_array_equal(target.where >= 0, source.where >= 0)
+        np.testing.assert_allclose(target.stats, source.stats)
+        k = target.meta[0]
+        assert k == source.meta[0]
+        assert np.array_equal(target.where[target.active[:k]], np.arange(k))
+        assert set(target.active[:k]) == set(source.active[:k])
+
+
 def _reference_allocation(prior_now, prior_prev, family, x, placed_labels, i):
     """log EPPF_t(Π ⊕ c) - log EPPF_{t-1}(Π) + log f(y_i | y_c) from full EPPFs and marginals."""
     placed = np.flatnonzero(placed_labels >= 0)

@@ -273,17 +273,21 @@ def copy_particle(placed, src_labels, src_sizes, src_stats, src_active, src_wher
                   dst_labels, dst_sizes, dst_stats, dst_active, dst_where, dst_meta, empty_row):
     """Copy one particle's partition (of the points ``placed``) into another particle's arrays.
 
-    Free slots keep the empty statistics row (the invariant every state function relies on):
-    the destination's old clusters are reset first, then the source's are copied.
+    Free slots keep the empty statistics row, size 0 and ``where = -1`` (the invariants every
+    state function relies on): the destination's old clusters are reset first, then the
+    source's are copied, so the cost is O(K + number of placed points), not O(capacity).
     """
     for j in range(dst_meta[0]):
-        dst_stats[dst_active[j], :] = empty_row
+        slot = dst_active[j]
+        dst_stats[slot, :] = empty_row
+        dst_sizes[slot] = 0
+        dst_where[slot] = -1
     for j in range(src_meta[0]):
         slot = src_active[j]
         dst_stats[slot, :] = src_stats[slot, :]
-    dst_sizes[:] = src_sizes
-    dst_active[:] = src_active
-    dst_where[:] = src_where
+        dst_sizes[slot] = src_sizes[slot]
+        dst_where[slot] = j
+        dst_active[j] = slot
     dst_meta[0] = src_meta[0]
     for position in range(placed.shape[0]):
         i = placed[position]
