@@ -74,7 +74,6 @@ from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
-    allocation_log_weights,
     normalise_log_weights,
     relative_ess,
     resample_if_degenerate,
@@ -243,9 +242,6 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     option_log = np.empty(m + 1)
     use_annealing = annealing and n > m
     scheme = 2 if conditional else 1
-    log_v_shifted = log_v_table[n_other_clusters:]
-    block_ids = np.arange(m + 1)
-    n_blocks_view = np.zeros(1, dtype=np.int64)
     delta_zeta = 1.0 / (n - m) if n > m else 0.0
 
     # generation t = 0 (paper t = 1): the first anchor alone, state #1, weight uniform
@@ -343,15 +339,18 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                     option_log[j] = option_cache[r, j]
                     option_weight[j] = weight_cache[r, j]
             else:
-                # log γ_t / γ_{t-1} of each allowed option: the engine's allocation model
-                # (kernels/smc.py) on the restricted state, with the prior tables of all
-                # n_total points shifted by the K_other clusters outside the closure (the
-                # V(n, ·) ratios of one fixed n); a new block only in the anchor phase
-                n_blocks_view[0] = nb
-                allocation_log_weights(family_id, params, xt, log_new_predictive,
-                                       log_v_shifted, log_w_table, log_v_shifted, log_w_table,
-                                       sizes[p], stats[p], block_ids, n_blocks_view, option_log)
-                count = nb + 1 if anchor_phase else nb
+                # log γ_t / γ_{t-1} of each allowed option (the fixed-n form of the engine's
+                # allocation model, kernels/smc.py ``allocation_log_weights_at`` with the tables
+                # shifted by K_other; kept inline here: calling it cost ~15 % per move)
+                for j in range(nb):
+                    option_log[j] = log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
+                    option_log[j] += dispatch.log_predictive(family_id, params, stats[p, j], xt)
+                count = nb
+                if anchor_phase:
+                    option_log[nb] = (log_v_table[n_other_clusters + nb + 1]
+                                      - log_v_table[n_other_clusters + nb] + log_w_table[1]
+                                      + log_new_predictive)
+                    count = nb + 1
                 log_total, weight_total = _log_sum_and_weights(option_log, count, option_weight)
                 for j in range(count):
                     option_cache[p, j] = option_log[j]

@@ -296,6 +296,41 @@ def copy_particle(placed, src_labels, src_sizes, src_stats, src_active, src_wher
 
 # ========================================================================= allocation model
 @numba.njit(cache=True)
+def allocation_log_weights_at(family_id, params, x_row, log_prior_predictive, log_v_now,
+                              log_w_now, log_v_prev, log_w_prev, weights_change, sizes, stats,
+                              active, p, k, out):
+    """:func:`allocation_log_weights` for particle ``p`` of stacked arrays (no array views).
+
+    ``sizes``/``active`` of shape (N, capacity), ``stats`` (N, capacity, stat_dim), ``k`` the
+    particle's number of blocks.  ``weights_change=False`` asserts ``log_w_now`` and
+    ``log_w_prev`` are equal tables (no annealing of W), which skips the O(K) product of the
+    untouched blocks' W ratios (it is 1).  With ``active[p, j] = j`` and the fixed-n tables
+    shifted by the clusters outside the closure it gives PGSM's option weights (PGSM keeps
+    that special case inline: the call cost ~15 % of a move in ``benchmarks/pgsm_cost.py``).
+    """
+    common = 0.0
+    if weights_change:
+        for j in range(k):
+            m = sizes[p, active[p, j]]
+            common += log_w_now[m] - log_w_prev[m]
+    if k > 0:
+        base = log_v_now[k] - log_v_prev[k] + common
+        for j in range(k):
+            slot = active[p, j]
+            m = sizes[p, slot]
+            value = (base + log_w_now[m + 1] - log_w_now[m]
+                     + dispatch.log_predictive(family_id, params, stats[p, slot], x_row))
+            out[j] = -np.inf if np.isnan(value) else value
+    if k + 1 < log_v_now.shape[0] and log_v_now[k + 1] > -np.inf:
+        value = (log_v_now[k + 1] - log_v_prev[k] + common + log_w_now[1]
+                 + log_prior_predictive)
+        out[k] = -np.inf if np.isnan(value) else value
+    else:
+        out[k] = -np.inf
+    return k
+
+
+@numba.njit(cache=True)
 def allocation_log_weights(family_id, params, x_row, log_prior_predictive, log_v_now,
                            log_w_now, log_v_prev, log_w_prev, sizes, stats, active, meta, out):
     r"""Log weights of adding one point to each cluster or a new one (corrected Lomeli/Ülker).
@@ -316,27 +351,16 @@ def allocation_log_weights(family_id, params, x_row, log_prior_predictive, log_v
     with annealing it is Ülker et al.'s resample-move weight :math:`v'_n` (spec §3).
     ``log_sum_exp(out[:K+1])`` is the incremental weight :math:`v_t = p(y_t \mid \Pi, y)`.
     NaN becomes ``-inf``.  Returns ``K``.
+
+    This per-particle form takes the particle's 1-D arrays (``kernels/state.py`` layout); the
+    loops call :func:`allocation_log_weights_at` on the population's stacked arrays.
     """
-    k = meta[0]
-    common = 0.0
-    for j in range(k):
-        m = sizes[active[j]]
-        common += log_w_now[m] - log_w_prev[m]
-    if k > 0:
-        base = log_v_now[k] - log_v_prev[k] + common
-        for j in range(k):
-            slot = active[j]
-            m = sizes[slot]
-            value = (base + log_w_now[m + 1] - log_w_now[m]
-                     + dispatch.log_predictive(family_id, params, stats[slot], x_row))
-            out[j] = -np.inf if np.isnan(value) else value
-    if k + 1 < log_v_now.shape[0] and log_v_now[k + 1] > -np.inf:
-        value = (log_v_now[k + 1] - log_v_prev[k] + common + log_w_now[1]
-                 + log_prior_predictive)
-        out[k] = -np.inf if np.isnan(value) else value
-    else:
-        out[k] = -np.inf
-    return k
+    capacity = sizes.shape[0]
+    return allocation_log_weights_at(
+        family_id, params, x_row, log_prior_predictive, log_v_now, log_w_now, log_v_prev,
+        log_w_prev, True, sizes.reshape((1, capacity)),
+        stats.reshape((1, capacity, stats.shape[1])), active.reshape((1, capacity)), 0,
+        meta[0], out)
 
 
 @numba.njit(cache=True)
@@ -497,6 +521,7 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
     log_increments = np.zeros(n + 1)
     log_evidence = 0.0
     cursor = 0
+    weights_change = log_w_steps.shape[0] > 1
     for p in range(L):
         for position in range(start):
             i = order[position]
@@ -509,9 +534,9 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
         lw_now = _row(log_w_steps, t)
         lw_prev = _row(log_w_steps, t - 1)
         for p in range(L):
-            k = allocation_log_weights(family_id, params, x[i], log_prior_predictive[i], lv_now,
-                                       lw_now, lv_prev, lw_prev, sizes[p], stats[p], active[p],
-                                       meta[p], alloc[p])
+            k = allocation_log_weights_at(family_id, params, x[i], log_prior_predictive[i],
+                                          lv_now, lw_now, lv_prev, lw_prev, weights_change,
+                                          sizes, stats, active, p, meta[p, 0], alloc[p])
             counts[p] = k
             increments[p] = log_sum_exp(alloc[p, : k + 1])
         placed = order[: t - 1]
