@@ -1,4 +1,26 @@
-"""Generic (conditional) sequential Monte Carlo helpers.
+r"""The package's sequential Monte Carlo engine: generic (conditional) SMC steps and the
+SMC sampler over partitions (Lomeli 2017; Ülker, Günsel & Cemgil 2010).
+
+Generic part (any particle system):
+
+* ``reweight_and_resample``: ``log w += log v``, the evidence increment
+  ``log sum_p W_{t-1}^p v_t^p`` and :func:`resample_if_degenerate`, the ESS-triggered selection
+  (systematic, multinomial or conditional multinomial with particle 0 pinned), which PGSM's
+  conditional SMC (``kernels/pgsm.py``) also uses.
+
+Allocation model (partition particles in the ``kernels/state.py`` layout):
+
+* ``allocation_log_weights`` / ``allocation_log_weights_at``: log of
+  ``EPPF_t(Π ⊕ c) / EPPF_{t-1}(Π) · f(y_t | y_c)`` for every block ``c`` and a new block, from
+  per-step prior tables (annealed concentration allowed) — the corrected weights of
+  ``specs/arm_and_smc.md`` §2-3; ``log_prior_ratio`` for the final annealing reweight.
+* ``smc_partition_run``: the loop (weight, resample, propagate, optional Gibbs rejuvenation of a
+  rotating block of past labels); ``run_smc`` / ``log_evidence_runs`` are the Python entry
+  points, ``step_tables`` builds the tables, ``VARIANTS`` holds the negative controls used by
+  the tests.  Evidence: ``log Ẑ = sum_t log sum_p W_{t-1}^p v_t^p`` (+ the final reweight),
+  whose first term is ``log f(y_1)``.
+
+Helpers below the engine:
 
 * ``normalise_log_weights``: log weights -> normalised weights; the NaN policy is explicit:
   a NaN log weight is treated as ``-inf`` (the particle gets weight 0), as in ``particles``
@@ -8,8 +30,8 @@
 * ``conditional_multinomial_resample``: ancestors of a conditional SMC generation, with the
   reference path pinned as particle 0 and its ancestor 0 (Andrieu, Doucet & Holenstein 2010;
   PGSM eq. 6): ``a_0 = 0`` and ``a_p ~ Categorical(w)`` i.i.d. for ``p >= 1``.
-* ``multinomial_resample``: plain (unconditional) multinomial resampling, used only by the
-  negative-control variant of the PGSM kernel.
+* ``multinomial_resample``: plain (unconditional) multinomial resampling (SMC sampler option and
+  PGSM's negative-control variant); ``systematic_resample`` (Kitagawa 1996).
 
 The ``@njit`` versions draw from numba's internal random state (seed it first with
 ``kernels.rng.seed_numba_from``); each has a plain NumPy reference (``reference_*``) taking an
