@@ -337,9 +337,9 @@ def test_evidence_is_unbiased(prior_name, family_name, config):
     seed = zlib.crc32(f"{prior_name}-{family_name}-{config}".encode())
     _, pvalue, details = _unbiasedness_statistic(prior, family, x, np.random.default_rng(seed),
                                                  **CONFIGS[config])
+    # One test per case: sum over L of z_L^2 ~ chi^2_3 at the suite budget (a separate
+    # |z_L| < 4 per L would spend 3 x 6e-5 per case, more than the budget allows).
     assert pvalue >= GOF_PVALUE_THRESHOLD, details
-    for _, _, z in details:  # the per-L criterion as well
-        assert abs(z) < 4.0, details
 
 
 @pytest.mark.parametrize("variant, kwargs", [
