@@ -107,9 +107,12 @@ def precision_and_bayes_factors(particles, runs, rng):
                 values = []
                 start = time.process_time()
                 for _ in range(runs):
-                    order = rng.permutation(x.shape[0]) if "order" in kwargs else None
+                    run_prepared = prepared
+                    if "order" in kwargs:  # same tables, points in a fresh random order
+                        run_prepared = (*prepared[:4], rng.permutation(x.shape[0]),
+                                        *prepared[5:])
                     values.append(smc.run_smc(
-                        prior, family, x, 100, rng, order=order,
+                        prior, family, x, 100, rng, prepared=run_prepared,
                         rejuvenation=kwargs.get("rejuvenation", 0)).log_evidence)
                 seconds = (time.process_time() - start) / runs
                 values = np.array(values)
