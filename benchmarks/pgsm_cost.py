@@ -2,7 +2,12 @@
 
 Usage::
 
-    python benchmarks/pgsm_cost.py [--repeats 20]
+    python benchmarks/pgsm_cost.py [--repeats 20] [--baseline GIT_REF]
+
+With ``--baseline`` the kernel module ``pymc_splitmerge/kernels/pgsm.py`` of ``GIT_REF`` is
+loaded (from ``git show``, into a temporary module used only by this run) and each move is
+timed with both implementations, alternating, in the same process; the ratio of the CPU
+medians (current / baseline) is printed.
 
 The data set holds the closure (two Gaussian clusters of |s̄|/2 points, one anchor in each,
 or a single cluster of |s̄| points holding both anchors) plus 200 other clusters of 5 points
@@ -18,7 +23,11 @@ Target: <= 5 ms for |s̄| = 2,000.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -52,6 +61,42 @@ def build(closure_size: int, configuration: str, rng: np.random.Generator):
     return family, x, labels, anchors
 
 
+def load_baseline(ref: str):
+    """The ``pgsm_step`` of ``pymc_splitmerge/kernels/pgsm.py`` at git ``ref`` (temp module)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = subprocess.run(["git", "show", f"{ref}:pymc_splitmerge/kernels/pgsm.py"],
+                            cwd=root, capture_output=True, text=True, check=True).stdout
+    directory = tempfile.mkdtemp(prefix="pgsm_baseline_")
+    path = os.path.join(directory, "_pgsm_baseline.py")
+    with open(path, "w") as handle:
+        handle.write(source)
+    spec = importlib.util.spec_from_file_location("_pgsm_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_pgsm_baseline"] = module
+    spec.loader.exec_module(module)
+    return module.pgsm_step
+
+
+def time_pair(closure_size: int, configuration: str, repeats: int, rng, steps):
+    """CPU-median ms of one move for each step function, timed alternately."""
+    family, x, labels, anchors = build(closure_size, configuration, rng)
+    state = PartitionState(family, x, labels)
+    prior = DirichletProcessPrior(alpha=1.0)
+    log_v_table, log_w_table = prior.tables(x.shape[0])
+    saved = [array.copy() for array in state.arrays()]
+    cpu = [[] for _ in steps]
+    for step in steps:  # compile / warm up
+        step(state, log_v_table, log_w_table, rng, anchors=anchors)
+    for _ in range(repeats):
+        for index, step in enumerate(steps):
+            for target, source in zip(state.arrays(), saved):
+                target[...] = source
+            cpu_start = time.thread_time()
+            step(state, log_v_table, log_w_table, rng, anchors=anchors, num_particles=20)
+            cpu[index].append(time.thread_time() - cpu_start)
+    return [float(np.median(values)) * 1e3 for values in cpu]
+
+
 def time_move(closure_size: int, configuration: str, repeats: int,
               rng) -> tuple[float, float, float]:
     family, x, labels, anchors = build(closure_size, configuration, rng)
@@ -78,8 +123,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--baseline", default=None,
+                        help="git ref whose kernels/pgsm.py is timed alongside the current one")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.baseline is not None:
+        baseline = load_baseline(args.baseline)
+        print(f"PGSM move CPU ms (median of {args.repeats}), current vs {args.baseline}, "
+              f"alternating in one process; load average {os.getloadavg()[0]:.2f}")
+        print(f"{'|closure|':>10} {'config':>8} {'current':>9} {'baseline':>9} {'ratio':>7}")
+        ratios = []
+        for size in CLOSURE_SIZES:
+            for configuration in ("split", "merge"):
+                current, before = time_pair(size, configuration, args.repeats, rng,
+                                            (pgsm_step, baseline))
+                ratios.append(current / before)
+                print(f"{size:>10} {configuration:>8} {current:>9.3f} {before:>9.3f} "
+                      f"{current / before:>7.3f}")
+        print(f"geometric mean ratio current/baseline: {np.exp(np.mean(np.log(ratios))):.3f}")
+        return
     print(f"PGSM move, 20 particles, NIW D=2, beta=0.5, annealing on, "
           f"+{N_OTHER_CLUSTERS} untouched clusters; {args.repeats} repeats; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")

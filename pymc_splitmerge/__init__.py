@@ -58,6 +58,7 @@ from pymc_splitmerge.distributions import (
     discover,
 )
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
+from pymc_splitmerge.sampling import compare_evidence, sample_smc
 from pymc_splitmerge.steps import (
     ARMStep,
     CollapsedGibbsStep,
@@ -99,6 +100,9 @@ __all__ = [
     "ARMStep",
     "ConcentrationGibbs",
     "PartitionPriorSlice",
+    # sequential Monte Carlo with model evidence
+    "sample_smc",
+    "compare_evidence",
     # analysis
     "summary",
     "partition_quantities",

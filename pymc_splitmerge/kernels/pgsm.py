@@ -74,10 +74,9 @@ from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
-    conditional_multinomial_resample,
-    multinomial_resample,
     normalise_log_weights,
     relative_ess,
+    resample_if_degenerate,
     sample_index,
 )
 from pymc_splitmerge.kernels.state import assign_point, unassign_point
@@ -242,6 +241,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     resampled = np.empty(big_n, dtype=np.int64)
     option_log = np.empty(m + 1)
     use_annealing = annealing and n > m
+    scheme = 2 if conditional else 1
     delta_zeta = 1.0 / (n - m) if n > m else 0.0
 
     # generation t = 0 (paper t = 1): the first anchor alone, state #1, weight uniform
@@ -284,11 +284,10 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     count_cache = np.empty(big_n, dtype=np.int64)
     for t in range(1, n):
         # adaptive (conditional) resampling on the previous weights (Algorithm 3, line 18)
-        if resampling_threshold > 0.0 and relative_ess(weights) < resampling_threshold:
-            if conditional:
-                conditional_multinomial_resample(weights, resampled)
-            else:
-                multinomial_resample(weights, resampled)
+        # the engine's ESS-triggered selection (kernels/smc.py): conditional multinomial with
+        # particle 0 pinned (PGSM eq. 6), plain multinomial for the negative control
+        if resampling_threshold > 0.0 and resample_if_degenerate(
+                weights, log_weights, resampling_threshold, scheme, resampled):
             resampling_events += 1
             for p in range(big_n):
                 a = resampled[p]
@@ -319,13 +318,14 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                 log_gamma[p] = new_log_gamma[p]
                 log_gamma_anchor[p] = new_log_gamma_anchor[p]
                 twin[p] = new_twin[p]
-            for p in range(big_n):
-                log_weights[p] = 0.0
         else:
             for p in range(big_n):
                 ancestors[t, p] = p
         xt = x[points[t]]
         anchor_phase = t < m
+        log_new_predictive = -np.inf
+        if anchor_phase:
+            log_new_predictive = dispatch.log_predictive(family_id, params, empty_row, xt)
         all_merged = True
         for p in range(big_n):
             diverged[p] = -1
@@ -340,8 +340,10 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                     option_log[j] = option_cache[r, j]
                     option_weight[j] = weight_cache[r, j]
             else:
-                # log γ_t / γ_{t-1} of each allowed option
-                # one batch call per particle (no row view per block)
+                # log γ_t / γ_{t-1} of each allowed option (the fixed-n form of the engine's
+                # allocation model, kernels/smc.py ``allocation_log_weights_at`` with the tables
+                # shifted by K_other; kept inline here: calling it cost ~15 % per move), with the
+                # predictives of all blocks in one batch call per particle (no row view per block)
                 dispatch.log_predictive_many(family_id, params, stats[p], block_slots, nb, xt,
                                              option_log)
                 for j in range(nb):
@@ -350,7 +352,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                 if anchor_phase:
                     option_log[nb] = (log_v_table[n_other_clusters + nb + 1]
                                       - log_v_table[n_other_clusters + nb] + log_w_table[1]
-                                      + dispatch.log_predictive(family_id, params, empty_row, xt))
+                                      + log_new_predictive)
                     count = nb + 1
                 log_total, weight_total = _log_sum_and_weights(option_log, count, option_weight)
                 for j in range(count):

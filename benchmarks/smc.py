@@ -1,0 +1,240 @@
+r"""SMC over partitions: evidence precision, Bayes factors, Ülker's experiment, PyMC's SMC.
+
+Usage::
+
+    python benchmarks/smc.py            # reduced default (a few minutes on one core)
+    python benchmarks/smc.py --full     # the sizes of issue 9 (20 runs, n up to 1,000, ...)
+
+Sections (CPU time is ``time.process_time`` of this process, the numba compilation is warmed
+up before timing):
+
+1. **Precision vs particles.** sd of log Ẑ across independent runs and CPU seconds per run
+   against the number of particles L, standard SMC (Lomeli), on the Jain–Neal d = 6 Bernoulli
+   data (n = 100, DP α = 1, Beta(1, 1)) and a 2-D Gaussian mixture (n = 1,000, four
+   overlapping components, Normal-Inverse-Wishart, DP α = 1).
+2. **Bayes factors.** log evidence of DP(α=1), PY(α=1, d=0.25) and MFM(γ=1, K-1 ~ Poisson(3))
+   on the same data, pooled over the runs of the largest L (``psm.compare_evidence``'s
+   estimator), with Monte Carlo standard errors.
+3. **Ülker et al. in spirit.** Overlapping three-component 1-D mixture (means −2, 0, 2.5, sd 1,
+   weights 0.3/0.4/0.3), Normal-Inverse-Gamma(0, 0.1, 2, 2); weighted mean number of clusters
+   at n = 200, 500, 1,000 for the particle filter (PF: Q = 0, 1,000 particles), SMC with Gibbs
+   moves (SMC-G: Q = 9, α ≡ κ) and annealed SMC (SMC-A: Q = 9, α from 1 to κ = 0.05 at rate
+   0.01), 100 particles for the SMC samplers; mean ± sd over the runs.
+4. **Against pm.sample_smc.** Finite mixture of k = 3 univariate normals with known sd 1,
+   component means ~ N(0, 3²), weights ~ Dirichlet(1, 1, 1), n = 60: psm.sample_smc with
+   ``FiniteDirichlet(alpha=1, k=3)`` + ``NormalKnownCovariance`` against pm.sample_smc on the
+   explicit model (weights and means sampled, ``NormalMixture`` likelihood).  Both estimate the
+   same p(y); mean ± sd of log p(y) over the chains and CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from pymc_splitmerge.components import BetaBernoulli, NormalInverseGamma, NormalInverseWishart
+from pymc_splitmerge.datasets import jain_neal_bernoulli
+from pymc_splitmerge.kernels import smc
+from pymc_splitmerge.priors import (
+    DirichletProcessPrior,
+    MixtureOfFiniteMixturesPrior,
+    PitmanYorPrior,
+    ShiftedPoisson,
+)
+
+
+def _pooled_log_evidence(values):
+    values = np.asarray(values)
+    peak = values.max()
+    relative = np.exp(values - peak)
+    mean = relative.mean()
+    return peak + np.log(mean), relative.std(ddof=1) / mean / np.sqrt(values.size)
+
+
+def gaussian_mixture_2d(n=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    means = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0], [3.0, 3.0]])
+    labels = rng.integers(4, size=n)
+    return means[labels] + rng.standard_normal((n, 2)), labels
+
+
+def datasets():
+    bernoulli, _ = jain_neal_bernoulli(6, n_per_component=20, seed=0)
+    bernoulli_family = BetaBernoulli(a=1.0, b=1.0)
+    gaussian, _ = gaussian_mixture_2d()
+    niw = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
+    return {
+        "Jain-Neal d=6 (n=100)": (bernoulli_family, bernoulli_family.prepare_data(bernoulli)),
+        "2-D Gaussian mixture (n=1000)": (niw, niw.prepare_data(gaussian)),
+    }
+
+
+PRIORS = {
+    "DP(1)": DirichletProcessPrior(alpha=1.0),
+    "PY(1, 0.25)": PitmanYorPrior(alpha=1.0, discount=0.25),
+    "MFM(1, Poisson(3))": MixtureOfFiniteMixturesPrior(gamma=1.0,
+                                                       k_prior=ShiftedPoisson(rate=3.0)),
+}
+
+
+def precision_and_bayes_factors(particles, runs, rng):
+    print("\n## 1. sd of log Z-hat and CPU time against the number of particles "
+          f"(standard SMC, {runs} runs each)\n")
+    pooled = {}
+    for data_name, (family, x) in datasets().items():
+        print(f"### {data_name}\n")
+        print("| prior | L | mean log Z | sd log Z | CPU s / run |")
+        print("|---|---|---|---|---|")
+        for prior_name, prior in PRIORS.items():
+            prepared = smc._prepare_run(prior, family, x, None, None)
+            smc.run_smc(prior, family, x, 2, rng, prepared=prepared)  # warm-up
+            for num_particles in particles:
+                values = []
+                start = time.process_time()
+                for _ in range(runs):
+                    values.append(smc.run_smc(prior, family, x, num_particles, rng,
+                                              prepared=prepared).log_evidence)
+                seconds = (time.process_time() - start) / runs
+                values = np.array(values)
+                print(f"| {prior_name} | {num_particles} | {values.mean():.2f} | "
+                      f"{values.std(ddof=1):.3f} | {seconds:.3f} |")
+                pooled[(data_name, prior_name)] = values
+            # L = 100, points in random order / with Gibbs rejuvenation (Q = 5)
+            for label, kwargs in (("random order", {"order": "random"}),
+                                  ("Q = 5", {"rejuvenation": 5})):
+                values = []
+                start = time.process_time()
+                for _ in range(runs):
+                    run_prepared = prepared
+                    if "order" in kwargs:  # same tables, points in a fresh random order
+                        run_prepared = (*prepared[:4], rng.permutation(x.shape[0]),
+                                        *prepared[5:])
+                    values.append(smc.run_smc(
+                        prior, family, x, 100, rng, prepared=run_prepared,
+                        rejuvenation=kwargs.get("rejuvenation", 0)).log_evidence)
+                seconds = (time.process_time() - start) / runs
+                values = np.array(values)
+                print(f"| {prior_name} | 100, {label} | {values.mean():.2f} | "
+                      f"{values.std(ddof=1):.3f} | {seconds:.3f} |")
+        print()
+    print(f"## 2. log Bayes factors (pooled over the {runs} runs with L = {particles[-1]})\n")
+    print("| data | prior | log p(y) | MCSE | log BF vs best |")
+    print("|---|---|---|---|---|")
+    for data_name in datasets():
+        rows = {p: _pooled_log_evidence(pooled[(data_name, p)]) for p in PRIORS}
+        best = max(value for value, _ in rows.values())
+        for prior_name, (value, mcse) in rows.items():
+            print(f"| {data_name} | {prior_name} | {value:.2f} | {mcse:.3f} | "
+                  f"{value - best:.2f} |")
+    print()
+
+
+def ulker_data(n, seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.choice(3, size=n, p=[0.3, 0.4, 0.3])
+    return np.array([-2.0, 0.0, 2.5])[labels] + rng.standard_normal(n)
+
+
+def ulker_experiment(sizes, runs, pf_particles, smc_particles, rng):
+    print(f"## 3. Ülker et al. in spirit: weighted mean number of clusters ({runs} runs, "
+          f"PF {pf_particles} particles, SMC-G/SMC-A {smc_particles}, Q = 9, κ = 0.05)\n")
+    family = NormalInverseGamma(mu0=0.0, kappa0=0.1, alpha0=2.0, beta0=2.0)
+    prior = DirichletProcessPrior(alpha=0.05)
+    methods = {
+        "PF": {"num_particles": pf_particles},
+        "SMC-G": {"num_particles": smc_particles, "rejuvenation": 9},
+        "SMC-A": {"num_particles": smc_particles, "rejuvenation": 9,
+                  "anneal": {"start": 1.0, "rate": 0.01}},
+    }
+    print("| method | " + " | ".join(f"n = {n}" for n in sizes) + " | CPU s / run (largest n) |")
+    print("|---|" + "---|" * (len(sizes) + 1))
+    for method, kwargs in methods.items():
+        cells = []
+        for n in sizes:
+            clusters = []
+            start = time.process_time()
+            for run in range(runs):
+                x = family.prepare_data(ulker_data(n, seed=run))
+                result = smc.run_smc(prior, family, x, rng=rng, **kwargs)
+                weights = np.exp(result.log_weights)
+                clusters.append(np.sum(weights * (result.labels.max(axis=1) + 1)))
+            seconds = (time.process_time() - start) / runs
+            cells.append(f"{np.mean(clusters):.2f} ± {np.std(clusters, ddof=1):.2f}")
+        print(f"| {method} | " + " | ".join(cells) + f" | {seconds:.2f} |")
+    print()
+
+
+def against_pymc(chains, draws, n, seed):
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    rng = np.random.default_rng(seed)
+    k = 3
+    y = np.array([-3.0, 0.0, 3.0])[rng.integers(k, size=n)] + rng.standard_normal(n)
+    print(f"## 4. Against pm.sample_smc: finite mixture k = {k}, n = {n}, {chains} chains "
+          f"x {draws} particles\n")
+    with pm.Model() as partition_model:
+        z = psm.FiniteDirichlet("z", alpha=1.0, k=k, n=n)
+        psm.ConjugateMixture("y", partition=z,
+                             component=psm.NormalKnownCovariance(mu0=0.0, sigma0=9.0, sigma=1.0),
+                             observed=y)
+    psm.sample_smc(draws=10, chains=1, model=partition_model, progressbar=False)  # warm-up
+    start = time.process_time()
+    ours = psm.sample_smc(draws=draws, chains=chains, model=partition_model, random_seed=seed,
+                          progressbar=False)
+    our_seconds = time.process_time() - start
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+
+    our_values = np.asarray(get_group(ours, "sample_stats")["log_marginal_likelihood"])
+    with pm.Model():
+        weights = pm.Dirichlet("w", a=np.ones(k))
+        means = pm.Normal("mu", 0.0, 3.0, shape=k)
+        pm.NormalMixture("y", w=weights, mu=means, sigma=1.0, observed=y)
+        start = time.process_time()
+        theirs = pm.sample_smc(draws=draws, chains=chains, cores=1, random_seed=seed,
+                               progressbar=False, compute_convergence_checks=False)
+        their_seconds = time.process_time() - start
+    # pymc stores one value per SMC stage (chain, stage), object dtype; the last is log p(y)
+    raw = np.asarray(get_group(theirs, "sample_stats")["log_marginal_likelihood"].values,
+                     dtype=object).reshape(chains, -1)
+    their_values = np.array([float(np.asarray(row[-1], dtype=float).reshape(-1)[-1])
+                             for row in raw])
+    print("| sampler | log p(y) mean | sd over chains | CPU s (all chains) |")
+    print("|---|---|---|---|")
+    print(f"| psm.sample_smc (partition, collapsed) | {our_values.mean():.3f} | "
+          f"{our_values.std(ddof=1):.3f} | {our_seconds:.2f} |")
+    print(f"| pm.sample_smc (explicit weights and means) | {their_values.mean():.3f} | "
+          f"{their_values.std(ddof=1):.3f} | {their_seconds:.2f} |")
+    print()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--full", action="store_true", help="issue 9's full sizes")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip", nargs="*", default=(), choices=("1", "3", "4"),
+                        help="sections to skip (1 covers sections 1 and 2)")
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    if args.full:
+        particles, runs = (10, 30, 100, 300, 1000), 10
+        sizes, ulker_runs, pf_particles = (200, 500, 1000), 20, 1000
+        chains, draws, n_pymc = 8, 2000, 100
+    else:
+        particles, runs = (10, 30, 100, 300), 5
+        sizes, ulker_runs, pf_particles = (200, 500), 5, 300
+        chains, draws, n_pymc = 4, 1000, 60
+    print(f"# benchmarks/smc.py ({'full' if args.full else 'reduced default'})")
+    if "1" not in args.skip:
+        precision_and_bayes_factors(particles, runs, rng)
+    if "3" not in args.skip:
+        ulker_experiment(sizes, ulker_runs, pf_particles, 100, rng)
+    if "4" not in args.skip:
+        against_pymc(chains, draws, n_pymc, args.seed)
+
+
+if __name__ == "__main__":
+    main()
