@@ -372,7 +372,7 @@ def replace_labels(idata, labels=None, var_name: str = "z"):
     posterior = compat.get_group(idata, "posterior")
     if labels is None:
         labels = canonicalize(posterior[var_name].transpose("chain", "draw", ...).values)
-    chains, draws, n = labels.shape
+    n = labels.shape[-1]
     variable = xr.DataArray(labels, dims=("chain", "draw", f"{var_name}_dim_0"),
                             coords={"chain": posterior.chain.values,
                                     "draw": posterior.draw.values,
