@@ -32,7 +32,7 @@ Contenders (``--contenders`` selects by name):
 Every MCMC contender runs through ``pm.sample`` (``cores=1``, chains in sequence, the package's
 samplers from the all-in-one-cluster start) with the same wall-clock budget per chain
 (``comparison.WallClockBudget``; a pilot run compiles the model and sets the draw cap and
-``tune = min(1000, half the draws the budget allows)``).  The partition of each draw is the
+``tune = min(1000, a quarter of the draws the budget allows)``).  The partition of each draw is the
 sampled labels (canonicalised) or, for marginalised models, labels drawn from
 ``p(z | weights, theta, y)``; everything below is computed from those with this package's
 analysis functions:
@@ -183,25 +183,20 @@ def run_mcmc(model, steps, *, seconds, chains, seed, initvals=None):
     per_draw = max(float(np.median(np.diff(np.concatenate([[0.0], times])))), 1e-6)
     possible = seconds / per_draw
     memory_cap = int(LABEL_BYTES_PER_CHAIN / (8 * max(n, 1))) if n else MAX_DRAWS_PER_CHAIN
-    tune = int(min(MAX_TUNE, max(10, 0.5 * possible)))
+    tune = int(min(MAX_TUNE, max(10, 0.25 * possible)))
     draws = int(max(10, min(MAX_DRAWS_PER_CHAIN, memory_cap, 2 * possible + 20)))
-    budget = comparison.WallClockBudget(seconds)
     tic = time.perf_counter()
-    try:
-        with model:
-            idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1,
-                              step=steps() if steps else None, random_seed=seed,
-                              initvals=initvals, progressbar=False,
-                              compute_convergence_checks=False, callback=budget)
-    except ValueError as error:  # "Not enough samples": every chain stopped while tuning
-        return {"error": f"no draw after tuning within the budget ({error})",
-                "tune": tune, "seconds": time.perf_counter() - tic}
-    total = time.perf_counter() - tic
-    times = budget.chain_times()
+    idata, times, failed = comparison.sample_with_budget(
+        model, seconds=seconds, chains=chains, draws=draws, tune=tune, step=steps,
+        random_seed=seed, initvals=initvals)
     # sampling seconds: the chains' own clocks (pm.sample's set-up and compilation excluded)
-    sampling = float(sum(t[-1] for t in times.values())) if times else total
-    return {"idata": idata, "times": times, "tune": tune, "draw_cap": draws,
-            "seconds": sampling, "wall_seconds": total, "per_draw_pilot": per_draw}
+    sampling = float(sum(t[-1] for t in times if t.size))
+    if idata is None:
+        return {"error": f"no draw after {tune} tuning iterations within the budget",
+                "tune": tune, "seconds": sampling}
+    return {"idata": idata, "times": dict(enumerate(times)), "tune": tune,
+            "draw_cap": draws, "seconds": sampling, "failed_chains": failed,
+            "wall_seconds": time.perf_counter() - tic, "per_draw_pilot": per_draw}
 
 
 def explicit_draw_seconds(model) -> float:
@@ -322,7 +317,8 @@ def run_builtin(problem, name, options, args, reference):
     if options["labels"] == "explicit":
         per_draw = explicit_draw_seconds(model)
         if per_draw > 0.5 * seconds:
-            return {"contender": name, "note": f"not run: one draw ~{per_draw:.0f} s "
+            return {"contender": name, "assigned": assignment,
+                    "note": f"not run: one draw ~{per_draw:.0f} s "
                     f"(n*K model log densities) vs budget {seconds:.0f} s"}
     result = run_mcmc(model, None, seconds=seconds, chains=args.chains, seed=args.seed)
     if "idata" in result:
@@ -341,6 +337,8 @@ def run_builtin(problem, name, options, args, reference):
 
 def finish_mcmc(problem, name, result, args, reference, log_pred_of):
     row = {"contender": name, "seconds": result["seconds"] / args.chains}
+    if result.get("failed_chains"):
+        row["note"] = f"{result['failed_chains']} chain(s) still tuning at the end of the budget"
     if "error" in result:
         row["note"] = result["error"]
         return row
@@ -402,6 +400,9 @@ def reference_run(problem, model, args):
     result = run_mcmc(model, steps, seconds=args.reference_seconds, chains=args.chains,
                       seed=args.seed + 1, initvals={"z": np.zeros(len(problem["data"]),
                                                                  dtype=np.int64)})
+    if "idata" not in result:
+        raise RuntimeError(f"the reference run failed: {result['error']}; raise "
+                           "--reference-seconds")
     labels, _ = psm.analysis.partition_draws(result["idata"], "z")
     rows = _chain_draw_indices(labels.shape[1], 4 * args.lpd_draws)
     log_pred = package_log_predictive_draws(result["idata"], model, problem["test"], rows)

@@ -57,6 +57,7 @@ __all__ = [
     "log_predictive_draws",
     "replace_labels",
     "sample_builtin_mixture",
+    "sample_with_budget",
 ]
 
 WEIGHT_KINDS = ("stick_breaking", "dirichlet")
@@ -307,11 +308,78 @@ class WallClockBudget:
         return out
 
 
+def _trace_from_arrays(values: dict):
+    """An InferenceData (ArviZ 0.x) or DataTree (ArviZ 1.x) with ``values`` as posterior."""
+    import arviz as az
+
+    if compat.ARVIZ_MAJOR >= 1:
+        return az.from_dict({"posterior": values})
+    return az.from_dict(posterior=values)
+
+
+def sample_with_budget(model, *, seconds: float | None, chains: int = 4, draws: int = 1000,
+                       tune: int = 1000, step=None, random_seed=None, initvals=None,
+                       **sample_kwargs):
+    """Run ``chains`` chains of ``pm.sample`` one after another, each within ``seconds``.
+
+    Each chain is its own ``pm.sample(chains=1)`` call with a :class:`WallClockBudget`; the
+    chains are then cut to their common length and stacked (PyMC's own handling of an
+    interrupted multi-chain run would drop the shorter chains instead).
+
+    Parameters
+    ----------
+    model : pymc.Model
+    seconds : float or None
+        Budget per chain (None: run ``tune + draws`` iterations).
+    chains, draws, tune, random_seed, initvals, **sample_kwargs
+        As in ``pm.sample``; ``draws`` is a cap when ``seconds`` is given.
+    step : callable returning the step methods, optional
+        Called once per chain (None: what ``pm.sample`` assigns).
+
+    Returns
+    -------
+    trace : InferenceData or DataTree, or None
+        Posterior of the chains that reached past tuning (None if none did).
+    times : list of ndarray
+        Per kept chain, seconds since its start at the end of every iteration (tuning
+        included).
+    failed : int
+        Chains that stopped before the end of tuning.
+    """
+    import pymc as pm
+
+    seeds = np.random.default_rng(random_seed).integers(2**31 - 1, size=int(chains))
+    kept, times, failed = [], [], 0
+    for chain in range(int(chains)):
+        budget = WallClockBudget(seconds)
+        try:
+            with model:
+                trace = pm.sample(draws=draws, tune=tune, chains=1, cores=1,
+                                  step=step() if step is not None else None,
+                                  random_seed=int(seeds[chain]), initvals=initvals,
+                                  progressbar=False, compute_convergence_checks=False,
+                                  callback=budget, **sample_kwargs)
+        except ValueError as error:  # every iteration was a tuning iteration
+            if "Not enough samples" not in str(error):
+                raise
+            failed += 1
+            continue
+        posterior = compat.get_group(trace, "posterior")
+        kept.append({str(name): np.asarray(variable.values[0])
+                     for name, variable in posterior.data_vars.items()})
+        times.append(budget.chain_times()[0])
+    if not kept:
+        return None, times, failed
+    length = min(next(iter(values.values())).shape[0] for values in kept)
+    stacked = {name: np.stack([values[name][:length] for values in kept])
+               for name in kept[0]}
+    return _trace_from_arrays(stacked), times, failed
+
+
 def sample_builtin_mixture(data, family, n_components: int = 20, *, weights="stick_breaking",
                            alpha: float = 1.0, labels: str = "explicit", draws: int = 1000,
                            tune: int = 1000, chains: int = 4, random_seed=None,
-                           seconds_per_chain: float | None = None, progressbar: bool = False,
-                           **sample_kwargs):
+                           seconds_per_chain: float | None = None, **sample_kwargs):
     """Sample :func:`builtin_mixture_model` with what ``pm.sample`` assigns; canonical labels.
 
     The returned trace's posterior variable ``z`` holds canonical labels: for explicit labels
@@ -323,35 +391,39 @@ def sample_builtin_mixture(data, family, n_components: int = 20, *, weights="sti
     ----------
     data, family, n_components, weights, alpha, labels
         As in :func:`builtin_mixture_model`.
-    draws, tune, chains, random_seed, progressbar
-        Passed to ``pm.sample`` (``cores=1``).
+    draws, tune, chains, random_seed
+        Passed to ``pm.sample`` (``cores=1``, chains in sequence, see
+        :func:`sample_with_budget`).
     seconds_per_chain : float, optional
-        Stop each chain after this much wall-clock time (:class:`WallClockBudget`); ``draws``
-        is then a cap.
+        Stop each chain after this much wall-clock time; ``draws`` is then a cap.
     **sample_kwargs
         Further arguments of ``pm.sample``.
 
     Returns
     -------
     InferenceData or DataTree
-        With attributes ``step_assignment`` (text), ``seconds`` (sampling wall-clock time).
-    """
-    import pymc as pm
+        Posterior attributes ``step_assignment`` (what ``pm.sample`` chose) and
+        ``seconds`` (sampling wall-clock time per chain, tuning included).
 
+    Raises
+    ------
+    RuntimeError
+        If no chain got past tuning within ``seconds_per_chain``.
+    """
     model = builtin_mixture_model(data, family, n_components, weights=weights, alpha=alpha,
                                   labels=labels)
-    budget = WallClockBudget(seconds_per_chain)
-    tic = time.perf_counter()
-    with model:
-        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1,
-                          random_seed=random_seed, progressbar=progressbar,
-                          compute_convergence_checks=False, callback=budget, **sample_kwargs)
-    seconds = time.perf_counter() - tic
+    idata, times, _ = sample_with_budget(model, seconds=seconds_per_chain, chains=chains,
+                                         draws=draws, tune=tune, random_seed=random_seed,
+                                         **sample_kwargs)
+    if idata is None:
+        raise RuntimeError(f"no chain got past its {tune} tuning iterations within "
+                           f"{seconds_per_chain} s; give more time or fewer tuning iterations")
     rng = np.random.default_rng(None if random_seed is None else np.asarray(random_seed).sum())
     replace_labels(idata, labels_from_parameters(idata, data, family, rng)
                    if labels == "marginal" else None)
     _set_posterior_attrs(idata, {
-        "step_assignment": "; ".join(describe_step_assignment(model)), "seconds": seconds})
+        "step_assignment": "; ".join(describe_step_assignment(model)),
+        "seconds": float(np.mean([t[-1] for t in times]))})
     return idata
 
 
