@@ -180,15 +180,19 @@ def run_mcmc(model, steps, *, seconds, chains, seed, initvals=None):
     except ValueError:  # stopped while tuning: the times are what the pilot is for
         pass
     times = pilot.chain_times()[0]
-    per_draw = max(float(np.median(np.diff(np.concatenate([[0.0], times])))), 1e-6)
+    per_draw = max(float(times[-1]) / times.size, 1e-6)
     possible = seconds / per_draw
     memory_cap = int(LABEL_BYTES_PER_CHAIN / (8 * max(n, 1))) if n else MAX_DRAWS_PER_CHAIN
     tune = int(min(MAX_TUNE, max(10, 0.25 * possible)))
     draws = int(max(10, min(MAX_DRAWS_PER_CHAIN, memory_cap, 2 * possible + 20)))
     tic = time.perf_counter()
-    idata, times, failed = comparison.sample_with_budget(
-        model, seconds=seconds, chains=chains, draws=draws, tune=tune, step=steps,
-        random_seed=seed, initvals=initvals)
+    while True:
+        idata, times, failed = comparison.sample_with_budget(
+            model, seconds=seconds, chains=chains, draws=draws, tune=tune, step=steps,
+            random_seed=seed, initvals=initvals)
+        if idata is not None or tune <= 10 or steps is None:
+            break
+        tune = max(10, tune // 10)  # the pilot was optimistic (a busy machine): burn in less
     # sampling seconds: the chains' own clocks (pm.sample's set-up and compilation excluded)
     sampling = float(sum(t[-1] for t in times if t.size))
     if idata is None:

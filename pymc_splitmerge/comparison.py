@@ -55,6 +55,7 @@ __all__ = [
     "describe_step_assignment",
     "labels_from_parameters",
     "log_predictive_draws",
+    "plot_largest_fraction",
     "replace_labels",
     "sample_builtin_mixture",
     "sample_with_budget",
@@ -457,3 +458,41 @@ def replace_labels(idata, labels=None, var_name: str = "z"):
     else:
         idata.posterior = posterior
     return idata
+
+
+def plot_largest_fraction(traces: dict, var_name: str = "z", reference: float | None = None):
+    """Largest-cluster fraction of every chain, one panel per trace, side by side.
+
+    Parameters
+    ----------
+    traces : dict of str -> InferenceData, DataTree or label array (chain, draw, n)
+        E.g. ``{"sams+gibbs": idata, "pymc built-in": builtin_idata}``; labels need not be
+        canonical.
+    var_name : str
+    reference : float, optional
+        Drawn as a dashed line (e.g. the largest fraction of a long reference run).
+
+    Returns
+    -------
+    figure, axes
+    """
+    import matplotlib.pyplot as plt
+
+    from pymc_splitmerge.analysis._labels import partition_draws
+    from pymc_splitmerge.analysis.quantities import block_fractions
+
+    figure, axes = plt.subplots(1, len(traces), figsize=(3.6 * len(traces), 2.8), sharey=True,
+                                squeeze=False)
+    for axis, (name, trace) in zip(axes[0], traces.items()):
+        labels, _ = partition_draws(trace, None if isinstance(trace, np.ndarray) else var_name)
+        largest = block_fractions(labels, 1)[..., 0]
+        for chain, values in enumerate(largest):
+            axis.plot(values, lw=0.7, label=f"chain {chain}")
+        if reference is not None:
+            axis.axhline(reference, color="k", ls="--", lw=1, label="reference")
+        axis.set_title(name, fontsize=9)
+        axis.set_xlabel("draw")
+    axes[0, 0].set_ylabel("largest-cluster fraction")
+    axes[0, 0].legend(fontsize=7)
+    figure.tight_layout()
+    return figure, axes

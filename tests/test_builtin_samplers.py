@@ -250,6 +250,11 @@ def test_sample_builtin_mixture_gives_canonical_labels():
     assert posterior.attrs["step_assignment"] == "NUTS: [sticks, theta]"
     table = psm.summary(idata, var_name="z", num_pairs=1)
     assert np.isfinite(table.loc["n_clusters", "mean"])
+    raw = posterior["z"].values * 7 + 3  # non-canonical labels are fine too
+    figure, axes = comparison.plot_largest_fraction({"built-in": idata, "raw": raw},
+                                                    reference=0.5)
+    assert axes.shape == (1, 2) and len(axes[0, 0].lines) == 3
+    matplotlib.pyplot.close(figure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +267,7 @@ def test_benchmark_contenders_run_on_tiny_data():
     small = np.r_[0:6, 20:26, 40:46]  # 18 points from three components
     problem.update(data=problem["data"][small], truth=problem["truth"][small],
                    test=problem["test"][:10])
-    args = types.SimpleNamespace(chains=2, seed=5, lpd_draws=5, reference_seconds=1.0,
+    args = types.SimpleNamespace(chains=1, seed=5, lpd_draws=5, reference_seconds=1.0,
                                  seconds_for=lambda name: 2.0 if "_" in name else 0.8)
     model = bench.package_model(problem)
     reference = bench.reference_run(problem, model, args)
