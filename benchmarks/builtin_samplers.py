@@ -194,12 +194,12 @@ def run_mcmc(model, steps, *, seconds, chains, seed, initvals=None):
             break
         tune = max(10, tune // 10)  # the pilot was optimistic (a busy machine): burn in less
     # sampling seconds: the chains' own clocks (pm.sample's set-up and compilation excluded)
-    sampling = float(sum(t[-1] for t in times if t.size))
+    sampling = float(sum(t[-1] for t in times if t.size)) + float(np.nansum(failed))
     if idata is None:
         return {"error": f"no draw after {tune} tuning iterations within the budget",
                 "tune": tune, "seconds": sampling}
     return {"idata": idata, "times": dict(enumerate(times)), "tune": tune,
-            "draw_cap": draws, "seconds": sampling, "failed_chains": failed,
+            "draw_cap": draws, "seconds": sampling, "failed_chains": len(failed),
             "wall_seconds": time.perf_counter() - tic, "per_draw_pilot": per_draw}
 
 

@@ -344,13 +344,13 @@ def sample_with_budget(model, *, seconds: float | None, chains: int = 4, draws: 
     times : list of ndarray
         Per kept chain, seconds since its start at the end of every iteration (tuning
         included).
-    failed : int
-        Chains that stopped before the end of tuning.
+    failed : list of float
+        Seconds spent by each chain that stopped before the end of tuning.
     """
     import pymc as pm
 
     seeds = np.random.default_rng(random_seed).integers(2**31 - 1, size=int(chains))
-    kept, times, failed = [], [], 0
+    kept, times, failed = [], [], []
     for chain in range(int(chains)):
         budget = WallClockBudget(seconds)
         try:
@@ -363,7 +363,8 @@ def sample_with_budget(model, *, seconds: float | None, chains: int = 4, draws: 
         except ValueError as error:  # every iteration was a tuning iteration
             if "Not enough samples" not in str(error):
                 raise
-            failed += 1
+            spent = budget.chain_times()
+            failed.append(float(spent[0][-1]) if spent else float("nan"))
             continue
         posterior = compat.get_group(trace, "posterior")
         kept.append({str(name): np.asarray(variable.values[0])
