@@ -2,16 +2,19 @@
 
 A partition of ``n`` observations is stored as an integer label vector; it is *canonical* when
 labels are ``0..K-1`` numbered by order of first appearance.  Traces hold the partition variable
-as an int64 array of shape (chain, draw, n).
+as an integer array of shape (chain, draw, n).  This package's steps store canonical labels;
+traces of mixtures written with PyMC's built-in distributions (``z ~ pm.Categorical``) hold
+arbitrary component indices of any integer dtype, which every analysis function canonicalises
+on the fly (:func:`canonicalize`), so users never relabel by hand.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import xarray as xr
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
+from pymc_splitmerge.core.relabel import canonical_labels, canonical_labels_reference
 
 __all__ = [
     "as_label_draws",
@@ -23,37 +26,18 @@ __all__ = [
 ]
 
 
-@numba.njit(cache=True)
-def _canonicalize_rows(labels: np.ndarray, max_label: int) -> np.ndarray:  # pragma: no cover
-    rows, n = labels.shape
-    out = np.empty((rows, n), dtype=np.int64)
-    mapping = np.empty(max_label + 1, dtype=np.int64)
-    for r in range(rows):
-        mapping[:] = -1
-        next_label = 0
-        for i in range(n):
-            old = labels[r, i]
-            if mapping[old] < 0:
-                mapping[old] = next_label
-                next_label += 1
-            out[r, i] = mapping[old]
-    return out
-
-
 def reference_canonicalize(labels: np.ndarray) -> np.ndarray:
     """Plain numpy reference for :func:`canonicalize` (rows of a 2-D array)."""
     labels = np.atleast_2d(np.asarray(labels))
-    out = np.empty(labels.shape, dtype=np.int64)
-    for r, row in enumerate(labels):
-        _, first_index, inverse = np.unique(row, return_index=True, return_inverse=True)
-        rank = np.empty(first_index.size, dtype=np.int64)
-        rank[np.argsort(first_index)] = np.arange(first_index.size)
-        out[r] = rank[inverse]
-    return out
+    return canonical_labels_reference(labels.reshape(-1, labels.shape[-1])).reshape(labels.shape)
 
 
 def canonicalize(labels) -> np.ndarray:
     """Relabel partitions canonically (0..K-1 by order of first appearance).
+
+    Any non-negative integer labels are accepted (any integer dtype, labels need not be below
+    ``n``; e.g. the component indices of a ``pm.Categorical`` variable); the work is done by
+    :func:`pymc_splitmerge.core.relabel.canonical_labels`.
 
     Parameters
     ----------
@@ -68,8 +52,7 @@ def canonicalize(labels) -> np.ndarray:
     if array.size == 0:
         return array.astype(np.int64)
     shape = array.shape
-    flat = array.reshape(-1, shape[-1])
-    return _canonicalize_rows(flat, int(flat.max())).reshape(shape)
+    return canonical_labels(array.reshape(-1, shape[-1])).reshape(shape)
 
 
 def is_canonical(labels) -> bool:
@@ -148,7 +131,10 @@ def find_partition_variable(posterior: xr.Dataset) -> str:
     """Name of the partition variable of a posterior dataset.
 
     The partition variable is the only integer variable with dims (chain, draw, obs) whose values
-    are canonical labels.
+    are canonical labels (what this package's steps store).  When there is none, the only
+    integer variable with such dims (e.g. the ``z ~ pm.Categorical`` component indices of a
+    mixture written with PyMC's built-in distributions) is taken; its labels are canonicalised
+    by :func:`partition_draws`.
 
     Raises
     ------
@@ -156,6 +142,7 @@ def find_partition_variable(posterior: xr.Dataset) -> str:
         If there is no such variable, or more than one (then pass ``var_name``).
     """
     candidates = []
+    integer_variables = []
     rejected = []
     for name, variable in posterior.data_vars.items():
         dims = variable.dims
@@ -166,13 +153,16 @@ def find_partition_variable(posterior: xr.Dataset) -> str:
             rejected.append(f"{name} (dtype {variable.dtype})")
             continue
         if not is_canonical(variable.values):
+            integer_variables.append(str(name))
             rejected.append(f"{name} (values are not canonical labels 0..K-1)")
             continue
         candidates.append(str(name))
+    if not candidates and len(integer_variables) == 1:
+        candidates = integer_variables
     if not candidates:
         raise ValueError(
             "found no partition variable: expected an integer variable of dims "
-            "(chain, draw, n) holding canonical labels (0..K-1 by first appearance). "
+            "(chain, draw, n) holding cluster labels. "
             f"Variables looked at: {rejected or 'none'}. Pass var_name= or an array of labels."
         )
     if len(candidates) > 1:
