@@ -66,10 +66,7 @@ from pymc_splitmerge.kernels.concentration import escobar_west_update
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior, PitmanYorPrior
 
-try:  # the suite-wide per-test threshold, when the goodness-of-fit module defines it
-    from pymc_splitmerge.testing.gof import GOF_PVALUE_THRESHOLD as _DEFAULT_THRESHOLD
-except ImportError:  # pragma: no cover - gof.py always defines it in this package
-    _DEFAULT_THRESHOLD = 5e-6
+from pymc_splitmerge.testing.gof import GOF_PVALUE_THRESHOLD as _DEFAULT_THRESHOLD
 
 __all__ = [
     "GEWEKE_TEST_FUNCTIONS",

@@ -43,11 +43,14 @@ __all__ = [
 SUITE_FAILURE_RATE = 1e-3
 """Accepted probability that any goodness-of-fit test of the suite fails by chance."""
 
-N_GOF_TESTS = 200
-"""Declared upper bound on the number of goodness-of-fit tests in the suite."""
+N_GOF_TESTS = 400
+"""Declared upper bound on the number of goodness-of-fit tests in the suite.
+
+Raised from 200 when ARM (about 28), the SMC samplers (about 52) and the component-posterior,
+product-family and default-step checks were added: the suite runs roughly 300 such tests."""
 
 GOF_PVALUE_THRESHOLD = SUITE_FAILURE_RATE / N_GOF_TESTS
-"""Per-test rejection threshold on the p-value (5e-6)."""
+"""Per-test rejection threshold on the p-value (2.5e-6)."""
 
 MIN_CELL_VARIANCE = 1.0
 """A partition is its own cell when ``num_samples * p * (1 - p)`` reaches this value."""
