@@ -11,6 +11,9 @@ the kernel call and its stats:
   tables are recomputed only when the prior's hyperparameters changed;
 * the random generator: ``set_rng(rng)`` (pymc 5), ``setup_chain(rng, tune, draws)``
   (pymc 6), or a fallback Generator when neither is called; both reset per-chain state;
+* tuning: ``self.tune`` is true from the start of every chain until PyMC's ``stop_tuning()``
+  (which PyMC propagates into a ``CompoundStep``, unlike the ``tune`` attribute itself), so
+  steps that adapt (informed anchor proposals) adapt inside a compound step too;
 * point handling: the point's arrays are never modified in place (with ``cores > 1`` they
   live in shared memory); a new dict with every key is returned and the stored labels are
   canonical (order of first appearance, ``0..K-1``).
@@ -133,6 +136,12 @@ class PartitionStep(BlockedStep):
         self._cached_family_values = None
         self._prior = None
         self._tables = None
+        # Adaptation (the informed anchor proposals) runs while ``self.tune`` is true.  PyMC
+        # sets ``tune`` only on the top-level step (pymc 5's multiprocess sampler not at all)
+        # and only propagates ``stop_tuning()`` into a CompoundStep, which it calls when the
+        # tuning draws end (before the first draw when ``tune=0``); so every chain starts in
+        # tuning mode here and pymc 6's ``setup_chain`` sets it from the tuning length.
+        self.tune = True
 
     def set_rng(self, rng) -> None:
         """pymc 5: receive this chain's generator; resets per-chain state."""
@@ -142,8 +151,9 @@ class PartitionStep(BlockedStep):
         self.reset_chain()
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """pymc 6: receive this chain's generator; resets per-chain state."""
+        """pymc 6: receive this chain's generator and tuning length; resets per-chain state."""
         self.set_rng(rng)
+        self.tune = int(tune) > 0
 
     @staticmethod
     def competence(var, has_grad=None):

@@ -72,7 +72,6 @@ class SAMSStep(PartitionStep):
             )
         self.n_gibbs_sweeps = _non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
         self.anchor_proposal = AnchorProposal(kind=anchor_proposal, n_anchors=2)
-        self.tune = False  # PyMC sets it to True while tuning
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
             raise ValueError(
