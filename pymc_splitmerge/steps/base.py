@@ -142,6 +142,7 @@ class PartitionStep(BlockedStep):
         # tuning draws end (before the first draw when ``tune=0``); so every chain starts in
         # tuning mode here and pymc 6's ``setup_chain`` sets it from the tuning length.
         self.tune = True
+        self._start_checked = False
 
     def set_rng(self, rng) -> None:
         """pymc 5: receive this chain's generator; resets per-chain state."""
@@ -199,8 +200,55 @@ class PartitionStep(BlockedStep):
         """Apply the kernel to ``state`` in place; return this step's stats (no n_clusters)."""
         raise NotImplementedError
 
+    def check_start(self, point, state: PartitionState, prior) -> None:
+        """Refuse a chain start outside the support (model log density ``-inf`` or NaN).
+
+        Called at the first step of every chain.  Raises ``pymc.exceptions.SamplingError``
+        naming the variable and the reason: labels outside the prior's label range
+        (``[0, n)``; ``[0, k)`` for a finite Dirichlet prior), more clusters than a finite
+        prior allows, a log prior or a collapsed log likelihood that is ``-inf`` or NaN.
+        """
+        from pymc.exceptions import SamplingError
+
+        from pymc_splitmerge.distributions.priors import FiniteDirichletRV
+
+        prefix = (f"Initial evaluation of model at starting point failed: the start of "
+                  f"partition variable {self.value_name!r}")
+        advice = ("Give a start inside the support (initvals={%r: labels}), e.g. every point "
+                  "in one cluster (the default)" % self.value_name)
+        finite = isinstance(self.partition_var.owner.op, FiniteDirichletRV)
+        n_clusters = state.n_clusters
+        max_clusters = prior.max_clusters
+        if max_clusters is not None and n_clusters > max_clusters:
+            bound = f"k = {max_clusters}" if finite else str(max_clusters)
+            raise SamplingError(
+                f"{prefix} has {n_clusters} clusters but {type(prior).__name__} allows at most "
+                f"{bound} (log prior = -inf). {advice}.")
+        labels = np.asarray(point[self.value_name])
+        limit = int(prior.k) if finite else self.n_points
+        if labels.min() < 0 or labels.max() >= limit:
+            where = f"k = {limit} for FiniteDirichlet" if finite else f"n = {limit}"
+            raise SamplingError(
+                f"{prefix} has labels outside [0, {limit}) ({where}; found "
+                f"{int(labels.min())}..{int(labels.max())}), so its log prior is -inf. "
+                f"{advice}.")
+        log_prior = float(prior.log_eppf(state.cluster_sizes()))
+        if not np.isfinite(log_prior):
+            raise SamplingError(
+                f"{prefix} has log prior {log_prior} under {type(prior).__name__} "
+                f"(cluster sizes {sorted(state.cluster_sizes().tolist(), reverse=True)}). "
+                f"{advice}.")
+        log_likelihood = state.log_likelihood()
+        if not np.isfinite(log_likelihood):
+            raise SamplingError(
+                f"{prefix} has a collapsed log likelihood of {log_likelihood} (the data rule "
+                f"the start partition out). {advice}.")
+
     def step(self, point):
         state, prior, tables = self.current_state(point)
+        if not self._start_checked:
+            self.check_start(point, state, prior)
+            self._start_checked = True
         stats = self.kernel_step(state, prior, tables)
         labels = state.labels()
         self._cached_labels = labels
