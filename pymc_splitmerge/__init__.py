@@ -7,8 +7,10 @@ methods (:class:`CollapsedGibbsStep`, :class:`SAMSStep`, :class:`RGSMStep`,
 :class:`PGSMStep`, :class:`ConcentrationGibbs`, :class:`PartitionPriorSlice`) and the
 analysis of the resulting traces (:func:`summary`, :func:`point_estimate`, ...).
 
-Importing the package registers :class:`CollapsedGibbsStep` with PyMC so that a plain
-``pm.sample()`` samples partition variables with it.
+Importing the package registers step methods with PyMC so that a plain ``pm.sample()``
+samples partition variables with SAMS + one Gibbs sweep (``steps.DefaultPartitionStep``), a
+Dirichlet-process concentration with a Gamma prior with :class:`ConcentrationGibbs` and the
+other partition-prior parameters with :class:`PartitionPriorSlice` (where exact).
 """
 
 from pymc_splitmerge import datasets, priors, testing

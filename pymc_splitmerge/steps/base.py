@@ -106,6 +106,9 @@ class PartitionStep(BlockedStep):
 
     name = "partition"
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {}
+    # Given several partition variables, PyMC's BlockedStep.__new__ then builds one step per
+    # variable (a CompoundStep) instead of one step for all of them.
+    default_blocked = False
 
     def __init__(self, vars, model=None, rng=None, **kwargs):
         from pymc.util import get_random_generator
