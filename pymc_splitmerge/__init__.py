@@ -58,6 +58,7 @@ from pymc_splitmerge.distributions import (
     discover,
 )
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
+from pymc_splitmerge.sampling import partition_convergence_checks, sample
 from pymc_splitmerge.steps import (
     CollapsedGibbsStep,
     ConcentrationGibbs,
@@ -96,6 +97,9 @@ __all__ = [
     "PGSMStep",
     "ConcentrationGibbs",
     "PartitionPriorSlice",
+    # sampling with label-invariant convergence checks
+    "sample",
+    "partition_convergence_checks",
     # analysis
     "summary",
     "partition_quantities",
