@@ -56,10 +56,10 @@ def child(mode: str, n: int, draws: int) -> dict:
         warnings = run_convergence_checks(idata, model)
     else:
         names = sampling.partition_variable_names(model)
-        for name in names:
+        for name in names:  # what psm.sample does (no co-clustering pairs at this n)
             psm.analysis.quantities.compat.add_group(
                 idata, sampling.diagnostics_group_name(name, names),
-                psm.partition_quantities(idata, name, model=model))
+                psm.partition_quantities(idata, name, model=model, num_pairs=0))
         warnings = sampling._pymc_checks_without_partitions(idata, model, names)
         warnings += sampling.partition_convergence_checks(idata, var_names=names)
     seconds = time.perf_counter() - start
@@ -83,6 +83,7 @@ def main(argv=None) -> int:
                               "--draws", str(args.draws)], capture_output=True, text=True,
                              check=True)
         results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(mode, results[mode], flush=True)
     print(f"n = {args.n}, 2 chains x {args.draws} draws")
     for mode, r in results.items():
         print(f"{mode:5s} sampling {r['sampling_seconds']:6.1f} s | post-processing "

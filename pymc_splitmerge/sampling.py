@@ -43,6 +43,10 @@ __all__ = ["CHECKED_QUANTITIES", "partition_convergence_checks", "sample"]
 #: label-invariant quantities whose R-hat / ESS are checked after sampling
 CHECKED_QUANTITIES = ("n_clusters", "log_joint", "fraction_in_largest_clusters")
 
+#: above this many observations psm.sample tracks no co-clustering pairs by default (choosing
+#: the most uncertain pairs costs O(draws * n^2))
+MAX_OBSERVATIONS_FOR_PAIRS = 2000
+
 RHAT_THRESHOLD = 1.01  # PyMC's thresholds (pymc.stats.convergence.run_convergence_checks)
 ESS_PER_CHAIN_THRESHOLD = 100
 _REFERENCE = "See https://arxiv.org/abs/1903.08008 for details"
@@ -191,7 +195,10 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
 
     * the group ``"partition_diagnostics"`` (``"partition_diagnostics_<name>"`` for each
       partition when the model has several) holds the label-invariant quantities of every
-      draw (:func:`~pymc_splitmerge.partition_quantities` with the model's log joint);
+      draw (:func:`~pymc_splitmerge.partition_quantities` with the model's log joint; the
+      co-clustering indicators of the three most uncertain pairs only up to
+      ``MAX_OBSERVATIONS_FOR_PAIRS = 2000`` observations, as choosing them costs
+      O(draws n²));
     * if ``compute_convergence_checks`` (default True): PyMC's R-hat / ESS checks run on every
       variable except the partition variables, and the same checks run on the number of
       clusters, the log joint and the largest-cluster fractions
@@ -236,8 +243,11 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
     if partition_diagnostics:
         options = dict(diagnostics_kwargs or {})
         options.setdefault("model", model)
+        posterior = compat.get_group(result, "posterior")
         for var_name in partition_names:
-            dataset = partition_quantities(result, var_name, **options)
+            n = posterior[var_name].shape[-1]
+            dataset = partition_quantities(result, var_name, **{
+                "num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0, **options})
             compat.add_group(result, diagnostics_group_name(var_name, partition_names),
                              dataset)
     if checks:
