@@ -38,7 +38,7 @@ import xarray as xr
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis.quantities import DIAGNOSTICS_GROUP, partition_quantities
 
-__all__ = ["CHECKED_QUANTITIES", "partition_convergence_checks", "sample"]
+__all__ = ["CHECKED_QUANTITIES", "numeric_log_joint", "partition_convergence_checks", "sample"]
 
 #: label-invariant quantities whose R-hat / ESS are checked after sampling
 CHECKED_QUANTITIES = ("n_clusters", "log_joint", "fraction_in_largest_clusters")
@@ -63,6 +63,48 @@ def partition_variable_names(model) -> list[str]:
 def diagnostics_group_name(var_name: str, partition_names) -> str:
     """``"partition_diagnostics"``, or ``"partition_diagnostics_<name>"`` with several partitions."""
     return DIAGNOSTICS_GROUP if len(partition_names) == 1 else f"{DIAGNOSTICS_GROUP}_{var_name}"
+
+
+def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
+    """Log joint (partition prior + collapsed likelihood) of every draw, with the numba kernels.
+
+    The same quantity as :func:`~pymc_splitmerge.log_joint_draws` (which evaluates the model's
+    pytensor terms, O(n * number of labels) per draw: about 0.3 s a draw at n = 20,000),
+    computed from the numeric prior and family at each draw's hyperparameter values and the
+    cluster statistics of :class:`~pymc_splitmerge.kernels.state.PartitionState` (O(n)).
+
+    Returns
+    -------
+    ndarray of shape (chain, draw)
+    """
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    from pymc_splitmerge.distributions import discover
+    from pymc_splitmerge.kernels.state import PartitionState
+    from pymc_splitmerge.steps.base import same_values
+
+    posterior = compat.get_group(data, "posterior")
+    plain = remove_value_transforms(model)  # value variables = the stored natural values
+    partition_model = discover(plain[var_name], plain)
+    names = [v.name for v in plain.value_vars]
+    missing = [name for name in names if name not in posterior]
+    if missing:
+        raise ValueError(f"the posterior lacks the variables {missing} needed for the log joint")
+    arrays = {name: np.asarray(posterior[name].values) for name in names}
+    n_chains, n_draws = arrays[var_name].shape[:2]
+    out = np.empty((n_chains, n_draws))
+    cached_values, prior, family = None, None, None
+    for chain in range(n_chains):
+        for draw in range(n_draws):
+            point = {name: array[chain, draw] for name, array in arrays.items()}
+            values = partition_model.hyperparameter_values(point)
+            if cached_values is None or not same_values(values, cached_values):
+                prior = partition_model.numeric_prior(point)
+                family = partition_model.numeric_family(point)
+                cached_values = values
+            state = PartitionState(family, partition_model.data, point[var_name])
+            out[chain, draw] = state.log_joint(prior)
+    return out
 
 
 def _without_variables(data, names):
@@ -242,12 +284,13 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
     partition_names = partition_variable_names(model)
     if partition_diagnostics:
         options = dict(diagnostics_kwargs or {})
-        options.setdefault("model", model)
         posterior = compat.get_group(result, "posterior")
         for var_name in partition_names:
             n = posterior[var_name].shape[-1]
-            dataset = partition_quantities(result, var_name, **{
-                "num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0, **options})
+            defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
+            if "model" not in options and "log_joint" not in options:
+                defaults["log_joint"] = numeric_log_joint(result, model, var_name)
+            dataset = partition_quantities(result, var_name, **{**defaults, **options})
             compat.add_group(result, diagnostics_group_name(var_name, partition_names),
                              dataset)
     if checks:
