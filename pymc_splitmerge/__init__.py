@@ -5,10 +5,15 @@ Partition priors (:class:`DirichletProcess`, :class:`PitmanYor`, :class:`FiniteD
 (:class:`ConjugateMixture` with the families of :mod:`pymc_splitmerge.components`), step
 methods (:class:`CollapsedGibbsStep`, :class:`SAMSStep`, :class:`RGSMStep`,
 :class:`PGSMStep`, :class:`ARMStep`, :class:`ConcentrationGibbs`,
-:class:`PartitionPriorSlice`) and the analysis of the resulting traces (:func:`summary`, :func:`point_estimate`, ...).
+:class:`PartitionPriorSlice`), :func:`sample` (``pm.sample`` with label-invariant convergence
+checks), sequential Monte Carlo with model evidence (:func:`sample_smc`,
+:func:`compare_evidence`) and the analysis of the resulting traces (:func:`summary`,
+:func:`point_estimate`, :func:`sample_components`, ...).
 
-Importing the package registers :class:`CollapsedGibbsStep` with PyMC so that a plain
-``pm.sample()`` samples partition variables with it.
+Importing the package registers step methods with PyMC so that a plain ``pm.sample()``
+samples partition variables with SAMS + one Gibbs sweep (``steps.DefaultPartitionStep``), a
+Dirichlet-process concentration with a Gamma prior with :class:`ConcentrationGibbs` and the
+other partition-prior parameters with :class:`PartitionPriorSlice` (where exact).
 """
 
 from pymc_splitmerge import datasets, priors, testing
@@ -58,7 +63,12 @@ from pymc_splitmerge.distributions import (
     discover,
 )
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
-from pymc_splitmerge.sampling import compare_evidence, sample_smc
+from pymc_splitmerge.sampling import (
+    compare_evidence,
+    partition_convergence_checks,
+    sample,
+    sample_smc,
+)
 from pymc_splitmerge.steps import (
     ARMStep,
     CollapsedGibbsStep,
@@ -100,6 +110,9 @@ __all__ = [
     "ARMStep",
     "ConcentrationGibbs",
     "PartitionPriorSlice",
+    # sampling with label-invariant convergence checks
+    "sample",
+    "partition_convergence_checks",
     # sequential Monte Carlo with model evidence
     "sample_smc",
     "compare_evidence",

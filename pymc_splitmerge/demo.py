@@ -14,20 +14,36 @@ import argparse
 import os
 import time
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["SAMPLERS", "DemoSampler", "main"]
 
 
-def _samplers(psm, z):
-    """The step methods compared in the demo (name -> list of steps)."""
-    return {
-        "gibbs": lambda: [psm.CollapsedGibbsStep(z)],
-        "sams+gibbs": lambda: [psm.SAMSStep(z, n_gibbs_sweeps=1)],
-        "rgsm(5,1,1)": lambda: [psm.RGSMStep(z)],
-        "pgsm+gibbs": lambda: [psm.PGSMStep(z, n_gibbs_sweeps=1)],
-    }
+class DemoSampler(NamedTuple):
+    """One row of the demo's comparison.
+
+    ``name`` is used on the command line (``--samplers``) and in plot file names (letters,
+    digits, ``_`` and ``-`` only); ``label`` is shown in the tables; ``make_steps(psm, z)``
+    returns the ``step=`` list for ``pm.sample`` (it may return steps of PyMC itself).
+    """
+
+    name: str
+    label: str
+    make_steps: Callable
+
+
+#: The samplers the demo compares, in order.  Append a ``DemoSampler`` to add a row.
+SAMPLERS: list[DemoSampler] = [
+    DemoSampler("gibbs", "collapsed Gibbs", lambda psm, z: [psm.CollapsedGibbsStep(z)]),
+    DemoSampler("sams_gibbs", "SAMS + Gibbs",
+                lambda psm, z: [psm.SAMSStep(z, n_gibbs_sweeps=1)]),
+    DemoSampler("rgsm_5_1_1", "RGSM(5,1,1)", lambda psm, z: [psm.RGSMStep(z)]),
+    DemoSampler("pgsm_gibbs", "PGSM + Gibbs",
+                lambda psm, z: [psm.PGSMStep(z, n_gibbs_sweeps=1)]),
+]
 
 
 def main(argv=None) -> int:
@@ -40,7 +56,8 @@ def main(argv=None) -> int:
     parser.add_argument("--chains", type=int, default=3)
     parser.add_argument("--seed", type=int, default=2000)
     parser.add_argument("--samplers", nargs="*", default=None,
-                        help="subset of samplers to run (default: all available)")
+                        help="subset of samplers to run (default: all): "
+                             + ", ".join(sampler.name for sampler in SAMPLERS))
     parser.add_argument("--output", default="demo_output",
                         help="folder where the plots are saved")
     args = parser.parse_args(argv)
@@ -58,30 +75,38 @@ def main(argv=None) -> int:
     os.makedirs(args.output, exist_ok=True)
     started = time.perf_counter()
     rows = []
+    warmed_up: set[str] = set()
     for n_attributes in args.attributes:
         data, truth = psm.datasets.jain_neal_bernoulli(n_attributes=n_attributes, seed=n_attributes)
         with pm.Model() as model:
             z = psm.DirichletProcess("z", alpha=1.0, n=len(data))
             psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
                                  observed=data)
-        samplers = _samplers(psm, z)
+        samplers = {sampler.name: sampler for sampler in SAMPLERS}
         chosen = args.samplers or list(samplers)
         for name in chosen:
             if name not in samplers:
-                raise SystemExit(f"unknown sampler {name!r}; available: {sorted(samplers)}")
-            with model:  # warm-up: the first use of a kernel compiles it (numba, cached)
-                pm.sample(step=samplers[name](), draws=2, tune=0, chains=1, cores=1,
-                          random_seed=args.seed, progressbar=False,
-                          compute_convergence_checks=False)
+                raise SystemExit(f"unknown sampler {name!r}; available: {list(samplers)}")
+            sampler = samplers[name]
+            if name not in warmed_up:
+                # the first use of a kernel compiles it (numba, cached on disk): a two-draw
+                # run here keeps that out of the timings below
+                print(f"compiling / loading the kernels of {sampler.label} ...", flush=True)
+                with model:
+                    pm.sample(step=sampler.make_steps(psm, z), draws=2, tune=0, chains=1,
+                              cores=1, random_seed=args.seed, progressbar=False,
+                              compute_convergence_checks=False, quiet=True)
+                warmed_up.add(name)
             tic = time.perf_counter()
             with model:
                 idata = pm.sample(
-                    step=samplers[name](), draws=args.draws, tune=args.tune, chains=args.chains,
-                    cores=1, random_seed=args.seed, initvals={"z": np.zeros(len(data), int)},
-                    progressbar=False, compute_convergence_checks=False,
+                    step=sampler.make_steps(psm, z), draws=args.draws, tune=args.tune,
+                    chains=args.chains, cores=1, random_seed=args.seed,
+                    initvals={"z": np.zeros(len(data), int)}, progressbar=False,
+                    compute_convergence_checks=False, quiet=True,
                 )
             seconds = time.perf_counter() - tic
-            print(f"\n=== Jain & Neal example, d = {n_attributes}, sampler {name}: "
+            print(f"\n=== Jain & Neal example, d = {n_attributes}, sampler {sampler.label}: "
                   f"{args.chains} chains x {args.draws} draws in {seconds:.1f} s "
                   "(after compilation)")
             table = psm.summary(idata, model=model, var_name="z")
@@ -98,11 +123,11 @@ def main(argv=None) -> int:
             }
             for kind, (figure, _) in plots.items():
                 path = os.path.join(args.output, f"{kind}_d{n_attributes}_{name}.png")
-                figure.savefig(path, dpi=80)
+                figure.savefig(path, dpi=80, bbox_inches="tight")
                 plt.close(figure)
             print(f"saved {len(plots)} plots to {args.output}/*_d{n_attributes}_{name}.png")
             rows.append({
-                "d": n_attributes, "sampler": name, "seconds": round(seconds, 1),
+                "d": n_attributes, "sampler": sampler.label, "seconds": round(seconds, 1),
                 "r_hat(log_joint)": table.loc["log_joint", "r_hat"],
                 "ess_bulk(log_joint)": table.loc["log_joint", "ess_bulk"],
                 "r_hat(largest)": table.loc["fraction_in_largest_clusters[1]", "r_hat"],

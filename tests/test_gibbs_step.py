@@ -137,13 +137,13 @@ def small_model(alpha_prior="gamma"):
     return model, z, alpha
 
 
-def test_plain_pm_sample_assigns_collapsed_gibbs():
+def test_plain_pm_sample_assigns_default_partition_step():
     model, z, alpha = small_model()
     with model:
         idata = pm.sample(draws=30, tune=10, chains=1, cores=1, progressbar=False,
                           compute_convergence_checks=False, random_seed=1)
     stats = idata["sample_stats"]
-    assert "gibbs_changed" in stats
+    assert "sams_move" in stats and "gibbs_changed" not in stats  # SAMS + Gibbs sweep
     labels = posterior_values(idata, "z")
     np.testing.assert_array_equal(labels, canonical_labels(labels))
 
@@ -166,7 +166,7 @@ def test_step_does_not_mutate_point_and_writes_canonical_labels():
     with model:
         step = steps.CollapsedGibbsStep(z, rng=3)  # neither set_rng nor setup_chain called
         point = model.initial_point()
-        point["z"] = np.array([5, 5, 2, 2, 9, 5], dtype=point["z"].dtype)
+        point["z"] = np.array([5, 5, 2, 2, 4, 5], dtype=point["z"].dtype)
         frozen = {key: np.array(value, copy=True) for key, value in point.items()}
         for key in point:
             if isinstance(point[key], np.ndarray):
@@ -191,7 +191,7 @@ def test_competence_and_registration():
     from pymc.step_methods.compound import Competence
 
     model, z, alpha = small_model()
-    assert STEP_METHODS[0] is steps.CollapsedGibbsStep
+    assert STEP_METHODS[0] is steps.DefaultPartitionStep
     assert steps.CollapsedGibbsStep.competence(z, False) == Competence.IDEAL
     assert steps.CollapsedGibbsStep.competence(alpha, True) == Competence.INCOMPATIBLE
 

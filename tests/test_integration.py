@@ -79,11 +79,62 @@ def test_multiprocess_sampling_reproduces_sequential_draws(mp_ctx):
 
 
 def test_main_job_runs(tmp_path, capsys):
-    from pymc_splitmerge.demo import main
+    import logging
+    import re
 
-    code = main(["--attributes", "6", "--draws", "40", "--tune", "10", "--chains", "2",
-                 "--samplers", "gibbs", "sams+gibbs", "--output", str(tmp_path)])
+    from pymc_splitmerge.demo import SAMPLERS, main
+
+    class Records(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    records = Records()
+    logging.getLogger("pymc").addHandler(records)
+    try:
+        code = main(["--attributes", "6", "--draws", "40", "--tune", "10", "--chains", "2",
+                     "--samplers", "gibbs", "sams_gibbs", "--output", str(tmp_path)])
+    finally:
+        logging.getLogger("pymc").removeHandler(records)
     assert code == 0
     out = capsys.readouterr().out
     assert "r_hat" in out and "log_joint" in out and "comparison" in out
-    assert len(list(tmp_path.glob("*.png"))) == 6
+    # no unexplained PyMC chatter (warm-up "Only 2 samples per chain", "took N seconds")
+    assert records.messages == []
+    assert "compiling / loading the kernels of collapsed Gibbs" in out
+    files = sorted(path.name for path in tmp_path.glob("*.png"))
+    assert len(files) == 6
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", name) for name in files), files
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", sampler.name) for sampler in SAMPLERS)
+
+
+def test_plots_fit_their_figures():
+    """Every text of the three plots lies inside its figure; titles clear the colour bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, size=(2, 30, 40))
+    for make in (psm.plot_n_clusters, psm.plot_block_fractions, psm.plot_similarity_matrix):
+        figure, _ = make(labels)
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        box = figure.bbox
+        for ax in figure.axes:
+            for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+                if not text.get_text():
+                    continue
+                extent = text.get_window_extent(renderer)
+                assert (extent.x0 >= box.x0 - 1 and extent.x1 <= box.x1 + 1
+                        and extent.y0 >= box.y0 - 1 and extent.y1 <= box.y1 + 1), (
+                    make.__name__, text.get_text())
+        if make is psm.plot_similarity_matrix:
+            heat_map, colour_bar = figure.axes
+            title = heat_map.title.get_window_extent(renderer)
+            assert not title.overlaps(colour_bar.get_window_extent(renderer))
+        plt.close(figure)

@@ -138,7 +138,8 @@ def _dataset(values: np.ndarray) -> xr.Dataset:
 
 def rhat(values) -> float:
     """Rank-normalised split R-hat (Vehtari et al. 2021) of an array of shape (chain, draw)."""
-    return float(_az.rhat(_dataset(_as_chain_draw(values)))["x"].values)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant chain: NaN, no warning
+        return float(_az.rhat(_dataset(_as_chain_draw(values)))["x"].values)
 
 
 def ess(values, method: str = "bulk") -> float:
@@ -150,7 +151,8 @@ def ess(values, method: str = "bulk") -> float:
     kwargs = {"method": method}
     if method == "tail":
         kwargs["prob"] = TAIL_PROBABILITIES
-    return float(_az.ess(_dataset(_as_chain_draw(values)), **kwargs)["x"].values)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a constant chain: NaN, no warning
+        return float(_az.ess(_dataset(_as_chain_draw(values)), **kwargs)["x"].values)
 
 
 def hdi(values, probability: float = 0.94) -> tuple[float, float]:

@@ -47,7 +47,8 @@ def plot_block_fractions(data, var_name: str | None = None, *, num_largest: int 
     chains = labels.shape[0]
     if axes is None:
         figure, axes = _pyplot().subplots(
-            chains, 1, sharex=True, sharey=True, figsize=(8, 1.8 * chains + 0.6), squeeze=False
+            chains, 1, sharex=True, sharey=True, figsize=(8, 1.8 * chains + 0.6), squeeze=False,
+            layout="constrained",
         )
         axes = axes[:, 0]
     else:
@@ -78,7 +79,7 @@ def plot_n_clusters(data, var_name: str | None = None, *, ax=None):
     labels, _ = partition_draws(data, var_name)
     n_clusters = labels.max(axis=-1) + 1
     if ax is None:
-        figure, ax = _pyplot().subplots(figsize=(6, 3.5))
+        figure, ax = _pyplot().subplots(figsize=(6, 3.5), layout="constrained")
     else:
         figure = ax.figure
     values = np.arange(n_clusters.min(), n_clusters.max() + 1)
@@ -124,7 +125,7 @@ def plot_similarity_matrix(data, var_name: str | None = None, *, order_by=None,
         raise ValueError(f"similarity_matrix has shape {matrix.shape}, expected ({n}, {n})")
     order = np.argsort(estimate, kind="stable")
     if ax is None:
-        figure, ax = _pyplot().subplots(figsize=(5.5, 5))
+        figure, ax = _pyplot().subplots(figsize=(5.5, 5), layout="constrained")
     else:
         figure = ax.figure
     image = ax.imshow(matrix[np.ix_(order, order)], cmap=cmap, vmin=0, vmax=1,
@@ -134,5 +135,5 @@ def plot_similarity_matrix(data, var_name: str | None = None, *, order_by=None,
         ax.axhline(b, color="tab:red", lw=0.6)
         ax.axvline(b, color="tab:red", lw=0.6)
     figure.colorbar(image, ax=ax, label="co-clustering probability")
-    ax.set_title("posterior similarity (ordered by point estimate)")
+    ax.set_title("posterior similarity\n(ordered by point estimate)")
     return figure, ax

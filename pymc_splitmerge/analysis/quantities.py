@@ -201,8 +201,8 @@ def partition_quantities(
         indicators = (labels[..., pairs[:, 0]] == labels[..., pairs[:, 1]]).astype(np.int64)
         variables["co_clustering"] = (("chain", "draw", "pair"), indicators)
         coords["pair"] = [f"{i},{j}" for i, j in pairs]
-        coords["pair_first"] = ("pair", pairs[:, 0])
-        coords["pair_second"] = ("pair", pairs[:, 1])
+        # (no auxiliary pair_first / pair_second coordinates: ArviZ 1.x's summary cannot
+        # stack non-index coordinates of one dimension only)
     if log_joint is not None:
         variables["log_joint"] = (("chain", "draw"), _log_joint_array(log_joint, labels))
     reference_labels = _reference_labels(reference, labels, rng)

@@ -1,5 +1,24 @@
-"""PyMC-facing samplers that are not step methods (SMC over partitions with model evidence)."""
+"""PyMC-facing samplers that are not step methods.
 
+* :func:`sample`: ``pm.sample`` with label-invariant convergence checks of the partition
+  variables (:mod:`pymc_splitmerge.sampling.mcmc`);
+* :func:`sample_smc`, :func:`compare_evidence`: sequential Monte Carlo over partitions with
+  model evidence (:mod:`pymc_splitmerge.sampling.smc`).
+"""
+
+from pymc_splitmerge.sampling.mcmc import (
+    CHECKED_QUANTITIES,
+    numeric_log_joint,
+    partition_convergence_checks,
+    sample,
+)
 from pymc_splitmerge.sampling.smc import compare_evidence, sample_smc
 
-__all__ = ["compare_evidence", "sample_smc"]
+__all__ = [
+    "CHECKED_QUANTITIES",
+    "compare_evidence",
+    "numeric_log_joint",
+    "partition_convergence_checks",
+    "sample",
+    "sample_smc",
+]

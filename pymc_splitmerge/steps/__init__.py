@@ -1,9 +1,17 @@
 """PyMC step methods for partition variables and the partition prior's parameters.
 
-Importing this package registers :class:`CollapsedGibbsStep` in
-``pymc.step_methods.STEP_METHODS`` (first, so that it wins over
-``CategoricalGibbsMetropolis`` for our partition variables): plain ``pm.sample()`` then
-samples partitions with collapsed Gibbs.
+Importing this package registers, first in ``pymc.step_methods.STEP_METHODS`` (so that they
+win PyMC's competence ties, e.g. over ``CategoricalGibbsMetropolis`` and NUTS):
+
+* :class:`DefaultPartitionStep` (``SAMSStep(z, n_gibbs_sweeps=1)``) for every partition
+  variable;
+* :class:`ConcentrationGibbs` for a Dirichlet-process ``alpha`` with a ``pm.Gamma`` prior;
+* :class:`PartitionPriorSlice` for any other ``alpha`` / ``discount`` of a Dirichlet process,
+  Pitman–Yor or finite-Dirichlet prior,
+
+the last two only when the parameter is used directly as that input and influences nothing
+else in the model (then their updates are exact).  Plain ``pm.sample()`` then picks these
+steps; everything else gets PyMC's usual choice.
 """
 
 from pymc_splitmerge.steps.arm import ARMStep
@@ -12,11 +20,12 @@ from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPri
 from pymc_splitmerge.steps.gibbs import CollapsedGibbsStep
 from pymc_splitmerge.steps.pgsm import PGSMStep
 from pymc_splitmerge.steps.rgsm import RGSMStep
-from pymc_splitmerge.steps.sams import SAMSStep
+from pymc_splitmerge.steps.sams import DefaultPartitionStep, SAMSStep
 
 __all__ = [
     "ARMStep",
     "CollapsedGibbsStep",
+    "DefaultPartitionStep",
     "ConcentrationGibbs",
     "PGSMStep",
     "PartitionPriorSlice",
@@ -27,12 +36,21 @@ __all__ = [
 ]
 
 
+AUTOMATIC_STEP_METHODS = (DefaultPartitionStep, ConcentrationGibbs, PartitionPriorSlice)
+
+
 def register_step_methods() -> None:
-    """Put our partition step first in PyMC's automatic step-method registry (idempotent)."""
+    """Put our steps first in PyMC's automatic step-method registry (idempotent).
+
+    PyMC picks, for each free variable, the registered class of highest ``competence`` (the
+    first one on ties) and instantiates it with all the variables it won.
+    """
     from pymc.step_methods import STEP_METHODS
 
-    if CollapsedGibbsStep not in STEP_METHODS:
-        STEP_METHODS.insert(0, CollapsedGibbsStep)
+    for step_class in reversed(AUTOMATIC_STEP_METHODS):
+        if step_class in STEP_METHODS:
+            STEP_METHODS.remove(step_class)
+        STEP_METHODS.insert(0, step_class)
 
 
 register_step_methods()

@@ -11,6 +11,9 @@ the kernel call and its stats:
   tables are recomputed only when the prior's hyperparameters changed;
 * the random generator: ``set_rng(rng)`` (pymc 5), ``setup_chain(rng, tune, draws)``
   (pymc 6), or a fallback Generator when neither is called; both reset per-chain state;
+* tuning: ``self.tune`` is true from the start of every chain until PyMC's ``stop_tuning()``
+  (which PyMC propagates into a ``CompoundStep``, unlike the ``tune`` attribute itself), so
+  steps that adapt (informed anchor proposals) adapt inside a compound step too;
 * point handling: the point's arrays are never modified in place (with ``cores > 1`` they
   live in shared memory); a new dict with every key is returned and the stored labels are
   canonical (order of first appearance, ``0..K-1``).
@@ -103,6 +106,9 @@ class PartitionStep(BlockedStep):
 
     name = "partition"
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {}
+    # Given several partition variables, PyMC's BlockedStep.__new__ then builds one step per
+    # variable (a CompoundStep) instead of one step for all of them.
+    default_blocked = False
 
     def __init__(self, vars, model=None, rng=None, **kwargs):
         from pymc.util import get_random_generator
@@ -133,6 +139,13 @@ class PartitionStep(BlockedStep):
         self._cached_family_values = None
         self._prior = None
         self._tables = None
+        # Adaptation (the informed anchor proposals) runs while ``self.tune`` is true.  PyMC
+        # sets ``tune`` only on the top-level step (pymc 5's multiprocess sampler not at all)
+        # and only propagates ``stop_tuning()`` into a CompoundStep, which it calls when the
+        # tuning draws end (before the first draw when ``tune=0``); so every chain starts in
+        # tuning mode here and pymc 6's ``setup_chain`` sets it from the tuning length.
+        self.tune = True
+        self._start_checked = False
 
     def set_rng(self, rng) -> None:
         """pymc 5: receive this chain's generator; resets per-chain state."""
@@ -142,8 +155,9 @@ class PartitionStep(BlockedStep):
         self.reset_chain()
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """pymc 6: receive this chain's generator; resets per-chain state."""
+        """pymc 6: receive this chain's generator and tuning length; resets per-chain state."""
         self.set_rng(rng)
+        self.tune = int(tune) > 0
 
     @staticmethod
     def competence(var, has_grad=None):
@@ -189,8 +203,55 @@ class PartitionStep(BlockedStep):
         """Apply the kernel to ``state`` in place; return this step's stats (no n_clusters)."""
         raise NotImplementedError
 
+    def check_start(self, point, state: PartitionState, prior) -> None:
+        """Refuse a chain start outside the support (model log density ``-inf`` or NaN).
+
+        Called at the first step of every chain.  Raises ``pymc.exceptions.SamplingError``
+        naming the variable and the reason: labels outside the prior's label range
+        (``[0, n)``; ``[0, k)`` for a finite Dirichlet prior), more clusters than a finite
+        prior allows, a log prior or a collapsed log likelihood that is ``-inf`` or NaN.
+        """
+        from pymc.exceptions import SamplingError
+
+        from pymc_splitmerge.distributions.priors import FiniteDirichletRV
+
+        prefix = (f"Initial evaluation of model at starting point failed: the start of "
+                  f"partition variable {self.value_name!r}")
+        advice = ("Give a start inside the support (initvals={%r: labels}), e.g. every point "
+                  "in one cluster (the default)" % self.value_name)
+        finite = isinstance(self.partition_var.owner.op, FiniteDirichletRV)
+        n_clusters = state.n_clusters
+        max_clusters = prior.max_clusters
+        if max_clusters is not None and n_clusters > max_clusters:
+            bound = f"k = {max_clusters}" if finite else str(max_clusters)
+            raise SamplingError(
+                f"{prefix} has {n_clusters} clusters but {type(prior).__name__} allows at most "
+                f"{bound} (log prior = -inf). {advice}.")
+        labels = np.asarray(point[self.value_name])
+        limit = int(prior.k) if finite else self.n_points
+        if labels.min() < 0 or labels.max() >= limit:
+            where = f"k = {limit} for FiniteDirichlet" if finite else f"n = {limit}"
+            raise SamplingError(
+                f"{prefix} has labels outside [0, {limit}) ({where}; found "
+                f"{int(labels.min())}..{int(labels.max())}), so its log prior is -inf. "
+                f"{advice}.")
+        log_prior = float(prior.log_eppf(state.cluster_sizes()))
+        if not np.isfinite(log_prior):
+            raise SamplingError(
+                f"{prefix} has log prior {log_prior} under {type(prior).__name__} "
+                f"(cluster sizes {sorted(state.cluster_sizes().tolist(), reverse=True)}). "
+                f"{advice}.")
+        log_likelihood = state.log_likelihood()
+        if not np.isfinite(log_likelihood):
+            raise SamplingError(
+                f"{prefix} has a collapsed log likelihood of {log_likelihood} (the data rule "
+                f"the start partition out). {advice}.")
+
     def step(self, point):
         state, prior, tables = self.current_state(point)
+        if not self._start_checked:
+            self.check_start(point, state, prior)
+            self._start_checked = True
         stats = self.kernel_step(state, prior, tables)
         labels = state.labels()
         self._cached_labels = labels

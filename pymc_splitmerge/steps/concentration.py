@@ -21,7 +21,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
-from pymc.step_methods.compound import BlockedStep
+from pymc.step_methods.compound import BlockedStep, Competence
 try:
     from pytensor.graph.traversal import ancestors
 except ImportError:  # older pytensor
@@ -140,8 +140,34 @@ def _sizes(labels):
     return counts[counts > 0]
 
 
+def _automatic_role(var):
+    """``(partition_rv, role)`` when ``var`` is an exactly updatable prior parameter, else None.
+
+    Used by the steps' ``competence`` (PyMC's automatic assignment).  PyMC hands only the
+    random variable, so the model is the one on the context stack (``pm.sample`` inside
+    ``with model:``).  Must be cheap and never raise: it runs for every free variable of
+    every model sampled after ``import pymc_splitmerge``.
+    """
+    from pymc_splitmerge.distributions.priors import PartitionPriorRV
+
+    try:
+        if getattr(var, "owner", None) is None or isinstance(var.owner.op, PartitionPriorRV):
+            return None
+        model = modelcontext(None)
+        if var not in model.free_RVs or not any(
+                rv.owner is not None and isinstance(rv.owner.op, PartitionPriorRV)
+                for rv in model.free_RVs):
+            return None
+        return _find_parameter_role(var, model)
+    except Exception:  # no model on the stack, not a parameter, not exact: not ours
+        return None
+
+
 class _ParameterStep(BlockedStep):
     """Shared rng / point plumbing of the hyperparameter steps."""
+
+    # given several parameters, PyMC's BlockedStep.__new__ builds one step per variable
+    default_blocked = False
 
     def set_rng(self, rng) -> None:
         from pymc.util import get_random_generator
@@ -178,6 +204,20 @@ class ConcentrationGibbs(_ParameterStep):
 
     name = "concentration_gibbs"
     stats_dtypes_shapes = {"concentration_eta": (np.float64, [])}
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        """IDEAL for the ``pm.Gamma`` alpha of a Dirichlet process that it updates exactly."""
+        from pymc_splitmerge.distributions.priors import DirichletProcessRV
+
+        found = _automatic_role(var)
+        if found is None:
+            return Competence.INCOMPATIBLE
+        partition_rv, role = found
+        if (role == "alpha" and isinstance(partition_rv.owner.op, DirichletProcessRV)
+                and isinstance(var.owner.op, GammaRV)):
+            return Competence.IDEAL
+        return Competence.INCOMPATIBLE
 
     def __init__(self, vars, model=None, rng=None, **kwargs):
         from pymc.util import get_random_generator
@@ -246,6 +286,24 @@ class PartitionPriorSlice(_ParameterStep):
 
     name = "prior_slice"
     stats_dtypes_shapes = {"prior_slice_evaluations": (np.int64, [])}
+    # several parameters of one prior (Pitman–Yor alpha and discount) are updated in turn by
+    # one step
+    default_blocked = True
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        """IDEAL for an alpha / discount of a DP, Pitman–Yor or finite-Dirichlet prior.
+
+        Only when the parameter is used directly as that input and influences nothing else
+        (the update is then exact); PREFERRED (losing to :class:`ConcentrationGibbs`) for a
+        Dirichlet-process alpha with a ``pm.Gamma`` prior.
+        """
+        found = _automatic_role(var)
+        if found is None:
+            return Competence.INCOMPATIBLE
+        if ConcentrationGibbs.competence(var, has_grad) == Competence.IDEAL:
+            return Competence.PREFERRED
+        return Competence.IDEAL
 
     def __init__(self, vars, model=None, width: float = 1.0, rng=None, **kwargs):
         from pymc.util import get_random_generator

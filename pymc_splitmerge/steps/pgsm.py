@@ -86,9 +86,7 @@ class PGSMStep(PartitionStep):
             )
 
     def reset_chain(self) -> None:
-        super().reset_chain()
-        # anchor adaptation happens only while tuning (PyMC's stop_tuning sets tune=False)
-        self.tune = True
+        super().reset_chain()  # sets tune=True until PyMC's stop_tuning()
         if hasattr(self, "anchor_proposal"):
             self.anchor_proposal.reset()
 

@@ -1,0 +1,302 @@
+"""``psm.sample``: ``pm.sample`` with convergence checks that make sense for a partition.
+
+PyMC ends every ``pm.sample`` run with R-hat / ESS checks (``pymc.stats.convergence.
+run_convergence_checks``) over *every* free variable it finds in the posterior.  For a
+partition variable these numbers are computed on the raw label vector: they are meaningless
+(relabelling the clusters moves them, and a label vector is only identified up to that), they
+warn for no reason or stay silent when the chain is stuck, and at large ``n`` they cost most of
+the post-processing time (one R-hat and two ESS per observation).  PyMC offers no
+hook to exclude a variable from these checks (measured on pymc 5.28 and 6.4:
+``run_convergence_checks(idata, model)`` takes every free RV of the model present in the
+posterior; step methods cannot declare anything; ``compute_convergence_checks`` is all or
+nothing), so :func:`sample` calls ``pm.sample(..., compute_convergence_checks=False)`` and
+then:
+
+1. adds the group ``"partition_diagnostics"`` (:func:`~pymc_splitmerge.add_partition_quantities`:
+   number of clusters, fractions of the observations in the largest clusters, log joint
+   density, co-clustering indicators of the most uncertain pairs) to the returned
+   ``InferenceData`` / ``DataTree``;
+2. runs PyMC's own checks on every variable *except* the partition variables (same messages,
+   same logger);
+3. runs the same R-hat (> 1.01) and ESS-per-chain (< 100) checks on the label-invariant
+   quantities (number of clusters, log joint, largest-cluster fractions) and logs warnings in
+   PyMC's style (:func:`partition_convergence_checks`).
+
+References
+----------
+Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. and Bürkner, P.-C. (2021). Rank-normalization,
+folding, and localization: an improved R-hat. Bayesian Analysis 16(2), 667-718.
+Jain, S. and Neal, R. M. (2004). J. Comput. Graph. Statist. 13(1), 158-182 (label-invariant
+summaries of partition chains).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from pymc_splitmerge.analysis import _arviz_compat as compat
+from pymc_splitmerge.analysis.quantities import DIAGNOSTICS_GROUP, partition_quantities
+
+__all__ = ["CHECKED_QUANTITIES", "numeric_log_joint", "partition_convergence_checks", "sample"]
+
+#: label-invariant quantities whose R-hat / ESS are checked after sampling
+CHECKED_QUANTITIES = ("n_clusters", "log_joint", "fraction_in_largest_clusters")
+
+#: above this many observations psm.sample tracks no co-clustering pairs by default (choosing
+#: the most uncertain pairs costs O(draws * n^2))
+MAX_OBSERVATIONS_FOR_PAIRS = 2000
+
+RHAT_THRESHOLD = 1.01  # PyMC's thresholds (pymc.stats.convergence.run_convergence_checks)
+ESS_PER_CHAIN_THRESHOLD = 100
+_REFERENCE = "See https://arxiv.org/abs/1903.08008 for details"
+
+
+def partition_variable_names(model) -> list[str]:
+    """Names of the partition variables (DirichletProcess, PitmanYor, ...) of ``model``."""
+    from pymc_splitmerge.distributions.priors import PartitionPriorRV
+
+    return [rv.name for rv in model.free_RVs
+            if rv.owner is not None and isinstance(rv.owner.op, PartitionPriorRV)]
+
+
+def diagnostics_group_name(var_name: str, partition_names) -> str:
+    """``"partition_diagnostics"``, or ``"partition_diagnostics_<name>"`` with several partitions."""
+    return DIAGNOSTICS_GROUP if len(partition_names) == 1 else f"{DIAGNOSTICS_GROUP}_{var_name}"
+
+
+def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
+    """Log joint (partition prior + collapsed likelihood) of every draw, with the numba kernels.
+
+    The same quantity as :func:`~pymc_splitmerge.log_joint_draws` (which evaluates the model's
+    pytensor terms, O(n * number of labels) per draw: about 0.3 s a draw at n = 20,000),
+    computed from the numeric prior and family at each draw's hyperparameter values and the
+    cluster statistics of :class:`~pymc_splitmerge.kernels.state.PartitionState` (O(n)).
+
+    Returns
+    -------
+    ndarray of shape (chain, draw)
+    """
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    from pymc_splitmerge.distributions import discover
+    from pymc_splitmerge.kernels.state import PartitionState
+    from pymc_splitmerge.steps.base import same_values
+
+    posterior = compat.get_group(data, "posterior")
+    plain = remove_value_transforms(model)  # value variables = the stored natural values
+    partition_model = discover(plain[var_name], plain)
+    names = [v.name for v in plain.value_vars]
+    missing = [name for name in names if name not in posterior]
+    if missing:
+        raise ValueError(f"the posterior lacks the variables {missing} needed for the log joint")
+    arrays = {name: np.asarray(posterior[name].values) for name in names}
+    n_chains, n_draws = arrays[var_name].shape[:2]
+    out = np.empty((n_chains, n_draws))
+    cached_values, prior, family = None, None, None
+    for chain in range(n_chains):
+        for draw in range(n_draws):
+            point = {name: array[chain, draw] for name, array in arrays.items()}
+            values = partition_model.hyperparameter_values(point)
+            if cached_values is None or not same_values(values, cached_values):
+                prior = partition_model.numeric_prior(point)
+                family = partition_model.numeric_family(point)
+                cached_values = values
+            state = PartitionState(family, partition_model.data, point[var_name])
+            out[chain, draw] = state.log_joint(prior)
+    return out
+
+
+def _without_variables(data, names):
+    """A light container with the posterior minus ``names`` (and sample_stats), no copies."""
+    groups = {"posterior": compat.get_group(data, "posterior").drop_vars(names)}
+    if compat.has_group(data, "sample_stats"):
+        groups["sample_stats"] = compat.get_group(data, "sample_stats")
+    if compat.is_inference_data(data):
+        import arviz as az
+
+        return az.InferenceData(**groups)
+    return xr.DataTree.from_dict(groups)
+
+
+def _quantity_rows(dataset: xr.Dataset):
+    for name in CHECKED_QUANTITIES:
+        if name not in dataset:
+            continue
+        variable = dataset[name]
+        extra = [dim for dim in variable.dims if dim not in ("chain", "draw")]
+        if not extra:
+            yield name, np.asarray(variable.values, dtype=np.float64)
+            continue
+        (dim,) = extra
+        for index, coordinate in enumerate(dataset.coords[dim].values):
+            yield f"{name}[{coordinate}]", np.asarray(variable.isel({dim: index}).values,
+                                                      dtype=np.float64)
+
+
+def _format(values: dict[str, float], digits: int) -> str:
+    return ", ".join(f"{name}: {value:.{digits}f}" for name, value in values.items())
+
+
+def partition_convergence_checks(data, model=None, *, var_names=None):
+    """PyMC-style R-hat / ESS checks of the label-invariant quantities of each partition.
+
+    Parameters
+    ----------
+    data : InferenceData or DataTree
+        With the group(s) added by :func:`sample` (or by
+        :func:`~pymc_splitmerge.add_partition_quantities`, group ``"partition_diagnostics"``).
+    model : pymc.Model, optional
+        Used to find the partition variables when ``var_names`` is not given.
+    var_names : list of str, optional
+        Partition variables to check.
+
+    Returns
+    -------
+    list of pymc.stats.convergence.SamplerWarning
+        One ``CONVERGENCE`` warning (level ``"info"``, like PyMC's) when an R-hat exceeds 1.01
+        and one (level ``"error"``) when the bulk ESS per chain is below 100, naming the
+        quantities; empty when there are fewer than 100 draws or a single chain (PyMC's own
+        checks already say so).
+    """
+    from pymc.model import modelcontext
+    from pymc.stats.convergence import SamplerWarning, WarningType
+
+    if var_names is None:
+        var_names = partition_variable_names(modelcontext(model))
+    warnings = []
+    for var_name in var_names:
+        group = diagnostics_group_name(var_name, var_names)
+        if not compat.has_group(data, group):
+            raise ValueError(f"the data has no group {group!r}: run psm.sample or "
+                             "psm.add_partition_quantities first")
+        dataset = compat.get_group(data, group)
+        n_chains, n_draws = dataset.sizes["chain"], dataset.sizes["draw"]
+        if n_draws < 100 or n_chains < 2:
+            continue
+        rhats, ess_per_chain = {}, {}
+        for name, values in _quantity_rows(dataset):
+            rhat = compat.rhat(values)
+            ess = compat.ess(values, "bulk") / n_chains
+            if np.isfinite(rhat) and rhat > RHAT_THRESHOLD:
+                rhats[name] = rhat
+            if np.isfinite(ess) and ess < ESS_PER_CHAIN_THRESHOLD:
+                ess_per_chain[name] = ess
+        subject = f"the label-invariant quantities of the partition {var_name!r}"
+        if rhats:
+            warnings.append(SamplerWarning(
+                WarningType.CONVERGENCE,
+                f"The rhat statistic is larger than {RHAT_THRESHOLD} for some of {subject} "
+                f"({_format(rhats, 3)}). This indicates problems during sampling. {_REFERENCE}",
+                "info", extra=rhats))
+        if ess_per_chain:
+            warnings.append(SamplerWarning(
+                WarningType.CONVERGENCE,
+                f"The effective sample size per chain is smaller than "
+                f"{ESS_PER_CHAIN_THRESHOLD} for some of {subject} ({_format(ess_per_chain, 0)}). "
+                f"A higher number is needed for reliable rhat and ess computation. {_REFERENCE}",
+                "error", extra=ess_per_chain))
+    return warnings
+
+
+def _pymc_checks_without_partitions(data, model, partition_names):
+    """PyMC's convergence checks on every variable except the partition variables."""
+    from pymc.stats.convergence import (
+        SamplerWarning,
+        WarningType,
+        run_convergence_checks,
+        warn_divergences,
+        warn_treedepth,
+    )
+
+    posterior = compat.get_group(data, "posterior")
+    others = [rv.name for rv in model.free_RVs
+              if rv.name in posterior and rv.name not in partition_names]
+    if others:
+        return run_convergence_checks(_without_variables(data, partition_names), model)
+    # nothing left for PyMC's R-hat / ESS: its other messages, same wording
+    warnings = warn_divergences(data) + warn_treedepth(data)
+    if posterior.sizes["draw"] < 100:
+        message = "The number of samples is too small to check convergence reliably."
+    elif posterior.sizes["chain"] == 1:
+        message = ("Only one chain was sampled, this makes it impossible to run some "
+                   "convergence checks")
+    elif posterior.sizes["chain"] < 4:
+        message = ("We recommend running at least 4 chains for robust computation of "
+                   "convergence diagnostics")
+    else:
+        return warnings
+    return [*warnings, SamplerWarning(WarningType.BAD_PARAMS, message, "info")]
+
+
+def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, **kwargs):
+    """``pm.sample`` with label-invariant convergence checks and partition diagnostics.
+
+    Takes every argument of ``pm.sample`` (passed through unchanged, except
+    ``compute_convergence_checks``, handled here).  After sampling:
+
+    * the group ``"partition_diagnostics"`` (``"partition_diagnostics_<name>"`` for each
+      partition when the model has several) holds the label-invariant quantities of every
+      draw (:func:`~pymc_splitmerge.partition_quantities` with the model's log joint; the
+      co-clustering indicators of the three most uncertain pairs only up to
+      ``MAX_OBSERVATIONS_FOR_PAIRS = 2000`` observations, as choosing them costs
+      O(draws n²));
+    * if ``compute_convergence_checks`` (default True): PyMC's R-hat / ESS checks run on every
+      variable except the partition variables, and the same checks run on the number of
+      clusters, the log joint and the largest-cluster fractions
+      (:func:`partition_convergence_checks`); warnings are logged like PyMC's (unless
+      ``quiet=True``).
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Arguments of ``pm.sample`` (``draws``, ``tune``, ``step``, ``chains``, ``cores``,
+        ``random_seed``, ``initvals``, ``model``, ``idata_kwargs``, ``quiet``, ...).
+    partition_diagnostics : bool, default True
+        Add the diagnostics group(s).  Needed for the partition checks; with False only
+        PyMC's checks on the other variables run.
+    diagnostics_kwargs : dict, optional
+        Passed to :func:`~pymc_splitmerge.partition_quantities` (e.g. ``num_largest``,
+        ``num_pairs``, ``reference``).
+
+    Returns
+    -------
+    InferenceData (pymc 5) or DataTree (pymc 6), or what ``pm.sample`` returns when
+    ``return_inferencedata=False`` (then no diagnostics group and no checks).
+
+    Notes
+    -----
+    ``az.summary(idata)`` still gives one row per observation for the label vector: use
+    :func:`~pymc_splitmerge.summary`, ``az.summary(idata, var_names=["~z"])`` or summarise
+    the diagnostics group (see the user guide).
+    """
+    import pymc as pm
+    from pymc.model import modelcontext
+    from pymc.stats.convergence import log_warnings
+
+    model = modelcontext(kwargs.get("model"))
+    kwargs["model"] = model
+    checks = bool(kwargs.pop("compute_convergence_checks", True))
+    quiet = bool(kwargs.get("quiet", False))
+    result = pm.sample(*args, compute_convergence_checks=False, **kwargs)
+    if not (compat.is_inference_data(result) or compat.is_datatree(result)):
+        return result
+    partition_names = partition_variable_names(model)
+    if partition_diagnostics:
+        options = dict(diagnostics_kwargs or {})
+        posterior = compat.get_group(result, "posterior")
+        for var_name in partition_names:
+            n = posterior[var_name].shape[-1]
+            defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
+            if "model" not in options and "log_joint" not in options:
+                defaults["log_joint"] = numeric_log_joint(result, model, var_name)
+            dataset = partition_quantities(result, var_name, **{**defaults, **options})
+            compat.add_group(result, diagnostics_group_name(var_name, partition_names),
+                             dataset)
+    if checks:
+        warnings = _pymc_checks_without_partitions(result, model, partition_names)
+        if partition_diagnostics:
+            warnings += partition_convergence_checks(result, var_names=partition_names)
+        if not quiet:
+            log_warnings(warnings)
+    return result
