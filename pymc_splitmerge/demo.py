@@ -43,7 +43,15 @@ SAMPLERS: list[DemoSampler] = [
     DemoSampler("rgsm_5_1_1", "RGSM(5,1,1)", lambda psm, z: [psm.RGSMStep(z)]),
     DemoSampler("pgsm_gibbs", "PGSM + Gibbs",
                 lambda psm, z: [psm.PGSMStep(z, n_gibbs_sweeps=1)]),
+    # the "frozen" library (each chain's own tuning history) runs with any number of chains;
+    # library="ensemble" is exact from the first draw but needs >= 4 chains in lockstep
+    DemoSampler("arm_gibbs", "ARM(frozen) + Gibbs",
+                lambda psm, z: [psm.ARMStep(z, library="frozen", n_gibbs_sweeps=1)]),
 ]
+
+#: the data set on which the demo also runs PyMC's built-in samplers (issue: what they get
+#: wrong); a truncated stick-breaking mixture with explicit labels, as a PyMC user writes it
+BUILTIN_ATTRIBUTES = 18
 
 
 def main(argv=None) -> int:
@@ -58,6 +66,9 @@ def main(argv=None) -> int:
     parser.add_argument("--samplers", nargs="*", default=None,
                         help="subset of samplers to run (default: all): "
                              + ", ".join(sampler.name for sampler in SAMPLERS))
+    parser.add_argument("--builtin-seconds", type=float, default=30.0,
+                        help=f"wall-clock seconds per chain for PyMC's built-in samplers on the "
+                             f"d = {BUILTIN_ATTRIBUTES} data (0: skip them)")
     parser.add_argument("--output", default="demo_output",
                         help="folder where the plots are saved")
     args = parser.parse_args(argv)
@@ -84,6 +95,7 @@ def main(argv=None) -> int:
                                  observed=data)
         samplers = {sampler.name: sampler for sampler in SAMPLERS}
         chosen = args.samplers or list(samplers)
+        traces = {}
         for name in chosen:
             if name not in samplers:
                 raise SystemExit(f"unknown sampler {name!r}; available: {list(samplers)}")
@@ -92,8 +104,10 @@ def main(argv=None) -> int:
                 # the first use of a kernel compiles it (numba, cached on disk): a two-draw
                 # run here keeps that out of the timings below
                 print(f"compiling / loading the kernels of {sampler.label} ...", flush=True)
-                with model:
-                    pm.sample(step=sampler.make_steps(psm, z), draws=2, tune=0, chains=1,
+                with model, warnings.catch_warnings():
+                    # (a two-draw run has nothing to say: e.g. ARM's frozen library is empty)
+                    warnings.simplefilter("ignore")
+                    pm.sample(step=sampler.make_steps(psm, z), draws=2, tune=2, chains=1,
                               cores=1, random_seed=args.seed, progressbar=False,
                               compute_convergence_checks=False, quiet=True)
                 warmed_up.add(name)
@@ -106,6 +120,7 @@ def main(argv=None) -> int:
                     compute_convergence_checks=False, quiet=True,
                 )
             seconds = time.perf_counter() - tic
+            traces[sampler.label] = idata
             print(f"\n=== Jain & Neal example, d = {n_attributes}, sampler {sampler.label}: "
                   f"{args.chains} chains x {args.draws} draws in {seconds:.1f} s "
                   "(after compilation)")
@@ -134,10 +149,58 @@ def main(argv=None) -> int:
                 "mean K": table.loc["n_clusters", "mean"],
                 "ARI(point estimate, truth)": psm.adjusted_rand_index(estimate.labels, truth),
             })
+        if n_attributes == BUILTIN_ATTRIBUTES and args.builtin_seconds > 0:
+            rows.append(_builtin_row(args, data, truth, traces))
     print("\n=== comparison (R-hat near 1 and large ESS mean the chains agree)")
     print(pd.DataFrame(rows).round(3).to_string(index=False))
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def _builtin_row(args, data, truth, traces) -> dict:
+    """Run PyMC's own samplers on a truncated stick-breaking mixture of the same data.
+
+    Prints its summary, saves the largest-cluster fraction per chain beside this package's
+    samplers, and returns the comparison row.  Judged by the same analysis code: the labels
+    PyMC samples are canonicalised.
+    """
+    import matplotlib.pyplot as plt
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.comparison import plot_largest_fraction, sample_builtin_mixture
+
+    label = "PyMC built-in (K=20)"
+    print(f"\n=== d = {BUILTIN_ATTRIBUTES}: PyMC's built-in samplers on a truncated "
+          f"stick-breaking mixture (K = 20, explicit labels), {args.builtin_seconds:g} s per "
+          "chain ...", flush=True)
+    tic = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        builtin = sample_builtin_mixture(
+            data, psm.BetaBernoulli(a=1.0, b=1.0), n_components=20, alpha=1.0,
+            weights="stick_breaking", labels="explicit", draws=args.draws,
+            tune=min(args.tune, 25),  # CategoricalGibbsMetropolis is slow: keep draws for us
+            chains=args.chains, random_seed=args.seed, seconds_per_chain=args.builtin_seconds,
+            quiet=True)
+    seconds = time.perf_counter() - tic
+    assignment = get_group(builtin, "posterior").attrs.get("step_assignment", "")
+    print(f"pm.sample assigned: {assignment}; {seconds:.1f} s")
+    table = psm.summary(builtin, var_name="z")
+    print(table.to_string(max_rows=12))
+    estimate = psm.point_estimate(builtin, var_name="z", loss="vi", rng=args.seed)
+    figure, _ = plot_largest_fraction({**traces, label: builtin})
+    path = os.path.join(args.output, f"largest_fraction_d{BUILTIN_ATTRIBUTES}_builtin.png")
+    figure.savefig(path, dpi=80, bbox_inches="tight")
+    plt.close(figure)
+    print(f"saved {path}")
+    return {
+        "d": BUILTIN_ATTRIBUTES, "sampler": label, "seconds": round(seconds, 1),
+        "r_hat(log_joint)": float("nan"), "ess_bulk(log_joint)": float("nan"),
+        "r_hat(largest)": table.loc["fraction_in_largest_clusters[1]", "r_hat"],
+        "mean K": table.loc["n_clusters", "mean"],
+        "ARI(point estimate, truth)": psm.adjusted_rand_index(estimate.labels, truth),
+    }
 
 
 if __name__ == "__main__":
