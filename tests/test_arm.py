@@ -393,7 +393,7 @@ def test_arm_step_construction_errors_and_competence():
         from pymc.step_methods import STEP_METHODS
 
         _, selected = assign_step_methods(model, None, methods=STEP_METHODS)
-        assert psm.CollapsedGibbsStep in selected and psm.ARMStep not in selected
+        assert psm.steps.DefaultPartitionStep in selected and psm.ARMStep not in selected
         with pytest.raises(ValueError, match=r"chains >= 4"):
             pm.sample(draws=5, tune=5, chains=3, cores=1, step=psm.ARMStep(z),
                       progressbar=False, compute_convergence_checks=False, random_seed=1)
