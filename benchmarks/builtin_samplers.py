@@ -19,8 +19,8 @@ Problems (training data, held-out data, the package's model):
 
 Contenders (``--contenders`` selects by name):
 
-* this package: ``gibbs`` (collapsed Gibbs), ``sams+gibbs``, ``pgsm+gibbs`` (and ``arm`` when
-  ``psm.ARMStep`` exists: see the ARM HOOK below);
+* this package: ``gibbs`` (collapsed Gibbs), ``sams+gibbs``, ``pgsm+gibbs`` and ``arm+gibbs``
+  (``psm.ARMStep`` with its frozen library);
 * PyMC explicit labels (``pymc_splitmerge.comparison.builtin_mixture_model``): ``labels_sb10``,
   ``labels_sb20`` (truncated stick-breaking K = 10, 20), ``labels_dir10`` (Dirichlet weights,
   finite-Dirichlet problem only), sampled with whatever ``pm.sample`` assigns (printed);
@@ -134,10 +134,10 @@ def package_steps(model) -> dict:
         "sams+gibbs": lambda: [psm.SAMSStep(z, n_gibbs_sweeps=1)],
         "pgsm+gibbs": lambda: [psm.PGSMStep(z, n_gibbs_sweeps=1)],
     }
-    # ---- ARM HOOK: the ARM step is being written on another branch.  When it exists it joins
-    # the comparison automatically; adjust its options here if needed.
-    if hasattr(psm, "ARMStep"):
-        steps["arm"] = lambda: [psm.ARMStep(z)]
+    # ARM: every chain here is its own pm.sample(chains=1) call (sample_with_budget), so the
+    # population ("ensemble") library cannot run; the frozen library (each chain's own tuning
+    # history) is exact after tuning
+    steps["arm+gibbs"] = lambda: [psm.ARMStep(z, library="frozen", n_gibbs_sweeps=1)]
     return steps
 
 
