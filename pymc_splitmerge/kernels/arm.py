@@ -83,12 +83,11 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_SPLIT,
     metropolis_accept,
 )
-from pymc_splitmerge.kernels.state import assign_point, free_slot, unassign_point
+from pymc_splitmerge.kernels.state import assign_point, free_slot, log_target, unassign_point
 
 __all__ = [
     "ARMInfo",
     "ARMProposal",
-    "arm_log_target",
     "arm_run",
     "arm_step",
     "arm_transition_log_probabilities",
@@ -466,17 +465,6 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
 
 
 @numba.njit(cache=True)
-def arm_log_target(family_id, params, sizes, stats, active, meta, log_v_table, log_w_table):
-    """``log q(z) = log V(n, K) + Σ_b log W(|b|) + Σ_b log m(y_b)`` (paper eq. 4)."""
-    k = meta[0]
-    total = log_v_table[k]
-    for q in range(k):
-        slot = active[q]
-        total += log_w_table[sizes[slot]] + dispatch.log_marginal(family_id, params, stats[slot])
-    return total
-
-
-@numba.njit(cache=True)
 def disagreement_pair(labels_a, labels_b, uniform):
     """The pair ``(p, q)``, ``p < q``, of rank ``floor(uniform * count)`` among the pairs on
     which the two partitions disagree (``labels_a[p] == labels_a[q]`` differs from
@@ -644,11 +632,10 @@ def propose_arm(state, log_v_table, log_w_table, rng: np.random.Generator, label
                           r_where, r_meta, labels_a, labels_b, anchor_i, anchor_j, rank, True,
                           current[0], uniforms, log_v_table, log_w_table, enforce)
     log_ratio = (log_reverse
-                 + arm_log_target(fid, params, sizes, stats, active, meta, log_v_table,
-                                  log_w_table)
+                 + log_target(fid, params, log_v_table, log_w_table, sizes, stats, active, meta)
                  - log_forward
-                 - arm_log_target(fid, params, current[1], current[2], current[4], current[6],
-                                  log_v_table, log_w_table))
+                 - log_target(fid, params, log_v_table, log_w_table, current[1], current[2],
+                              current[4], current[6]))
     if math.isnan(log_ratio):
         log_ratio = -math.inf
     return ARMProposal(int(move), candidate, float(log_ratio), float(log_forward),

@@ -57,7 +57,7 @@ from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights as gibbs_join_and_new
 from pymc_splitmerge.kernels.rng import seed_numba_from
-from pymc_splitmerge.kernels.state import assign_point, unassign_point
+from pymc_splitmerge.kernels.state import assign_point, log_target, unassign_point
 
 __all__ = [
     "conditional_multinomial_resample",
@@ -393,17 +393,6 @@ def log_prior_ratio(log_v_num, log_w_num, log_v_den, log_w_den, sizes, active, m
     for j in range(k):
         m = sizes[active[j]]
         total += log_w_num[m] - log_w_den[m]
-    return total
-
-
-@numba.njit(cache=True)
-def log_target(family_id, params, log_v_table, log_w_table, sizes, stats, active, meta):
-    """``log EPPF(Π) + sum_b log m(y_b)`` of one particle (used by the negative control)."""
-    k = meta[0]
-    total = log_v_table[k]
-    for j in range(k):
-        slot = active[j]
-        total += log_w_table[sizes[slot]] + dispatch.log_marginal(family_id, params, stats[slot])
     return total
 
 

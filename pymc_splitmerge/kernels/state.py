@@ -13,7 +13,9 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 
-__all__ = ["PartitionState", "assign_point", "unassign_point", "move_point", "free_slot"]
+__all__ = [
+    "PartitionState", "assign_point", "unassign_point", "move_point", "free_slot", "log_target",
+]
 
 
 @numba.njit(cache=True)
@@ -48,6 +50,17 @@ def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, a
         return
     unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where, meta)
     assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta)
+
+
+@numba.njit(cache=True)
+def log_target(family_id, params, log_v_table, log_w_table, sizes, stats, active, meta):
+    """``log EPPF(z) + sum_b log m(y_b)``: the collapsed log joint of a state (ARM eq. 4's q)."""
+    k = meta[0]
+    total = log_v_table[k]
+    for j in range(k):
+        slot = active[j]
+        total += log_w_table[sizes[slot]] + dispatch.log_marginal(family_id, params, stats[slot])
+    return total
 
 
 @numba.njit(cache=True)
