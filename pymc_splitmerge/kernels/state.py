@@ -7,6 +7,8 @@ statistics rows consistent.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -14,8 +16,55 @@ from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 
 __all__ = [
-    "PartitionState", "assign_point", "unassign_point", "move_point", "free_slot", "log_target",
+    "Partition", "PartitionState", "Model", "PriorTables", "add", "remove", "move",
+    "assign_point", "unassign_point", "move_point", "free_slot", "log_target",
 ]
+
+
+class Model(NamedTuple):
+    """What a kernel needs to know about the data and the component family (read-only).
+
+    Passed to ``@njit`` kernels as one argument (numba types named tuples natively).
+    """
+
+    family_id: int
+    """Family id (``components._family_ids``) selecting the dispatch branch."""
+    params: np.ndarray
+    """float64 (p,): the family's hyperparameters, flattened (``family.params``)."""
+    x: np.ndarray
+    """float64 (n, d): the data prepared by ``family.prepare_data``."""
+
+
+class PriorTables(NamedTuple):
+    """``log V(n, K)`` and ``log W(m)`` of a Gibbs-type prior (``prior.tables(n)``)."""
+
+    log_v: np.ndarray
+    """float64 (n + 2,): ``log_v[K] = log V(n, K)``."""
+    log_w: np.ndarray
+    """float64 (n + 2,): ``log_w[m] = log W(m)``, ``log_w[0] = 0``."""
+
+
+class Partition(NamedTuple):
+    """The mutable partition state every kernel moves (layout in ``core.slots``).
+
+    One structure instead of loose positional arrays: kernels take ``(model, partition, ...)``
+    and mutate the arrays in place.
+    """
+
+    labels: np.ndarray
+    """int64 (n,): slot of each point."""
+    sizes: np.ndarray
+    """int64 (capacity,): cluster size per slot, 0 for free slots."""
+    stats: np.ndarray
+    """float64 (capacity, s): sufficient-statistics row per slot (free: ``empty_row``)."""
+    empty_row: np.ndarray
+    """float64 (s,): the statistics of an empty cluster."""
+    active: np.ndarray
+    """int64 (capacity,): ``active[:cluster_count[0]]`` are the slots in use."""
+    where: np.ndarray
+    """int64 (capacity,): position of a slot in ``active``, -1 if free."""
+    cluster_count: np.ndarray
+    """int64 (1,): ``cluster_count[0]`` is the number of clusters K."""
 
 
 @numba.njit(cache=True)
@@ -50,6 +99,31 @@ def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, a
         return
     unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where, meta)
     assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta)
+
+
+@numba.njit(cache=True)
+def remove(model, partition, i):
+    """:func:`unassign_point` on the structures: take point ``i`` out of its cluster."""
+    p = partition
+    return unassign_point(model.family_id, model.params, model.x, i, p.labels, p.sizes,
+                          p.stats, p.empty_row, p.active, p.where, p.cluster_count)
+
+
+@numba.njit(cache=True)
+def add(model, partition, i, slot):
+    """:func:`assign_point` on the structures: put point ``i`` into ``slot``."""
+    p = partition
+    assign_point(model.family_id, model.params, model.x, i, slot, p.labels, p.sizes, p.stats,
+                 p.active, p.where, p.cluster_count)
+
+
+@numba.njit(cache=True)
+def move(model, partition, i, slot):
+    """:func:`move_point` on the structures: move point ``i`` to ``slot``."""
+    if partition.labels[i] == slot:
+        return
+    remove(model, partition, i)
+    add(model, partition, i, slot)
 
 
 @numba.njit(cache=True)
@@ -118,6 +192,21 @@ class PartitionState:
     @property
     def n_clusters(self) -> int:
         return int(self.meta[0])
+
+    @property
+    def model(self) -> Model:
+        """The read-only :class:`Model` (family id, hyperparameters, data) kernels take."""
+        return Model(self.family_id, self.params, self.x)
+
+    @property
+    def partition(self) -> Partition:
+        """The mutable :class:`Partition` structure (views of this state's arrays)."""
+        return Partition(self.labels_slots, self.sizes, self.stats, self.empty_row,
+                         self.active, self.where, self.meta)
+
+    def tables(self, log_v_table, log_w_table) -> PriorTables:
+        """:meth:`check_tables` as a :class:`PriorTables`."""
+        return PriorTables(*self.check_tables(log_v_table, log_w_table))
 
     def arrays(self):
         """The tuple of arrays kernels take, in contract order."""
