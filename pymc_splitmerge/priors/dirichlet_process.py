@@ -59,6 +59,7 @@ class DirichletProcessPrior(GibbsTypePrior):
     """
 
     alpha: float
+    parameter_names = ("alpha",)
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
@@ -71,6 +72,29 @@ class DirichletProcessPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m)
+
+    # sequential urn, vectorised over the concentrations of a batch: join weight m, new alpha
+    @classmethod
+    def urn_parameters(cls, priors) -> np.ndarray:
+        return np.array([prior.alpha for prior in priors], dtype=np.float64)
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
+        with np.errstate(divide="ignore"):
+            return np.log(sizes), np.log(parameters)
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph)
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, alpha):
+        return n_clusters * pt.log(alpha) + pt.gammaln(alpha) - pt.gammaln(alpha + n)
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, alpha):
+        return pt.gammaln(m)
+
+    @classmethod
+    def support_graph(cls, pt, *, alpha):
+        return [pt.gt(alpha, 0)], "alpha > 0"
 
     def expected_n_clusters(self, n: int) -> float:
         """Prior mean of the number of clusters of ``n`` points (see module docstring)."""

@@ -28,6 +28,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,7 @@ class FiniteDirichletPrior(GibbsTypePrior):
 
     alpha: float
     k: int
+    parameter_names = ("alpha", "k")
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
@@ -78,3 +80,29 @@ class FiniteDirichletPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m + self.alpha)
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph); k is static (a Python int)
+    @classmethod
+    def label_range(cls, n, *, alpha, k):
+        return int(k)
+
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, alpha, k):
+        k = int(k)
+        n_clusters = n_clusters.astype("float64")
+        log_v = (
+            math.lgamma(k + 1.0)
+            - pt.gammaln(pt.maximum(np.float64(k) - n_clusters, 0.0) + 1.0)
+            + pt.gammaln(k * alpha)
+            - pt.gammaln(k * alpha + n)
+            - n_clusters * pt.gammaln(alpha)
+        )
+        return pt.switch(pt.le(n_clusters, k), log_v, -np.inf)
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, alpha, k):
+        return pt.gammaln(m + alpha)
+
+    @classmethod
+    def support_graph(cls, pt, *, alpha, k):
+        return [pt.gt(alpha, 0)], "alpha > 0"

@@ -46,6 +46,7 @@ class PitmanYorPrior(GibbsTypePrior):
 
     alpha: float
     discount: float
+    parameter_names = ("alpha", "discount")
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
@@ -74,3 +75,35 @@ class PitmanYorPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m - self.discount) - gammaln(1.0 - self.discount)
+
+    # sequential urn, vectorised over a batch: join weight m - d, new alpha + K d
+    @classmethod
+    def urn_parameters(cls, priors) -> tuple[np.ndarray, np.ndarray]:
+        alpha = np.array([prior.alpha for prior in priors], dtype=np.float64)
+        discount = np.array([prior.discount for prior in priors], dtype=np.float64)
+        return alpha, discount
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
+        alpha, discount = parameters
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_join = np.log(sizes - discount[:, None])
+        return log_join, np.log(alpha + discount * n_clusters)
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph)
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, alpha, discount):
+        # prod_{i=1}^{K-1} (alpha + i d): a masked sum over i = 1..n-1 (valid for d = 0 too)
+        index = pt.arange(1, n, dtype="float64")
+        log_terms = pt.log(alpha + index * discount)
+        log_numerator = pt.sum(pt.switch(pt.lt(index, n_clusters), log_terms, 0.0))
+        return log_numerator - pt.gammaln(alpha + n) + pt.gammaln(alpha + 1.0)
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, alpha, discount):
+        return pt.gammaln(m - discount) - pt.gammaln(1.0 - discount)
+
+    @classmethod
+    def support_graph(cls, pt, *, alpha, discount):
+        conditions = [pt.ge(discount, 0), pt.lt(discount, 1), pt.gt(alpha, -discount)]
+        return conditions, "0 <= discount < 1, alpha > -discount"
