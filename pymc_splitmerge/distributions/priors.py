@@ -58,6 +58,7 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 
 __all__ = [
+    "PARTITION_PRIOR_DISTRIBUTIONS",
     "PARTITION_PRIOR_RV_TYPES",
     "DirichletProcess",
     "DirichletProcessRV",
@@ -68,6 +69,7 @@ __all__ = [
     "PartitionPriorRV",
     "PitmanYor",
     "PitmanYorRV",
+    "partition_log_eppf",
 ]
 
 # pytensor >= 3 wants ``return_next_rng=True`` (and warns without it); pytensor 2 lacks it.
@@ -529,3 +531,11 @@ def _mixture_of_finite_mixtures_logp(op, values, rng, size, n, **kwargs):
     [value] = values
     return partition_log_eppf(MixtureOfFiniteMixturesPrior, value, int(n.data),
                               gamma=op.gamma, k_prior=op.k_prior)
+
+
+PARTITION_PRIOR_DISTRIBUTIONS = {
+    distribution.rv_type.name: distribution
+    for distribution in (DirichletProcess, PitmanYor, FiniteDirichlet, MixtureOfFiniteMixtures)
+}
+"""PyMC distribution of each registered prior, keyed like
+:data:`pymc_splitmerge.priors.PRIOR_REGISTRY` (``Distribution.dist(**parameters, n=n)``)."""

@@ -333,6 +333,8 @@ class GibbsTypePrior(ABC):
     # (``parameter_names``): tensors, or Python numbers for static inputs.
     parameter_names: tuple[str, ...] = ()
     """Names of the hyperparameters, in the order of the constructor and of the PyMC inputs."""
+    static_parameter_names: tuple[str, ...] = ()
+    """Hyperparameters that are numeric constants in the graph (Python numbers / objects)."""
 
     @classmethod
     def label_range(cls, n: int, **params) -> int:

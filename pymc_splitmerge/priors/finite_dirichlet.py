@@ -54,6 +54,7 @@ class FiniteDirichletPrior(GibbsTypePrior):
     alpha: float
     k: int
     parameter_names = ("alpha", "k")
+    static_parameter_names = ("k",)
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")

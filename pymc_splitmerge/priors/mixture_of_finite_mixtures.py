@@ -299,6 +299,7 @@ class MixtureOfFiniteMixturesPrior(GibbsTypePrior):
     gamma: float
     k_prior: ComponentCountPrior
     parameter_names = ("gamma", "k_prior")
+    static_parameter_names = ("gamma", "k_prior")
 
     def __post_init__(self):
         gamma = validate_real(self.gamma, "gamma")
