@@ -336,6 +336,17 @@ class GibbsTypePrior(ABC):
     static_parameter_names: tuple[str, ...] = ()
     """Hyperparameters that are numeric constants in the graph (Python numbers / objects)."""
 
+    # Hyperparameter updates given the partition (kernels/concentration.py): the numba log
+    # EPPF ``numba_log_eppf(sizes, n, theta)`` with ``theta`` the float64 values of
+    # ``parameter_names`` and the support of each updatable parameter.
+    numba_log_eppf = None
+    """``@njit`` log EPPF of block sizes, or None when the prior has no updatable parameter."""
+
+    @classmethod
+    def parameter_bounds(cls, name: str, values: dict) -> tuple[float, float]:
+        """Support ``(lower, upper)`` of parameter ``name`` given the other ``values``."""
+        raise ValueError(f"{cls.__name__} has no hyperparameter updated given the partition")
+
     @classmethod
     def label_range(cls, n: int, **params) -> int:
         """Labels of a partition of ``n`` points lie in ``[0, label_range)`` (default ``n``)."""

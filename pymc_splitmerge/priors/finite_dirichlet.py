@@ -32,11 +32,28 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import gammaln
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_positive_integer, validate_real
 
-__all__ = ["FiniteDirichletPrior"]
+__all__ = ["FiniteDirichletPrior", "finite_dirichlet_log_eppf_numba"]
+
+
+@njit(cache=True)
+def finite_dirichlet_log_eppf_numba(sizes, n, theta):
+    """Log EPPF of the non-zero ``sizes``, ``theta = [alpha, k]`` (numba; -inf if K > k)."""
+    alpha, components = theta[0], theta[1]
+    total, k = 0.0, 0
+    for m in sizes:
+        if m > 0:
+            k += 1
+            total += math.lgamma(m + alpha)
+    if k > components:
+        return -math.inf
+    return (total + math.lgamma(components + 1.0) - math.lgamma(components - k + 1.0)
+            + math.lgamma(components * alpha) - math.lgamma(components * alpha + n)
+            - k * math.lgamma(alpha))
 
 
 @dataclass(frozen=True)
@@ -107,3 +124,13 @@ class FiniteDirichletPrior(GibbsTypePrior):
     @classmethod
     def support_graph(cls, pt, *, alpha, k):
         return [pt.gt(alpha, 0)], "alpha > 0"
+
+    # hyperparameter updates given the partition (kernels/concentration.py)
+    numba_log_eppf = staticmethod(finite_dirichlet_log_eppf_numba)
+
+    @classmethod
+    def parameter_bounds(cls, name, values):
+        """Support ``(lower, upper)`` of ``name``: alpha > 0 (``k`` is static)."""
+        if name != "alpha":
+            raise ValueError(f"only alpha of FiniteDirichletPrior is updated, not {name!r}")
+        return 0.0, math.inf

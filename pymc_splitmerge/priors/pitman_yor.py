@@ -25,11 +25,27 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import gammaln
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
 
-__all__ = ["PitmanYorPrior"]
+__all__ = ["PitmanYorPrior", "pitman_yor_log_eppf_numba"]
+
+
+@njit(cache=True)
+def pitman_yor_log_eppf_numba(sizes, n, theta):
+    """Log EPPF of the non-zero ``sizes``, ``theta = [alpha, discount]`` (numba)."""
+    alpha, discount = theta[0], theta[1]
+    log_w_one = math.lgamma(1.0 - discount)
+    total, k = 0.0, 0
+    for m in sizes:
+        if m > 0:
+            k += 1
+            total += math.lgamma(m - discount) - log_w_one
+    for i in range(1, k):
+        total += math.log(alpha + i * discount)
+    return total - math.lgamma(alpha + n) + math.lgamma(alpha + 1.0)
 
 
 @dataclass(frozen=True)
@@ -107,3 +123,23 @@ class PitmanYorPrior(GibbsTypePrior):
     def support_graph(cls, pt, *, alpha, discount):
         conditions = [pt.ge(discount, 0), pt.lt(discount, 1), pt.gt(alpha, -discount)]
         return conditions, "0 <= discount < 1, alpha > -discount"
+
+    # hyperparameter updates given the partition (kernels/concentration.py)
+    numba_log_eppf = staticmethod(pitman_yor_log_eppf_numba)
+
+    @classmethod
+    def parameter_bounds(cls, name, values):
+        """Support ``(lower, upper)`` of ``name`` given the other parameter.
+
+        ``alpha > -discount``; ``max(0, -alpha) <= discount < 1`` (the open end
+        ``discount > -alpha`` of a negative alpha is nudged up by one ulp).
+        """
+        if name == "alpha":
+            return -float(values["discount"]), math.inf
+        if name == "discount":
+            alpha = float(values["alpha"])
+            lower = max(0.0, -alpha)
+            if alpha < 0:
+                lower = float(np.nextafter(lower, np.inf))
+            return lower, 1.0
+        raise ValueError(f"PitmanYorPrior has no parameter {name!r} (alpha, discount)")
