@@ -294,6 +294,8 @@ class PartitionPriorSlice(_ParameterStep):
     width : float
         Initial stepping-out width (on the ``log(α - lower)`` scale).
     rng : int or numpy.random.Generator, optional
+    use_numba : bool
+        Use the numba kernel where supported (see Notes); ``False`` forces the plain path.
 
     Notes
     -----
@@ -329,7 +331,8 @@ class PartitionPriorSlice(_ParameterStep):
             return Competence.PREFERRED
         return Competence.IDEAL
 
-    def __init__(self, vars, model=None, width: float = 1.0, rng=None, **kwargs):
+    def __init__(self, vars, model=None, width: float = 1.0, rng=None, use_numba: bool = True,
+                 **kwargs):
         from pymc.util import get_random_generator
 
         kwargs.pop("blocked", None)
@@ -346,7 +349,7 @@ class PartitionPriorSlice(_ParameterStep):
             value_var, rv = _value_and_rv(var, model)
             partition_rv, role = _find_parameter_role(rv, model)
             self.updates.append(_SliceUpdate(rv, value_var, partition_rv, role, model,
-                                             self.width))
+                                             self.width, use_numba))
             self.vars.append(value_var)
         self.rng = get_random_generator(rng)
 
@@ -442,7 +445,7 @@ def _fast_reader(param, model):
 class _SliceUpdate:
     """One parameter's slice update: numba kernel over the cluster sizes, or the plain path."""
 
-    def __init__(self, rv, value_var, partition_rv, role, model, width):
+    def __init__(self, rv, value_var, partition_rv, role, model, width, use_numba=True):
         op = partition_rv.owner.op
         params = _dist_params(partition_rv)[:-1]  # drop n
         self.role = role
@@ -454,7 +457,7 @@ class _SliceUpdate:
         density = _numba_density(rv)
         pair = _transform_pair(rv, model)
         readers = [_fast_reader(param, model) for param in params]
-        self.fast = (op.prior_class in NUMBA_PRIORS and density is not None
+        self.fast = (use_numba and op.prior_class in NUMBA_PRIORS and density is not None
                      and pair is not None and all(r is not None for r in readers))
         if self.fast:
             self.readers = readers
