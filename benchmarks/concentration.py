@@ -122,25 +122,45 @@ def profile_sample(draws: int = 600) -> None:
         kwargs = {"tune": 0, "chains": 1, "cores": 1, "step": step, "progressbar": False,
                   "compute_convergence_checks": False, "random_seed": 1}
         pm.sample(draws=50, **kwargs)  # compile
-        start = time.perf_counter()
-        pm.sample(draws=draws, **kwargs)
-        total = time.perf_counter() - start
+        timings = {}
+        for count in (draws // 4, draws):  # marginal cost per draw: setup cancels
+            start = time.perf_counter()
+            pm.sample(draws=count, **kwargs)
+            timings[count] = time.perf_counter() - start
+        per_draw = (timings[draws] - timings[draws // 4]) / (draws - draws // 4)
         point = {"z": np.zeros(N_POINTS, dtype=np.int64)}
         for _ in range(50):
             point, _ = step.step(point)
         start = time.perf_counter()
         for _ in range(draws):
             point, _ = step.step(point)
-        step_only = time.perf_counter() - start
+        step_only = (time.perf_counter() - start) / draws
+        # the adapter's parts (steps/base.py PartitionStep.step), timed alone
+        from pymc_splitmerge.steps.base import same_values
+
+        state, prior, tables = step.current_state(point)
+        values = step.partition_model.hyperparameter_values(point)
+        parts = _time_blocks({
+            "step.step (whole adapter + kernels)": lambda: step.step(point),
+            "kernel_step (SAMS + Gibbs kernels)": lambda: step.kernel_step(state, prior, tables),
+            "current_state (cache check)": lambda: step.current_state(point),
+            "  hyperparameter_values(point)":
+                lambda: step.partition_model.hyperparameter_values(point),
+            "  same_values(family values)":
+                lambda: same_values(values["family"], step._cached_family_values),
+            "state.labels() (canonical relabel)": state.labels,
+        }, draws)
         profiler = cProfile.Profile()
         profiler.enable()
         pm.sample(draws=draws, **kwargs)
         profiler.disable()
-    print(f"\npm.sample: {total / draws * 1e6:.0f} µs per draw (incl. setup), step alone "
-          f"{step_only / draws * 1e6:.0f} µs, difference {(total - step_only) / draws * 1e6:.0f} "
-          f"µs per draw ({draws} draws)")
+    print(f"\npm.sample: {per_draw * 1e6:.0f} µs per draw (marginal), step.step alone "
+          f"{step_only * 1e6:.0f} µs, pm.sample's own share {(per_draw - step_only) * 1e6:.0f} "
+          f"µs per draw")
+    for name, value in parts.items():
+        print(f"  {name:40s} {value:8.1f} µs")
     stats = pstats.Stats(profiler)
-    stats.sort_stats("tottime").print_stats(18)
+    stats.sort_stats("tottime").print_stats(15)
 
 
 def _print(columns: dict) -> None:
