@@ -24,6 +24,9 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator
+from pytensor.scalar.basic import Cast, Identity
+from pytensor.tensor.elemwise import Elemwise
 
 try:
     from pytensor.graph.traversal import ancestors, graph_inputs
@@ -34,7 +37,7 @@ from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import GammaRV
 
 from pymc_splitmerge.distributions.discovery import discover
-from pymc_splitmerge.distributions.priors import PartitionPriorRV
+from pymc_splitmerge.distributions.priors import DirichletProcessRV, PartitionPriorRV
 from pymc_splitmerge.kernels.concentration import (
     DENSITY_BETA,
     DENSITY_EXPONENTIAL,
@@ -53,9 +56,6 @@ __all__ = ["ConcentrationGibbs", "PartitionPriorSlice"]
 
 def _strip_casts(variable):
     """Follow dtype casts / identity ops back to the underlying variable."""
-    from pytensor.scalar.basic import Cast, Identity
-    from pytensor.tensor.elemwise import Elemwise
-
     while (variable.owner is not None and isinstance(variable.owner.op, Elemwise)
            and isinstance(variable.owner.op.scalar_op, Cast | Identity)):
         variable = variable.owner.inputs[0]
@@ -166,8 +166,6 @@ def _automatic_role(var):
     ``with model:``).  Must be cheap and never raise: it runs for every free variable of
     every model sampled after ``import pymc_splitmerge``.
     """
-    from pymc_splitmerge.distributions.priors import PartitionPriorRV
-
     try:
         if getattr(var, "owner", None) is None or isinstance(var.owner.op, PartitionPriorRV):
             return None
@@ -188,8 +186,6 @@ class _ParameterStep(BlockedStep):
     default_blocked = False
 
     def set_rng(self, rng) -> None:
-        from pymc.util import get_random_generator
-
         self.rng = get_random_generator(rng, copy=False)
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
@@ -226,8 +222,6 @@ class ConcentrationGibbs(_ParameterStep):
     @staticmethod
     def competence(var, has_grad=None):
         """IDEAL for the ``pm.Gamma`` alpha of a Dirichlet process that it updates exactly."""
-        from pymc_splitmerge.distributions.priors import DirichletProcessRV
-
         found = _automatic_role(var)
         if found is None:
             return Competence.INCOMPATIBLE
@@ -238,10 +232,6 @@ class ConcentrationGibbs(_ParameterStep):
         return Competence.INCOMPATIBLE
 
     def __init__(self, vars, model=None, rng=None, **kwargs):
-        from pymc.util import get_random_generator
-
-        from pymc_splitmerge.distributions.priors import DirichletProcessRV
-
         kwargs.pop("blocked", None)
         model = modelcontext(model)
         if isinstance(vars, list | tuple):
@@ -333,8 +323,6 @@ class PartitionPriorSlice(_ParameterStep):
 
     def __init__(self, vars, model=None, width: float = 1.0, rng=None, use_numba: bool = True,
                  **kwargs):
-        from pymc.util import get_random_generator
-
         kwargs.pop("blocked", None)
         model = modelcontext(model)
         if not isinstance(vars, list | tuple):
