@@ -12,9 +12,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
 import pytest
 from scipy import special, stats
 
+import pymc_splitmerge as psm
 from pymc_splitmerge.kernels import concentration as conc
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
 
@@ -341,3 +345,60 @@ def test_build_parameter_slice_validates():
                                         (1.0, 2.0))
     with pytest.raises(ValueError, match="zero density"):
         kernel(np.array([5.0]), SIZES, np.random.default_rng(0))
+
+
+# ------------------------------------------------------------------------- the PyMC step
+STEP_CASES = {
+    # name: (prior kind, parameter, PyMC prior builder, scipy prior, numba path expected)
+    "dp-alpha-half-cauchy-plain": ("dp", "alpha", lambda: pm.HalfCauchy("theta", 1.0),
+                                   stats.halfcauchy(scale=1.0), False),
+    "py-discount-uniform-interval": ("py", "discount", lambda: pm.Uniform("theta", 0.0, 0.9),
+                                     stats.uniform(0.0, 0.9), True),
+    "py-discount-beta-logodds": ("py", "discount", lambda: pm.Beta("theta", 1.5, 3.0),
+                                 stats.beta(1.5, 3.0), True),
+    "finite-alpha-gamma-log": ("finite", "alpha", lambda: pm.Gamma("theta", 2.0, 2.0),
+                               stats.gamma(2.0, scale=0.5), True),
+}
+STEP_LABELS = np.array([0, 0, 0, 0, 1, 1, 2, 3])  # block sizes SIZES = (4, 2, 1, 1)
+
+
+@pytest.mark.parametrize("case", sorted(STEP_CASES))
+def test_partition_prior_slice_step_one_step_exact(case):
+    """PartitionPriorSlice.step (numba or plain path, value transforms) keeps the conditional."""
+    kind, _, build, scipy_prior, numba_path = STEP_CASES[case]
+    data = np.arange(len(STEP_LABELS), dtype=float)[:, None] % 3
+    with pm.Model() as model:
+        theta = build()
+        if kind == "dp":
+            z = psm.DirichletProcess("z", alpha=theta, n=len(data))
+            make_prior, lower, upper = (lambda v: DirichletProcessPrior(v)), 0.0, np.inf
+        elif kind == "py":
+            z = psm.PitmanYor("z", alpha=1.3, discount=theta, n=len(data))
+            make_prior, lower, upper = (lambda v: PitmanYorPrior(1.3, v)), 0.0, 0.9
+        else:
+            z = psm.FiniteDirichlet("z", alpha=theta, k=5, n=len(data))
+            make_prior, lower, upper = (lambda v: FiniteDirichletPrior(v, 5)), 0.0, np.inf
+        psm.ConjugateMixture("y", partition=z, component=psm.GammaPoisson(), observed=data)
+        step = psm.PartitionPriorSlice(theta, rng=1)
+    assert [update.fast for update in step.updates] == [numba_path]
+    if math.isfinite(upper):
+        grid = np.linspace(lower + 1e-9, upper - 1e-9, 2001)
+    else:
+        grid = np.exp(np.linspace(math.log(1e-5), math.log(60.0), 2001))
+    posterior = eppf_posterior(grid, make_prior, SIZES, scipy_prior.logpdf)
+    value_name = model.rvs_to_values[theta].name
+    transform = model.rvs_to_transforms[theta]
+    x = pt.dscalar("x")
+    forward = pytensor.function([x], transform.forward(x, *theta.owner.inputs),
+                                on_unused_input="ignore")
+    point = model.initial_point()
+    point["z"] = STEP_LABELS.copy()
+    values = posterior.sample(N_DRAWS // 2, np.random.default_rng(8))
+    new_values = np.empty_like(values)
+    natural = model.compile_fn(model.replace_rvs_by_values([theta])[0], inputs=model.value_vars,
+                               on_unused_input="ignore")
+    for i, value in enumerate(values):
+        point[value_name] = np.asarray(forward(value))
+        new_point, _ = step.step(point)
+        new_values[i] = float(natural(new_point))
+    assert stats.kstest(new_values, posterior.cdf).pvalue > P_THRESHOLD
