@@ -19,9 +19,17 @@ returned by :meth:`GibbsTypePrior.tables` for a partition of ``N`` points (``N``
 * log weight of opening a new cluster when ``K`` clusters exist:
   ``log_v_table[K + 1] - log_v_table[K] + log_w_table[1]``;
 
-(the common factor :math:`V(N, K)` of the join weights cancels).  The sequential urn of
-:meth:`GibbsTypePrior.sample` uses exactly these ratios, so drawing from the prior with the
-urn and comparing with the enumerated EPPF tests the tables the kernels use.
+(the common factor :math:`V(N, K)` of the join weights cancels).  The one sequential urn,
+:func:`sample_partitions` (behind :meth:`GibbsTypePrior.sample`, ``pm.draw`` and the Geweke
+simulator), uses these ratios (:meth:`GibbsTypePrior.urn_log_weights`; closed forms for the
+Dirichlet process and Pitman–Yor, vectorised over a batch of hyperparameters, which
+``tests/test_prior_contract.py`` checks against the tables).
+
+A prior class owns all its formulas: the numpy ``_log_v`` / ``_log_w``, the pytensor graph
+(``log_v_graph``, ``log_w_graph``, ``support_graph``, ``label_range``; the ``pytensor.tensor``
+namespace is handed in by the PyMC layer, this layer never imports it), a numba log EPPF and
+``parameter_bounds`` for hyperparameter updates.  ``docs/contracts.md`` ("Adding a prior")
+lists what a new prior provides.
 
 References
 ----------
