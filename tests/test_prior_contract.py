@@ -6,12 +6,14 @@ Each prior class in :data:`pymc_splitmerge.priors.PRIOR_REGISTRY` must pass the 
 * ``tables(n)`` agree with ``log_v`` / ``log_w`` and their ratios are EPPF conditionals;
 * its pytensor graph (``log_eppf_graph``) and the PyMC distribution's logp equal the numpy
   EPPF on random label vectors (and are ``-inf`` outside the label range);
+* its numba log EPPF (if it has updatable hyperparameters) equals the numpy one and its
+  ``parameter_bounds`` contain the current values;
 * its urn weights (closed form or from the tables) are the conditionals of the EPPF, and
   urn draws follow the enumerated EPPF (χ², suite-wide threshold);
 * bad hyperparameters raise ``ValueError`` / ``TypeError`` naming the parameter.
 
-Negative controls: deliberately broken priors (a wrong ``log_w``, a graph that differs from
-the numpy EPPF, an urn with a wrong new-cluster weight) fail the same checks.
+Negative controls: deliberately broken priors (a wrong ``log_w``, a graph or a numba EPPF that
+differs from the numpy EPPF, an urn with a wrong new-cluster weight) fail the same checks.
 """
 
 from __future__ import annotations
@@ -162,6 +164,30 @@ def check_graph_matches_numpy(prior, n=7):
             assert got == pytest.approx(expected, abs=1e-10), (prior, counts)
 
 
+def check_numba_eppf(prior):
+    """The numba log EPPF (hyperparameter updates) equals the numpy one, where provided."""
+    cls = type(prior)
+    if cls.numba_log_eppf is None:
+        with pytest.raises(ValueError, match="no hyperparameter"):
+            cls.parameter_bounds(cls.parameter_names[0], {})
+        return
+    theta = np.array([float(getattr(prior, name)) for name in cls.parameter_names])
+    rng = np.random.default_rng(14)
+    for _ in range(20):
+        n = int(rng.integers(1, 12))
+        sizes = np.bincount(rng.integers(0, int(rng.integers(1, n + 1)), size=n), minlength=n)
+        expected = prior.log_eppf(sizes)
+        got = cls.numba_log_eppf(sizes, n, theta)
+        assert got == pytest.approx(expected, abs=1e-10) or got == expected == -np.inf, (
+            prior, sizes)
+    values = {name: getattr(prior, name) for name in cls.parameter_names}
+    for name in cls.parameter_names:
+        if name in cls.static_parameter_names:
+            continue
+        lower, upper = cls.parameter_bounds(name, values)
+        assert lower <= values[name] < upper, (prior, name, lower, upper)
+
+
 def check_distribution_logp(name, prior, n=6):
     """The PyMC distribution's logp (labels) is the numpy EPPF; out-of-range labels: -inf."""
     distribution = PARTITION_PRIOR_DISTRIBUTIONS[name]
@@ -238,6 +264,7 @@ def test_numpy_eppf_and_tables(name, params):
     check_eppf_normalised(prior)
     check_tables(prior)
     check_urn_weights(prior)
+    check_numba_eppf(prior)
 
 
 @pytest.mark.parametrize(("name", "params"), _examples())
@@ -299,11 +326,19 @@ class _WrongUrn(FiniteDirichletPrior):
             return np.log(sizes + parameters[:, None]), np.log(parameters)
 
 
+class _NumbaIgnoresDiscount(PitmanYorPrior):
+    """Broken: the numba EPPF is the Dirichlet process's (drops the discount)."""
+
+    numba_log_eppf = staticmethod(DirichletProcessPrior.numba_log_eppf)
+
+
 def test_negative_controls_fail_the_same_checks():
     with pytest.raises(AssertionError, match="sums to"):
         check_eppf_normalised(_WrongBlockWeight(1.0))
     with pytest.raises(AssertionError):
         check_graph_matches_numpy(_GraphDiffers(1.0, 0.4))
+    with pytest.raises(AssertionError):
+        check_numba_eppf(_NumbaIgnoresDiscount(1.0, 0.4))
     broken_urn = _WrongUrn(0.7, 2)
     with pytest.raises(AssertionError):
         check_urn_weights(broken_urn)
