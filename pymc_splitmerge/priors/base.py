@@ -286,14 +286,16 @@ class GibbsTypePrior(ABC):
     def urn_parameters(cls, priors) -> object:
         """Per-row parameters of a batch of priors of this class for :meth:`urn_log_weights`.
 
-        The default keeps the distinct priors and, per row, the index of its prior (the
-        weights then come from :meth:`tables`); closed-form priors override this with arrays
-        of their hyperparameters.
+        The default keeps each distinct prior with the indices of its rows (the weights then
+        come from its :meth:`tables`); closed-form priors override this with arrays of their
+        hyperparameters.
         """
         distinct: dict = {}
         rows = np.array([distinct.setdefault(prior, len(distinct)) for prior in priors],
                         dtype=np.int64)
-        return list(distinct), rows
+        order = np.argsort(rows, kind="stable")
+        groups = np.split(order, np.cumsum(np.bincount(rows, minlength=len(distinct)))[:-1])
+        return list(zip(distinct, groups, strict=True))
 
     @classmethod
     def urn_log_weights(cls, parameters, n_points: int, sizes: np.ndarray,
@@ -321,11 +323,9 @@ class GibbsTypePrior(ABC):
 
         Any per-row constant may be added to both (the urn normalises each row).
         """
-        distinct, rows = parameters
         log_join = np.empty(sizes.shape)
         log_new = np.empty(sizes.shape[0])
-        for index, prior in enumerate(distinct):
-            mask = rows == index
+        for prior, mask in parameters:  # each distinct prior and its rows
             log_v_table, log_w_table = prior.tables(n_points)
             row_sizes = sizes[mask]
             log_join[mask] = (log_w_table[np.minimum(row_sizes + 1, n_points)]

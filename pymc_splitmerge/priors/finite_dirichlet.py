@@ -99,6 +99,20 @@ class FiniteDirichletPrior(GibbsTypePrior):
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m + self.alpha)
 
+    # sequential urn, vectorised over a batch: join weight m + alpha, new (k - K) alpha
+    @classmethod
+    def urn_parameters(cls, priors) -> tuple[np.ndarray, np.ndarray]:
+        alpha = np.array([prior.alpha for prior in priors], dtype=np.float64)
+        components = np.array([prior.k for prior in priors], dtype=np.float64)
+        return alpha, components
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
+        alpha, components = parameters
+        with np.errstate(divide="ignore"):
+            log_new = np.log(np.maximum(components - n_clusters, 0.0) * alpha)
+        return np.log(sizes + alpha[:, None]), log_new
+
     # pytensor graph (see GibbsTypePrior.log_eppf_graph); k is static (a Python int)
     @classmethod
     def label_range(cls, n, *, alpha, k):
