@@ -213,8 +213,8 @@ def sample_prior_partitions(prior_factory: Callable, alphas, n: int, rng: np.ran
     """One prior partition of ``n`` points for each concentration in ``alphas``.
 
     The prior's own sequential urn (:func:`pymc_splitmerge.priors.sample_partitions`),
-    vectorised over the batch (closed-form weights for Dirichlet-process and Pitman–Yor
-    priors, the prior's tables otherwise).
+    vectorised over the batch (closed-form weights for Dirichlet-process, Pitman–Yor and
+    finite Dirichlet priors, the prior's tables otherwise).
 
     Parameters
     ----------
