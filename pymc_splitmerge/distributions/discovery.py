@@ -27,7 +27,6 @@ except ImportError:  # pragma: no cover - older pytensor
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV, prepare_observed_data
 from pymc_splitmerge.distributions.priors import (
-    FiniteDirichletRV,
     MixtureOfFiniteMixturesRV,
     PartitionPriorRV,
 )
@@ -253,15 +252,8 @@ def _discover(partition_var, model) -> PartitionModel:
         discount_var = _free_rv_or_none(
             prior_params[op.parameter_names.index("discount")], model)
 
-    if isinstance(op, MixtureOfFiniteMixturesRV):
-        def factory(values):
-            return op.numeric_prior()
-    elif isinstance(op, FiniteDirichletRV):
-        def factory(values):
-            return op.prior_class(alpha=values["alpha"], k=values["k"])
-    else:
-        def factory(values):
-            return op.prior_class(**{p: values[p] for p in op.parameter_names})
+    def factory(values):
+        return op.prior_class(**{p: values[p] for p in op.prior_class.parameter_names})
 
     data_var = model.rvs_to_values[observed_var]
     data = prepare_observed_data(mixture_op.family, data_var)

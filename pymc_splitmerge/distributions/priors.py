@@ -14,16 +14,12 @@ scatter-add (``bincount``) of the labels over the label range, so the value is i
 relabelling of the clusters.  Labels outside the range (``[0, n)``; ``[0, k)`` for the finite
 Dirichlet prior) give ``-inf``.
 
-* Dirichlet process: :math:`\log V(n, K) = K\log\alpha + \log\Gamma(\alpha) -
-  \log\Gamma(\alpha + n)`, :math:`\log W(m) = \log\Gamma(m)`;
-* Pitman-Yor: :math:`\log V(n, K) = \sum_{i=1}^{K-1}\log(\alpha + i d) -
-  \log\Gamma(\alpha + n) + \log\Gamma(\alpha + 1)`,
-  :math:`\log W(m) = \log\Gamma(m - d) - \log\Gamma(1 - d)`;
-* finite Dirichlet (``k`` components): :math:`\log V(n, K) = \log\frac{k!}{(k-K)!} +
-  \log\Gamma(k\alpha) - \log\Gamma(k\alpha + n) - K\log\Gamma(\alpha)` (:math:`K \le k`),
-  :math:`\log W(m) = \log\Gamma(m + \alpha)`;
-* mixture of finite mixtures: constant tables ``tables(n)`` of the numeric prior
-  (Miller & Harrison eq. 3.2; ``gamma`` and ``k_prior`` are numeric constants).
+The formulas (``log V``, ``log W``, the parameter conditions and the label range) are the
+prior's own: each numeric prior class of :mod:`pymc_splitmerge.priors` writes them once, in
+numpy and as a pytensor graph (``log_eppf_graph``), and :func:`partition_log_eppf` here only
+counts the cluster sizes.  The mixture-of-finite-mixtures ``gamma`` and ``k_prior`` are numeric
+constants: its ``log V_n(t)`` is the constant table of the numeric prior (Miller & Harrison
+eq. 3.2).
 
 Draws (``pm.draw``, ``pm.sample_prior_predictive``) use the sequential urn of the numeric
 prior (:meth:`pymc_splitmerge.priors.base.GibbsTypePrior.sample`); the initial value
@@ -62,16 +58,18 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 
 __all__ = [
-    "PartitionPriorRV",
-    "DirichletProcessRV",
-    "PitmanYorRV",
-    "FiniteDirichletRV",
-    "MixtureOfFiniteMixturesRV",
-    "DirichletProcess",
-    "PitmanYor",
-    "FiniteDirichlet",
-    "MixtureOfFiniteMixtures",
+    "PARTITION_PRIOR_DISTRIBUTIONS",
     "PARTITION_PRIOR_RV_TYPES",
+    "DirichletProcess",
+    "DirichletProcessRV",
+    "FiniteDirichlet",
+    "FiniteDirichletRV",
+    "MixtureOfFiniteMixtures",
+    "MixtureOfFiniteMixturesRV",
+    "PartitionPriorRV",
+    "PitmanYor",
+    "PitmanYorRV",
+    "partition_log_eppf",
 ]
 
 # pytensor >= 3 wants ``return_next_rng=True`` (and warns without it); pytensor 2 lacks it.
@@ -187,60 +185,35 @@ def cluster_sizes(labels: Variable, n_labels: int) -> tuple[Variable, Variable, 
     return in_range, sizes, n_clusters
 
 
-def _assemble_log_eppf(in_range, sizes, log_v, log_w_of):
-    """``log_v + sum_{sizes > 0} log_w_of(sizes)``, ``-inf`` when a label is out of range."""
-    occupied = pt.gt(sizes, 0)
-    safe_sizes = pt.maximum(sizes, 1).astype("float64")
-    log_w_sum = pt.sum(pt.switch(occupied, log_w_of(safe_sizes), 0.0))
-    return pt.switch(in_range, log_v + log_w_sum, -np.inf)
+def partition_log_eppf(prior_class, labels, n: int, **params) -> Variable:
+    """Normalised log EPPF of a label vector (pytensor), ``-inf`` for out-of-range labels.
+
+    The maths is the prior's own (``prior_class.log_eppf_graph``, ``label_range`` and
+    ``support_graph`` in :mod:`pymc_splitmerge.priors`); this function only counts the
+    cluster sizes and checks the label range and the parameters.
+
+    Parameters
+    ----------
+    prior_class : type
+        A registered :class:`~pymc_splitmerge.priors.base.GibbsTypePrior` subclass.
+    labels : int tensor of shape (n,)
+    n : int
+        Number of points (static).
+    **params
+        The prior's inputs by name (tensors, or Python numbers for static inputs).
+    """
+    in_range, sizes, _ = cluster_sizes(labels, prior_class.label_range(n, **params))
+    log_eppf = prior_class.log_eppf_graph(pt, sizes, n, **params)
+    log_p = pt.switch(in_range, log_eppf, -np.inf)
+    conditions, message = prior_class.support_graph(pt, **params)
+    return check_parameters(log_p, *conditions, msg=message) if conditions else log_p
 
 
-def dirichlet_process_log_eppf(labels, alpha, n: int) -> Variable:
-    """Normalised DP log EPPF of a label vector (pytensor), see module docstring."""
-    in_range, sizes, k = cluster_sizes(labels, n)
-    log_v = k * pt.log(alpha) + pt.gammaln(alpha) - pt.gammaln(alpha + n)
-    return _assemble_log_eppf(in_range, sizes, log_v, pt.gammaln)
-
-
-def pitman_yor_log_eppf(labels, alpha, discount, n: int) -> Variable:
-    """Normalised Pitman-Yor log EPPF of a label vector (pytensor), see module docstring."""
-    in_range, sizes, k = cluster_sizes(labels, n)
-    index = pt.arange(1, n, dtype="float64")  # i = 1..n-1; only i <= K-1 contribute
-    log_terms = pt.log(alpha + index * discount)
-    log_numerator = pt.sum(pt.switch(pt.lt(index, k), log_terms, 0.0))
-    log_v = log_numerator - pt.gammaln(alpha + n) + pt.gammaln(alpha + 1.0)
-
-    def log_w(m):
-        return pt.gammaln(m - discount) - pt.gammaln(1.0 - discount)
-
-    return _assemble_log_eppf(in_range, sizes, log_v, log_w)
-
-
-def finite_dirichlet_log_eppf(labels, alpha, k_components: int, n: int) -> Variable:
-    """Normalised finite symmetric Dirichlet log EPPF (pytensor), labels in ``[0, k)``."""
-    in_range, sizes, k = cluster_sizes(labels, k_components)
-    k_float = k.astype("float64")
-    log_v = (
-        pt.gammaln(pt.constant(np.float64(k_components + 1.0)))
-        - pt.gammaln(pt.maximum(np.float64(k_components) - k_float, 0.0) + 1.0)
-        + pt.gammaln(k_components * alpha)
-        - pt.gammaln(k_components * alpha + n)
-        - k_float * pt.gammaln(alpha)
-    )
-    log_v = pt.switch(pt.le(k, k_components), log_v, -np.inf)
-    return _assemble_log_eppf(in_range, sizes, log_v, lambda m: pt.gammaln(m + alpha))
-
-
-def table_log_eppf(labels, log_v_table: np.ndarray, log_w_table: np.ndarray, n: int):
-    """Log EPPF from constant tables ``tables(n)`` of a numeric prior (pytensor)."""
-    in_range, sizes, k = cluster_sizes(labels, n)
-    log_v = pt.as_tensor_variable(np.asarray(log_v_table, dtype=np.float64))[k]
-    w_table = pt.as_tensor_variable(np.asarray(log_w_table, dtype=np.float64))
-
-    def log_w(m):
-        return w_table[m.astype("int64")]
-
-    return _assemble_log_eppf(in_range, sizes, log_v, log_w)
+def _static(value):
+    """Python int for an integer constant input (static, e.g. ``k``), else the tensor."""
+    if isinstance(value, Constant) and value.dtype.startswith(("int", "uint")):
+        return int(value.data)
+    return value
 
 
 # --------------------------------------------------------------------------- random variables
@@ -386,9 +359,7 @@ class DirichletProcess(Discrete):
 
     @staticmethod
     def logp(value, alpha, n):
-        n_points = int(n.data)
-        log_p = dirichlet_process_log_eppf(value, alpha, n_points)
-        return check_parameters(log_p, pt.gt(alpha, 0), msg="alpha > 0")
+        return partition_log_eppf(DirichletProcessPrior, value, int(n.data), alpha=alpha)
 
     support_point = staticmethod(_all_zeros_support_point)
 
@@ -436,15 +407,8 @@ class PitmanYor(Discrete):
 
     @staticmethod
     def logp(value, alpha, discount, n):
-        n_points = int(n.data)
-        log_p = pitman_yor_log_eppf(value, alpha, discount, n_points)
-        return check_parameters(
-            log_p,
-            pt.ge(discount, 0),
-            pt.lt(discount, 1),
-            pt.gt(alpha, -discount),
-            msg="0 <= discount < 1, alpha > -discount",
-        )
+        return partition_log_eppf(PitmanYorPrior, value, int(n.data), alpha=alpha,
+                                  discount=discount)
 
     support_point = staticmethod(_all_zeros_support_point)
 
@@ -497,8 +461,8 @@ class FiniteDirichlet(Discrete):
 
     @staticmethod
     def logp(value, alpha, k, n):
-        log_p = finite_dirichlet_log_eppf(value, alpha, int(k.data), int(n.data))
-        return check_parameters(log_p, pt.gt(alpha, 0), msg="alpha > 0")
+        return partition_log_eppf(FiniteDirichletPrior, value, int(n.data), alpha=alpha,
+                                  k=_static(k))
 
     support_point = staticmethod(_all_zeros_support_point)
 
@@ -565,6 +529,13 @@ class MixtureOfFiniteMixtures(Discrete):
 @_logprob.register(MixtureOfFiniteMixturesRV)
 def _mixture_of_finite_mixtures_logp(op, values, rng, size, n, **kwargs):
     [value] = values
-    n_points = int(n.data)
-    log_v_table, log_w_table = op.numeric_prior().tables(n_points)
-    return table_log_eppf(value, log_v_table, log_w_table, n_points)
+    return partition_log_eppf(MixtureOfFiniteMixturesPrior, value, int(n.data),
+                              gamma=op.gamma, k_prior=op.k_prior)
+
+
+PARTITION_PRIOR_DISTRIBUTIONS = {
+    distribution.rv_type.name: distribution
+    for distribution in (DirichletProcess, PitmanYor, FiniteDirichlet, MixtureOfFiniteMixtures)
+}
+"""PyMC distribution of each registered prior, keyed like
+:data:`pymc_splitmerge.priors.PRIOR_REGISTRY` (``Distribution.dist(**parameters, n=n)``)."""

@@ -3,7 +3,7 @@
 See :mod:`pymc_splitmerge.priors.base` for the interface shared by all priors.
 """
 
-from pymc_splitmerge.priors.base import GibbsTypePrior
+from pymc_splitmerge.priors.base import GibbsTypePrior, sample_partitions
 from pymc_splitmerge.priors.dirichlet_process import (
     DirichletProcessPrior,
     dirichlet_process_expected_n_clusters,
@@ -18,17 +18,21 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
     mixture_of_finite_mixtures_log_v_table,
 )
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.priors.registry import PRIOR_REGISTRY, register_prior
 
 __all__ = [
-    "GibbsTypePrior",
-    "DirichletProcessPrior",
-    "PitmanYorPrior",
-    "FiniteDirichletPrior",
-    "MixtureOfFiniteMixturesPrior",
+    "PRIOR_REGISTRY",
     "ComponentCountPrior",
-    "ShiftedPoisson",
-    "Geometric",
+    "DirichletProcessPrior",
     "ExplicitPmf",
+    "FiniteDirichletPrior",
+    "Geometric",
+    "GibbsTypePrior",
+    "MixtureOfFiniteMixturesPrior",
+    "PitmanYorPrior",
+    "ShiftedPoisson",
     "dirichlet_process_expected_n_clusters",
     "mixture_of_finite_mixtures_log_v_table",
+    "register_prior",
+    "sample_partitions",
 ]

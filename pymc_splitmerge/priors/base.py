@@ -19,9 +19,17 @@ returned by :meth:`GibbsTypePrior.tables` for a partition of ``N`` points (``N``
 * log weight of opening a new cluster when ``K`` clusters exist:
   ``log_v_table[K + 1] - log_v_table[K] + log_w_table[1]``;
 
-(the common factor :math:`V(N, K)` of the join weights cancels).  The sequential urn of
-:meth:`GibbsTypePrior.sample` uses exactly these ratios, so drawing from the prior with the
-urn and comparing with the enumerated EPPF tests the tables the kernels use.
+(the common factor :math:`V(N, K)` of the join weights cancels).  The one sequential urn,
+:func:`sample_partitions` (behind :meth:`GibbsTypePrior.sample`, ``pm.draw`` and the Geweke
+simulator), uses these ratios (:meth:`GibbsTypePrior.urn_log_weights`; closed forms for the
+Dirichlet process and Pitman–Yor, vectorised over a batch of hyperparameters, which
+``tests/test_prior_contract.py`` checks against the tables).
+
+A prior class owns all its formulas: the numpy ``_log_v`` / ``_log_w``, the pytensor graph
+(``log_v_graph``, ``log_w_graph``, ``support_graph``, ``label_range``; the ``pytensor.tensor``
+namespace is handed in by the PyMC layer, this layer never imports it), a numba log EPPF and
+``parameter_bounds`` for hyperparameter updates.  ``docs/contracts.md`` ("Adding a prior")
+lists what a new prior provides.
 
 References
 ----------
@@ -39,7 +47,12 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-__all__ = ["GibbsTypePrior", "validate_real", "validate_positive_integer"]
+__all__ = [
+    "GibbsTypePrior",
+    "sample_partitions",
+    "validate_positive_integer",
+    "validate_real",
+]
 
 
 def validate_real(value, name: str) -> float:
@@ -244,8 +257,8 @@ class GibbsTypePrior(ABC):
         """Draw partitions from the prior with the sequential (Chinese-restaurant) urn.
 
         Point ``N`` (1-based) joins an existing cluster of size ``m`` with weight
-        ``W(m+1)/W(m)`` or opens a new one with weight ``V(N, K+1)/V(N, K) W(1)``, computed
-        from ``tables(N)`` exactly as the kernels do.
+        ``W(m+1)/W(m)`` or opens a new one with weight ``V(N, K+1)/V(N, K) W(1)``
+        (:meth:`urn_log_weights`); see :func:`sample_partitions`.
 
         Parameters
         ----------
@@ -261,40 +274,182 @@ class GibbsTypePrior(ABC):
         labels : ndarray of int64, shape (n,) or (size, n)
             Canonical labels (order of first appearance, ``0..K-1``).
         """
-        n = _validate_n(n)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         num = 1 if size is None else int(size)
         if num < 0:
             raise ValueError(f"size must be >= 0, got {size}")
-        labels = np.zeros((num, n), dtype=np.int64)
-        cluster_sizes = np.zeros((num, n + 1), dtype=np.int64)
-        n_clusters = np.zeros(num, dtype=np.int64)
-        rows = np.arange(num)
-        slots = np.arange(n + 1)
-        for point in range(n):
-            log_v_table, log_w_table = self.tables(point + 1)
-            occupied = slots[None, :] < n_clusters[:, None]
-            log_weights = np.where(
-                occupied,
-                log_w_table[np.minimum(cluster_sizes + 1, point + 1)] - log_w_table[cluster_sizes],
-                -np.inf,
-            )
-            # with K = 0 (first point) opening a cluster is the only option: V(N, 0) = 0
-            has_clusters = n_clusters > 0
-            log_new = np.zeros(num)
-            log_new[has_clusters] = (
-                log_v_table[n_clusters[has_clusters] + 1]
-                - log_v_table[n_clusters[has_clusters]]
-                + log_w_table[1]
-            )
-            log_weights[rows, n_clusters] = log_new
-            log_weights -= np.max(log_weights, axis=1, keepdims=True)
-            weights = np.exp(log_weights)
-            cumulative = np.cumsum(weights, axis=1)
-            uniforms = rng.random(num) * cumulative[:, -1]
-            choice = np.minimum((cumulative <= uniforms[:, None]).sum(axis=1), n)
-            labels[:, point] = choice
-            cluster_sizes[rows, choice] += 1
-            n_clusters += choice == n_clusters
+        labels = sample_partitions([self] * num, n, rng) if num else np.zeros((0, _validate_n(n)),
+                                                                            dtype=np.int64)
         return labels[0] if size is None else labels
+
+    # ----------------------------------------------------------------- sequential urn
+    @classmethod
+    def urn_parameters(cls, priors) -> object:
+        """Per-row parameters of a batch of priors of this class for :meth:`urn_log_weights`.
+
+        The default keeps each distinct prior with the indices of its rows (the weights then
+        come from its :meth:`tables`); closed-form priors override this with arrays of their
+        hyperparameters.
+        """
+        distinct: dict = {}
+        rows = np.array([distinct.setdefault(prior, len(distinct)) for prior in priors],
+                        dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        groups = np.split(order, np.cumsum(np.bincount(rows, minlength=len(distinct)))[:-1])
+        return list(zip(distinct, groups, strict=True))
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points: int, sizes: np.ndarray,
+                        n_clusters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Unnormalised log seating weights of point ``n_points`` (1-based), for each row.
+
+        Parameters
+        ----------
+        parameters
+            The output of :meth:`urn_parameters` for the batch.
+        n_points : int
+            ``N``: the number of points *after* the placement, ``N >= 2``.
+        sizes : ndarray of int64, shape (num, n_slots)
+            Cluster sizes of each row before the placement (``0`` for free slots).
+        n_clusters : ndarray of int64, shape (num,)
+            ``K >= 1`` clusters of each row (slots ``0..K-1`` are occupied).
+
+        Returns
+        -------
+        log_join : ndarray of float64, shape (num, n_slots)
+            ``log W(m+1) - log W(m)`` for occupied slots (other entries are ignored).
+        log_new : ndarray of float64, shape (num,)
+            ``log V(N, K+1) - log V(N, K) + log W(1)`` (``-inf`` when ``K + 1`` clusters are
+            infeasible).
+
+        Any per-row constant may be added to both (the urn normalises each row).
+        """
+        log_join = np.empty(sizes.shape)
+        log_new = np.empty(sizes.shape[0])
+        for prior, mask in parameters:  # each distinct prior and its rows
+            log_v_table, log_w_table = prior.tables(n_points)
+            row_sizes = sizes[mask]
+            log_join[mask] = (log_w_table[np.minimum(row_sizes + 1, n_points)]
+                              - log_w_table[np.minimum(row_sizes, n_points)])
+            k = n_clusters[mask]
+            log_new[mask] = log_v_table[k + 1] - log_v_table[k] + log_w_table[1]
+        return log_join, log_new
+
+    # ----------------------------------------------------------------- pytensor graphs
+    # The PyMC layer (``distributions/priors.py``) builds the log-probability of a partition
+    # from these class methods; ``pt`` is the ``pytensor.tensor`` namespace handed in by the
+    # caller (this layer never imports pytensor).  ``params`` are the prior's inputs by name
+    # (``parameter_names``): tensors, or Python numbers for static inputs.
+    parameter_names: tuple[str, ...] = ()
+    """Names of the hyperparameters, in the order of the constructor and of the PyMC inputs."""
+    static_parameter_names: tuple[str, ...] = ()
+    """Hyperparameters that are numeric constants in the graph (Python numbers / objects)."""
+
+    # Hyperparameter updates given the partition (kernels/concentration.py): the numba log
+    # EPPF ``numba_log_eppf(sizes, n, theta)`` with ``theta`` the float64 values of
+    # ``parameter_names`` and the support of each updatable parameter.
+    numba_log_eppf = None
+    """``@njit`` log EPPF of block sizes, or None when the prior has no updatable parameter."""
+
+    @classmethod
+    def parameter_bounds(cls, name: str, values: dict) -> tuple[float, float]:
+        """Support ``(lower, upper)`` of parameter ``name`` given the other ``values``."""
+        raise ValueError(f"{cls.__name__} has no hyperparameter updated given the partition")
+
+    @classmethod
+    def label_range(cls, n: int, **params) -> int:
+        """Labels of a partition of ``n`` points lie in ``[0, label_range)`` (default ``n``)."""
+        return n
+
+    @classmethod
+    def log_v_graph(cls, pt, n: int, n_clusters, **params):  # pragma: no cover - interface
+        """Symbolic ``log V(n, K)`` for a static ``n`` and a symbolic int64 ``K >= 1``."""
+        raise NotImplementedError(f"{cls.__name__} has no pytensor graph")
+
+    @classmethod
+    def log_w_graph(cls, pt, m, **params):  # pragma: no cover - interface
+        """Symbolic ``log W(m)`` for a float64 tensor of block sizes ``m >= 1``."""
+        raise NotImplementedError(f"{cls.__name__} has no pytensor graph")
+
+    @classmethod
+    def support_graph(cls, pt, **params) -> tuple[list, str]:
+        """Symbolic conditions on the parameters and the message when one fails."""
+        return [], ""
+
+    @classmethod
+    def log_eppf_graph(cls, pt, sizes, n: int, **params):
+        """Symbolic normalised log EPPF of block sizes (zeros are free slots).
+
+        Parameters
+        ----------
+        pt : module
+            ``pytensor.tensor``.
+        sizes : int64 tensor, shape (n_slots,)
+            Block sizes summing to ``n``.
+        n : int
+            Number of points (static).
+        **params
+            The prior's inputs by name.
+
+        Returns
+        -------
+        float64 scalar tensor
+            ``log V(n, K) + sum_{sizes > 0} log W(sizes)`` (PGSM eq. 3).
+        """
+        occupied = pt.gt(sizes, 0)
+        n_clusters = pt.sum(occupied, dtype="int64")
+        safe_sizes = pt.maximum(sizes, 1).astype("float64")
+        log_w_sum = pt.sum(pt.switch(occupied, cls.log_w_graph(pt, safe_sizes, **params), 0.0))
+        return cls.log_v_graph(pt, n, n_clusters, **params) + log_w_sum
+
+
+def sample_partitions(priors, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The sequential urn: one partition of ``n`` points from each prior of a batch.
+
+    Point 1 opens cluster 0; point ``N >= 2`` joins a cluster of size ``m`` with weight
+    ``W(m+1)/W(m)`` or opens a new one with weight ``V(N, K+1)/V(N, K) W(1)``
+    (:meth:`GibbsTypePrior.urn_log_weights`, the seating rule of the kernels).  The product
+    of these conditionals is the EPPF, so each row is an exact draw (Pitman 1995).
+
+    Parameters
+    ----------
+    priors : sequence of GibbsTypePrior
+        One prior per row, all of the same class (hyperparameters may differ per row).
+    n : int
+        Number of points.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (len(priors), n)
+        Canonical labels (order of first appearance, ``0..K-1``).
+    """
+    n = _validate_n(n)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    priors = list(priors)
+    num = len(priors)
+    labels = np.zeros((num, n), dtype=np.int64)
+    if num == 0 or n == 0:
+        return labels
+    cls = type(priors[0])
+    if not isinstance(priors[0], GibbsTypePrior) or any(type(p) is not cls for p in priors):
+        raise TypeError("sample_partitions needs GibbsTypePrior instances, all of one class")
+    parameters = cls.urn_parameters(priors)
+    cluster_sizes = np.zeros((num, n + 1), dtype=np.int64)
+    cluster_sizes[:, 0] = 1  # point 1 opens cluster 0
+    n_clusters = np.ones(num, dtype=np.int64)
+    rows = np.arange(num)
+    slots = np.arange(n + 1)
+    for point in range(1, n):
+        log_join, log_new = cls.urn_log_weights(parameters, point + 1, cluster_sizes,
+                                                n_clusters)
+        log_weights = np.where(slots[None, :] < n_clusters[:, None], log_join, -np.inf)
+        log_weights[rows, n_clusters] = log_new
+        log_weights -= np.max(log_weights, axis=1, keepdims=True)
+        cumulative = np.cumsum(np.exp(log_weights), axis=1)
+        uniforms = rng.random(num) * cumulative[:, -1]
+        choice = np.minimum((cumulative <= uniforms[:, None]).sum(axis=1), n_clusters)
+        labels[:, point] = choice
+        cluster_sizes[rows, choice] += 1
+        n_clusters += choice == n_clusters
+    return labels

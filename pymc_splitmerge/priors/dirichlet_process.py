@@ -22,11 +22,28 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import gammaln
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, _validate_n, validate_real
 
-__all__ = ["DirichletProcessPrior", "dirichlet_process_expected_n_clusters"]
+__all__ = [
+    "DirichletProcessPrior",
+    "dirichlet_process_expected_n_clusters",
+    "dirichlet_process_log_eppf_numba",
+]
+
+
+@njit(cache=True)
+def dirichlet_process_log_eppf_numba(sizes, n, theta):
+    """Log EPPF of the non-zero ``sizes`` (``n`` points), ``theta = [alpha]`` (numba)."""
+    alpha = theta[0]
+    total, k = 0.0, 0
+    for m in sizes:
+        if m > 0:
+            k += 1
+            total += math.lgamma(m)
+    return total + k * math.log(alpha) + math.lgamma(alpha) - math.lgamma(alpha + n)
 
 
 def dirichlet_process_expected_n_clusters(alpha: float, n: int) -> float:
@@ -59,6 +76,7 @@ class DirichletProcessPrior(GibbsTypePrior):
     """
 
     alpha: float
+    parameter_names = ("alpha",)
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
@@ -71,6 +89,37 @@ class DirichletProcessPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m)
+
+    # sequential urn, vectorised over the concentrations of a batch: join weight m, new alpha
+    @classmethod
+    def urn_parameters(cls, priors) -> np.ndarray:
+        return np.array([prior.alpha for prior in priors], dtype=np.float64)
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
+        with np.errstate(divide="ignore"):
+            return np.log(sizes), np.log(parameters)
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph)
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, alpha):
+        return n_clusters * pt.log(alpha) + pt.gammaln(alpha) - pt.gammaln(alpha + n)
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, alpha):
+        return pt.gammaln(m)
+
+    @classmethod
+    def support_graph(cls, pt, *, alpha):
+        return [pt.gt(alpha, 0)], "alpha > 0"
+
+    # hyperparameter updates given the partition (kernels/concentration.py)
+    numba_log_eppf = staticmethod(dirichlet_process_log_eppf_numba)
+
+    @classmethod
+    def parameter_bounds(cls, name, values):
+        """Support ``(lower, upper)`` of parameter ``name`` given the others: alpha > 0."""
+        return 0.0, math.inf
 
     def expected_n_clusters(self, n: int) -> float:
         """Prior mean of the number of clusters of ``n`` points (see module docstring)."""

@@ -28,14 +28,32 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import gammaln
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_positive_integer, validate_real
 
-__all__ = ["FiniteDirichletPrior"]
+__all__ = ["FiniteDirichletPrior", "finite_dirichlet_log_eppf_numba"]
+
+
+@njit(cache=True)
+def finite_dirichlet_log_eppf_numba(sizes, n, theta):
+    """Log EPPF of the non-zero ``sizes``, ``theta = [alpha, k]`` (numba; -inf if K > k)."""
+    alpha, components = theta[0], theta[1]
+    total, k = 0.0, 0
+    for m in sizes:
+        if m > 0:
+            k += 1
+            total += math.lgamma(m + alpha)
+    if k > components:
+        return -math.inf
+    return (total + math.lgamma(components + 1.0) - math.lgamma(components - k + 1.0)
+            + math.lgamma(components * alpha) - math.lgamma(components * alpha + n)
+            - k * math.lgamma(alpha))
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,8 @@ class FiniteDirichletPrior(GibbsTypePrior):
 
     alpha: float
     k: int
+    parameter_names = ("alpha", "k")
+    static_parameter_names = ("k",)
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
@@ -78,3 +98,53 @@ class FiniteDirichletPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m + self.alpha)
+
+    # sequential urn, vectorised over a batch: join weight m + alpha, new (k - K) alpha
+    @classmethod
+    def urn_parameters(cls, priors) -> tuple[np.ndarray, np.ndarray]:
+        alpha = np.array([prior.alpha for prior in priors], dtype=np.float64)
+        components = np.array([prior.k for prior in priors], dtype=np.float64)
+        return alpha, components
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
+        alpha, components = parameters
+        with np.errstate(divide="ignore"):
+            log_new = np.log(np.maximum(components - n_clusters, 0.0) * alpha)
+        return np.log(sizes + alpha[:, None]), log_new
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph); k is static (a Python int)
+    @classmethod
+    def label_range(cls, n, *, alpha, k):
+        return int(k)
+
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, alpha, k):
+        k = int(k)
+        n_clusters = n_clusters.astype("float64")
+        log_v = (
+            math.lgamma(k + 1.0)
+            - pt.gammaln(pt.maximum(np.float64(k) - n_clusters, 0.0) + 1.0)
+            + pt.gammaln(k * alpha)
+            - pt.gammaln(k * alpha + n)
+            - n_clusters * pt.gammaln(alpha)
+        )
+        return pt.switch(pt.le(n_clusters, k), log_v, -np.inf)
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, alpha, k):
+        return pt.gammaln(m + alpha)
+
+    @classmethod
+    def support_graph(cls, pt, *, alpha, k):
+        return [pt.gt(alpha, 0)], "alpha > 0"
+
+    # hyperparameter updates given the partition (kernels/concentration.py)
+    numba_log_eppf = staticmethod(finite_dirichlet_log_eppf_numba)
+
+    @classmethod
+    def parameter_bounds(cls, name, values):
+        """Support ``(lower, upper)`` of ``name``: alpha > 0 (``k`` is static)."""
+        if name != "alpha":
+            raise ValueError(f"only alpha of FiniteDirichletPrior is updated, not {name!r}")
+        return 0.0, math.inf

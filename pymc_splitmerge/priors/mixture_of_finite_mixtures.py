@@ -50,10 +50,10 @@ from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
 
 __all__ = [
     "ComponentCountPrior",
-    "ShiftedPoisson",
-    "Geometric",
     "ExplicitPmf",
+    "Geometric",
     "MixtureOfFiniteMixturesPrior",
+    "ShiftedPoisson",
     "mixture_of_finite_mixtures_log_v_table",
 ]
 
@@ -298,6 +298,8 @@ class MixtureOfFiniteMixturesPrior(GibbsTypePrior):
 
     gamma: float
     k_prior: ComponentCountPrior
+    parameter_names = ("gamma", "k_prior")
+    static_parameter_names = ("gamma", "k_prior")
 
     def __post_init__(self):
         gamma = validate_real(self.gamma, "gamma")
@@ -324,3 +326,15 @@ class MixtureOfFiniteMixturesPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(self.gamma + m) - gammaln(self.gamma)
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph); gamma and k_prior are numeric
+    # constants: log V_n(t) is the constant table of the numeric prior
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, gamma, k_prior):
+        log_v_table = cls(gamma=gamma, k_prior=k_prior).tables(n)[0]
+        return pt.as_tensor_variable(np.asarray(log_v_table, dtype=np.float64))[n_clusters]
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, gamma, k_prior):
+        gamma = float(gamma)
+        return pt.gammaln(gamma + m) - math.lgamma(gamma)

@@ -25,11 +25,27 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from scipy.special import gammaln
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
 
-__all__ = ["PitmanYorPrior"]
+__all__ = ["PitmanYorPrior", "pitman_yor_log_eppf_numba"]
+
+
+@njit(cache=True)
+def pitman_yor_log_eppf_numba(sizes, n, theta):
+    """Log EPPF of the non-zero ``sizes``, ``theta = [alpha, discount]`` (numba)."""
+    alpha, discount = theta[0], theta[1]
+    log_w_one = math.lgamma(1.0 - discount)
+    total, k = 0.0, 0
+    for m in sizes:
+        if m > 0:
+            k += 1
+            total += math.lgamma(m - discount) - log_w_one
+    for i in range(1, k):
+        total += math.log(alpha + i * discount)
+    return total - math.lgamma(alpha + n) + math.lgamma(alpha + 1.0)
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,7 @@ class PitmanYorPrior(GibbsTypePrior):
 
     alpha: float
     discount: float
+    parameter_names = ("alpha", "discount")
 
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
@@ -74,3 +91,55 @@ class PitmanYorPrior(GibbsTypePrior):
 
     def _log_w(self, m: np.ndarray) -> np.ndarray:
         return gammaln(m - self.discount) - gammaln(1.0 - self.discount)
+
+    # sequential urn, vectorised over a batch: join weight m - d, new alpha + K d
+    @classmethod
+    def urn_parameters(cls, priors) -> tuple[np.ndarray, np.ndarray]:
+        alpha = np.array([prior.alpha for prior in priors], dtype=np.float64)
+        discount = np.array([prior.discount for prior in priors], dtype=np.float64)
+        return alpha, discount
+
+    @classmethod
+    def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
+        alpha, discount = parameters
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_join = np.log(sizes - discount[:, None])
+        return log_join, np.log(alpha + discount * n_clusters)
+
+    # pytensor graph (see GibbsTypePrior.log_eppf_graph)
+    @classmethod
+    def log_v_graph(cls, pt, n, n_clusters, *, alpha, discount):
+        # prod_{i=1}^{K-1} (alpha + i d): a masked sum over i = 1..n-1 (valid for d = 0 too)
+        index = pt.arange(1, n, dtype="float64")
+        log_terms = pt.log(alpha + index * discount)
+        log_numerator = pt.sum(pt.switch(pt.lt(index, n_clusters), log_terms, 0.0))
+        return log_numerator - pt.gammaln(alpha + n) + pt.gammaln(alpha + 1.0)
+
+    @classmethod
+    def log_w_graph(cls, pt, m, *, alpha, discount):
+        return pt.gammaln(m - discount) - pt.gammaln(1.0 - discount)
+
+    @classmethod
+    def support_graph(cls, pt, *, alpha, discount):
+        conditions = [pt.ge(discount, 0), pt.lt(discount, 1), pt.gt(alpha, -discount)]
+        return conditions, "0 <= discount < 1, alpha > -discount"
+
+    # hyperparameter updates given the partition (kernels/concentration.py)
+    numba_log_eppf = staticmethod(pitman_yor_log_eppf_numba)
+
+    @classmethod
+    def parameter_bounds(cls, name, values):
+        """Support ``(lower, upper)`` of ``name`` given the other parameter.
+
+        ``alpha > -discount``; ``max(0, -alpha) <= discount < 1`` (the open end
+        ``discount > -alpha`` of a negative alpha is nudged up by one ulp).
+        """
+        if name == "alpha":
+            return -float(values["discount"]), math.inf
+        if name == "discount":
+            alpha = float(values["alpha"])
+            lower = max(0.0, -alpha)
+            if alpha < 0:
+                lower = float(np.nextafter(lower, np.inf))
+            return lower, 1.0
+        raise ValueError(f"PitmanYorPrior has no parameter {name!r} (alpha, discount)")

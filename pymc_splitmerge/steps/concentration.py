@@ -17,21 +17,38 @@ partition prior (checked at construction).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator
+from pytensor.scalar.basic import Cast, Identity
+from pytensor.tensor.elemwise import Elemwise
+
 try:
-    from pytensor.graph.traversal import ancestors
+    from pytensor.graph.traversal import ancestors, graph_inputs
 except ImportError:  # older pytensor
-    from pytensor.graph.basic import ancestors
+    from pytensor.graph.basic import ancestors, graph_inputs
+from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import GammaRV
 
+from pymc_splitmerge.distributions.discovery import discover
+from pymc_splitmerge.distributions.priors import DirichletProcessRV, PartitionPriorRV
 from pymc_splitmerge.kernels.concentration import (
+    DENSITY_BETA,
+    DENSITY_EXPONENTIAL,
+    DENSITY_GAMMA,
+    DENSITY_HALF_NORMAL,
+    DENSITY_LOG_NORMAL,
+    DENSITY_UNIFORM,
+    NUMBA_PRIORS,
+    build_parameter_slice,
     escobar_west_update,
-    eppf_slice_update,
+    prior_parameter_update,
 )
 
 __all__ = ["ConcentrationGibbs", "PartitionPriorSlice"]
@@ -39,9 +56,6 @@ __all__ = ["ConcentrationGibbs", "PartitionPriorSlice"]
 
 def _strip_casts(variable):
     """Follow dtype casts / identity ops back to the underlying variable."""
-    from pytensor.scalar.basic import Cast, Identity
-    from pytensor.tensor.elemwise import Elemwise
-
     while (variable.owner is not None and isinstance(variable.owner.op, Elemwise)
            and isinstance(variable.owner.op.scalar_op, Cast | Identity)):
         variable = variable.owner.inputs[0]
@@ -63,28 +77,32 @@ def _value_and_rv(var, model):
 
 
 def _find_parameter_role(rv, model):
-    """Return ``(partition_rv, parameter_name)`` of the partition prior that uses ``rv``."""
-    from pymc_splitmerge.distributions.priors import PartitionPriorRV
+    """Return ``(partition_rv, parameter_name)`` of the partition prior that uses ``rv``.
 
+    The roles come from :func:`~pymc_splitmerge.distributions.discovery.discover`
+    (``concentration_var`` / ``discount_var`` of each partition variable of the model).
+    """
     found = []
     for candidate in model.free_RVs:
         if candidate.owner is None or not isinstance(candidate.owner.op, PartitionPriorRV):
             continue
-        op = candidate.owner.op
-        for name, param in zip(op.parameter_names, _dist_params(candidate)):
-            if _strip_casts(param) is rv:
-                found.append((candidate, name))
+        try:
+            described = discover(candidate, model)
+        except (TypeError, ValueError):  # no ConjugateMixture: not sampled by this package
+            continue
+        if described.concentration_var is rv:
+            found.append((candidate, "alpha"))
+        if described.discount_var is rv:
+            found.append((candidate, "discount"))
     if not found:
         raise ValueError(
             f"{rv.name!r} is not directly a parameter (alpha / discount) of a partition prior "
-            "(DirichletProcess, PitmanYor, FiniteDirichlet) in this model"
+            "(DirichletProcess, PitmanYor, FiniteDirichlet) used by a ConjugateMixture in this "
+            "model"
         )
     if len(found) > 1:
         raise ValueError(f"{rv.name!r} is a parameter of more than one partition prior")
     partition_rv, name = found[0]
-    if name not in ("alpha", "discount"):
-        raise ValueError(f"{rv.name!r} is the {name!r} input of {partition_rv.name!r}, not "
-                         "alpha / discount")
     # Exactness: the parameter may influence nothing else in the model.
     others = [v for v in (*model.basic_RVs, *model.potentials)
               if v is not rv and v is not partition_rv]
@@ -148,8 +166,6 @@ def _automatic_role(var):
     ``with model:``).  Must be cheap and never raise: it runs for every free variable of
     every model sampled after ``import pymc_splitmerge``.
     """
-    from pymc_splitmerge.distributions.priors import PartitionPriorRV
-
     try:
         if getattr(var, "owner", None) is None or isinstance(var.owner.op, PartitionPriorRV):
             return None
@@ -170,8 +186,6 @@ class _ParameterStep(BlockedStep):
     default_blocked = False
 
     def set_rng(self, rng) -> None:
-        from pymc.util import get_random_generator
-
         self.rng = get_random_generator(rng, copy=False)
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
@@ -208,8 +222,6 @@ class ConcentrationGibbs(_ParameterStep):
     @staticmethod
     def competence(var, has_grad=None):
         """IDEAL for the ``pm.Gamma`` alpha of a Dirichlet process that it updates exactly."""
-        from pymc_splitmerge.distributions.priors import DirichletProcessRV
-
         found = _automatic_role(var)
         if found is None:
             return Competence.INCOMPATIBLE
@@ -220,10 +232,6 @@ class ConcentrationGibbs(_ParameterStep):
         return Competence.INCOMPATIBLE
 
     def __init__(self, vars, model=None, rng=None, **kwargs):
-        from pymc.util import get_random_generator
-
-        from pymc_splitmerge.distributions.priors import DirichletProcessRV
-
         kwargs.pop("blocked", None)
         model = modelcontext(model)
         if isinstance(vars, list | tuple):
@@ -276,11 +284,19 @@ class PartitionPriorSlice(_ParameterStep):
     width : float
         Initial stepping-out width (on the ``log(α - lower)`` scale).
     rng : int or numpy.random.Generator, optional
+    use_numba : bool
+        Use the numba kernel where supported (see Notes); ``False`` forces the plain path.
 
     Notes
     -----
-    ``pm.Slice`` / NUTS are valid alternatives but cost a full-model logp per evaluation;
-    here each evaluation is one EPPF plus the parameter's own compiled logp.
+    ``pm.Slice`` / NUTS are valid alternatives but cost a full-model logp per evaluation.
+    Here the update runs in numba over the O(K) cluster sizes
+    (:func:`~pymc_splitmerge.kernels.concentration.build_parameter_slice`) when the
+    parameter's prior is a ``Gamma``, ``Exponential``, ``Uniform``, ``Beta``, ``HalfNormal`` or
+    ``LogNormal`` with constant parameters and every input of the partition prior is a
+    constant or a free variable with a log / log-odds / interval transform; otherwise each
+    evaluation is one numpy EPPF plus the parameter's own compiled logp
+    (:func:`~pymc_splitmerge.kernels.concentration.prior_parameter_update`).
     Sampler stat: ``prior_slice_evaluations`` (log-density evaluations in the draw).
     """
 
@@ -305,33 +321,23 @@ class PartitionPriorSlice(_ParameterStep):
             return Competence.PREFERRED
         return Competence.IDEAL
 
-    def __init__(self, vars, model=None, width: float = 1.0, rng=None, **kwargs):
-        from pymc.util import get_random_generator
-
-        from pymc_splitmerge.distributions.priors import FiniteDirichletRV, PitmanYorRV
-
+    def __init__(self, vars, model=None, width: float = 1.0, rng=None, use_numba: bool = True,
+                 **kwargs):
         kwargs.pop("blocked", None)
         model = modelcontext(model)
         if not isinstance(vars, list | tuple):
             vars = [vars]
         self.model = model
         self.width = float(width)
+        if not self.width > 0:
+            raise ValueError(f"width must be positive; got {width}")
         self.updates = []
         self.vars = []
         for var in vars:
             value_var, rv = _value_and_rv(var, model)
             partition_rv, role = _find_parameter_role(rv, model)
-            op = partition_rv.owner.op
-            params = _dist_params(partition_rv)
-            others = model.replace_rvs_by_values(params[:-1])
-            self.updates.append({
-                "role": role,
-                "op": op,
-                "partition_value_name": model.rvs_to_values[partition_rv].name,
-                "access": _ParameterAccess(rv, value_var, model, extra_outputs=others),
-                "is_pitman_yor": isinstance(op, PitmanYorRV),
-                "is_finite": isinstance(op, FiniteDirichletRV),
-            })
+            self.updates.append(_SliceUpdate(rv, value_var, partition_rv, role, model,
+                                             self.width, use_numba))
             self.vars.append(value_var)
         self.rng = get_random_generator(rng)
 
@@ -339,32 +345,129 @@ class PartitionPriorSlice(_ParameterStep):
         new_point = dict(point)
         n_evaluations = 0
         for update in self.updates:
-            access = update["access"]
-            value, *parameters = access.values(new_point)
-            value = float(value)
-            parameters = [np.asarray(p)[()] for p in parameters]
-            op = update["op"]
-            sizes = _sizes(new_point[update["partition_value_name"]])
-            names = op.parameter_names
-            current = dict(zip(names, parameters))
-
-            def make_prior(theta, current=current, op=op, role=update["role"]):
-                values = dict(current, **{role: theta})
-                return op.numeric_prior(*(values[name] for name in op.parameter_names))
-
-            lower, upper = 0.0, np.inf
-            if update["is_pitman_yor"]:
-                if update["role"] == "alpha":
-                    lower = -float(current["discount"])
-                else:
-                    alpha = float(current["alpha"])
-                    lower = max(0.0, -alpha)
-                    if alpha < 0:
-                        lower = float(np.nextafter(lower, np.inf))
-                    upper = 1.0
-            info = eppf_slice_update(value, make_prior, sizes,
-                                     access.log_prior_density(new_point), self.rng,
-                                     lower=lower, upper=upper, width=self.width)
-            n_evaluations += info.n_evaluations
-            new_point[access.value_name] = access.transformed(info.value, new_point)
+            n_evaluations += update(new_point, self.rng)
         return new_point, [{"prior_slice_evaluations": n_evaluations}]
+
+
+# --------------------------------------------------------------------------- fast path
+# Own priors of the parameter with a numba log density: RV type name -> density code and
+# the distribution parameters (constants) in the kernel's order.
+_NUMBA_DENSITIES = {
+    "GammaRV": DENSITY_GAMMA,              # (shape, scale)
+    "ExponentialRV": DENSITY_EXPONENTIAL,  # (scale,)
+    "UniformRV": DENSITY_UNIFORM,          # (lower, upper)
+    "BetaRV": DENSITY_BETA,                # (alpha, beta)
+    "HalfNormalRV": DENSITY_HALF_NORMAL,   # (loc, scale)
+    "LogNormalRV": DENSITY_LOG_NORMAL,     # (mu, sigma)
+}
+
+
+def _constant(variable):
+    """Float value of a scalar graph of constants only (e.g. ``1 / beta``), else None."""
+    if isinstance(variable, int | float | np.number):
+        return float(variable)
+    if not isinstance(variable, Variable):
+        return None
+    if isinstance(variable, Constant):
+        value = np.asarray(variable.data, dtype=np.float64)
+    elif all(isinstance(leaf, Constant) for leaf in graph_inputs([variable])):
+        value = np.asarray(variable.eval(), dtype=np.float64)
+    else:
+        return None
+    return float(value) if value.ndim == 0 else None
+
+
+def _numba_density(rv):
+    """``(code, params)`` of the parameter's own prior when numba has it, else None."""
+    code = _NUMBA_DENSITIES.get(type(rv.owner.op).__name__)
+    if code is None:
+        return None
+    params = [_constant(p) for p in _dist_params(rv)]
+    if any(p is None for p in params):
+        return None
+    return code, params
+
+
+def _transform_pair(rv, model):
+    """``(backward, forward)`` float functions of the value transform of ``rv``, or None."""
+    transform = model.rvs_to_transforms.get(rv)
+    name = type(transform).__name__
+    if transform is None:
+        return float, float
+    if name == "LogTransform":
+        return math.exp, math.log
+    if name == "LogOddsTransform":
+        return (lambda v: 1.0 / (1.0 + math.exp(-v)),
+                lambda x: math.log(x) - math.log1p(-x))
+    if hasattr(transform, "get_a_and_b"):
+        a, b, lower_bounded, upper_bounded = transform.get_a_and_b(rv.owner.inputs)
+        a = _constant(a) if lower_bounded else None
+        b = _constant(b) if upper_bounded else None
+        if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+            return None
+
+        def backward(v, a=a, b=b):
+            sigmoid = 1.0 / (1.0 + math.exp(-v))
+            return sigmoid * b + (1.0 - sigmoid) * a
+
+        return backward, lambda x, a=a, b=b: math.log(x - a) - math.log(b - x)
+    return None
+
+
+def _fast_reader(param, model):
+    """Function point -> natural value of a prior input (constant or transformed free RV)."""
+    value = _constant(param)
+    if value is not None:
+        return lambda point, value=value: value
+    rv = _strip_casts(param)
+    if not any(rv is free for free in model.free_RVs):
+        return None
+    pair = _transform_pair(rv, model)
+    if pair is None:
+        return None
+    backward, _ = pair
+    name = model.rvs_to_values[rv].name
+    return lambda point: backward(float(point[name]))
+
+
+class _SliceUpdate:
+    """One parameter's slice update: numba kernel over the cluster sizes, or the plain path."""
+
+    def __init__(self, rv, value_var, partition_rv, role, model, width, use_numba=True):
+        op = partition_rv.owner.op
+        params = _dist_params(partition_rv)[:-1]  # drop n
+        self.role = role
+        self.op = op
+        self.width = width
+        self.partition_value_name = model.rvs_to_values[partition_rv].name
+        self.value_name = value_var.name
+        self.value_dtype = value_var.dtype
+        density = _numba_density(rv)
+        pair = _transform_pair(rv, model)
+        readers = [_fast_reader(param, model) for param in params]
+        self.fast = (use_numba and op.prior_class in NUMBA_PRIORS and density is not None
+                     and pair is not None and all(r is not None for r in readers))
+        if self.fast:
+            self.readers = readers
+            self.forward = pair[1]
+            self.kernel = build_parameter_slice(op.prior_class, role, density[0], density[1],
+                                                width=width)
+        else:
+            others = model.replace_rvs_by_values(params)
+            self.access = _ParameterAccess(rv, value_var, model, extra_outputs=others)
+
+    def __call__(self, point, rng) -> int:
+        """Update ``point`` (a private copy) in place; return the number of evaluations."""
+        sizes = np.bincount(point[self.partition_value_name])
+        if self.fast:
+            theta = np.array([read(point) for read in self.readers])
+            info = self.kernel(theta, sizes, rng)
+            point[self.value_name] = np.asarray(self.forward(info.value), dtype=self.value_dtype)
+            return info.n_evaluations
+        access = self.access
+        _, *parameters = access.values(point)
+        prior = self.op.numeric_prior(*(np.asarray(p)[()] for p in parameters))
+        info = prior_parameter_update(prior, self.role, sizes, access.log_prior_density(point),
+                                      rng, width=self.width)
+        point[access.value_name] = access.transformed(info.value, point)
+        return info.n_evaluations

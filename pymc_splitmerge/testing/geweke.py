@@ -64,7 +64,7 @@ from scipy import stats
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.kernels.concentration import escobar_west_update
 from pymc_splitmerge.kernels.state import PartitionState
-from pymc_splitmerge.priors import DirichletProcessPrior, PitmanYorPrior
+from pymc_splitmerge.priors import DirichletProcessPrior, sample_partitions
 
 from pymc_splitmerge.testing.gof import GOF_PVALUE_THRESHOLD as _DEFAULT_THRESHOLD
 
@@ -212,9 +212,9 @@ def simulate_data(family, labels, rng: np.random.Generator, data_dim: int | None
 def sample_prior_partitions(prior_factory: Callable, alphas, n: int, rng: np.random.Generator):
     """One prior partition of ``n`` points for each concentration in ``alphas``.
 
-    Dirichlet-process and Pitman–Yor priors use a vectorised urn (Chinese restaurant:
-    join a cluster of size m with weight ``m - d``, open one with ``α + K d``); any other prior
-    falls back to ``prior_factory(α).sample(n, rng)`` one draw at a time.
+    The prior's own sequential urn (:func:`pymc_splitmerge.priors.sample_partitions`),
+    vectorised over the batch (closed-form weights for Dirichlet-process, Pitman–Yor and
+    finite Dirichlet priors, the prior's tables otherwise).
 
     Parameters
     ----------
@@ -230,36 +230,7 @@ def sample_prior_partitions(prior_factory: Callable, alphas, n: int, rng: np.ran
         Canonical labels (order of first appearance).
     """
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
-    num = alphas.shape[0]
-    probe = prior_factory(float(alphas[0])) if num else None
-    if isinstance(probe, (DirichletProcessPrior, PitmanYorPrior)):
-        if isinstance(probe, PitmanYorPrior):
-            discount = probe.discount
-            if any(prior_factory(float(a)).discount != discount for a in alphas[:3]):
-                raise ValueError("prior_factory must keep the Pitman-Yor discount fixed")
-        else:
-            discount = 0.0
-        labels = np.zeros((num, n), dtype=np.int64)  # point 0 opens cluster 0
-        sizes = np.zeros((num, n + 1), dtype=np.float64)
-        sizes[:, 0] = 1.0
-        n_clusters = np.ones(num, dtype=np.int64)
-        rows = np.arange(num)
-        slots = np.arange(n + 1)
-        for point in range(1, n):
-            occupied = slots[None, :] < n_clusters[:, None]
-            weights = np.where(occupied, sizes - discount, 0.0)
-            weights[rows, n_clusters] = alphas + discount * n_clusters
-            cumulative = np.cumsum(weights, axis=1)
-            threshold = rng.random(num) * cumulative[:, -1]
-            choice = np.minimum((cumulative <= threshold[:, None]).sum(axis=1), n_clusters)
-            labels[:, point] = choice
-            sizes[rows, choice] += 1.0
-            n_clusters += choice == n_clusters
-        return labels
-    out = np.empty((num, n), dtype=np.int64)
-    for row, alpha in enumerate(alphas):
-        out[row] = prior_factory(float(alpha)).sample(n, rng)
-    return out
+    return sample_partitions([prior_factory(float(alpha)) for alpha in alphas], n, rng)
 
 
 # ----------------------------------------------------------------------------- statistics
