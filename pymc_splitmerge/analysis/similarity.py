@@ -139,7 +139,10 @@ def _number_of_observations(data, var_name) -> int:
         name = var_name if var_name is not None else find_partition_variable(posterior)
         if name in posterior.data_vars:
             return int(posterior[name].shape[-1])
-    shape = np.shape(data.values if isinstance(data, xr.DataArray) else data)
+    try:
+        shape = np.shape(data.values if isinstance(data, xr.DataArray) else data)
+    except ValueError:  # ragged: partition_draws reports it
+        return 0
     return int(shape[-1]) if shape else 0
 
 
