@@ -412,7 +412,7 @@ def main():
         scale_table(sizes, [int(d) for d in args.dims.split(",")], args.samplers.split(","),
                     lambda n: args.draws or (10 if n >= 10**6 else 20), zarr_path)
     if args.analysis:
-        analysis_table(args.analysis, 20, zarr_path)
+        analysis_table(args.analysis, args.draws or 20, zarr_path)
     if args.vi:
         def reference_draws(n):  # (reference draws, draws per contender run, record every)
             return (600, 300, 1) if n <= 20_000 else (120, 60, 1)

@@ -176,3 +176,18 @@ def test_zarr_trace_matches_memory_trace_and_feeds_analysis(tmp_path, monkeypatc
         density, psa.heldout_log_predictive_density(memory, model, _data(8, seed=4)))
     with pytest.raises(ValueError, match="no variables"):
         psa.zarr_posterior(trace, "nope")
+
+
+def test_most_uncertain_pairs_searches_a_subset_of_observations_at_large_n():
+    rng = np.random.default_rng(2)
+    draws = rng.integers(0, 3, size=(2, 15, 60))
+    similarity = psa.posterior_similarity_matrix(draws)
+    pairs, probabilities = psa.most_uncertain_pairs(draws, 3, max_observations=12)
+    subset = np.unique(np.linspace(0, 59, 12).astype(np.int64))
+    assert np.all(np.isin(pairs, subset)) and np.all(pairs[:, 0] < pairs[:, 1])
+    np.testing.assert_allclose(probabilities, similarity[pairs[:, 0], pairs[:, 1]], rtol=1e-6)
+    # the subset's best pairs are the best pairs of the subset's own similarity matrix
+    best = np.abs(similarity[np.ix_(subset, subset)] - 0.5)[np.triu_indices(subset.size, 1)]
+    assert np.abs(probabilities[0] - 0.5) == pytest.approx(best.min(), abs=1e-6)
+    full_pairs, _ = psa.most_uncertain_pairs(draws, 3, max_observations=None)
+    assert not np.all(np.isin(full_pairs, subset))  # the full search looks at every point

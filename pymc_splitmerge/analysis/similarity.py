@@ -276,7 +276,8 @@ def posterior_similarity_matrix(
 
 
 def most_uncertain_pairs(
-    data, num_pairs: int = 3, var_name: str | None = None, *, block_size: int | None = None
+    data, num_pairs: int = 3, var_name: str | None = None, *, block_size: int | None = None,
+    max_observations: int | None = 2000,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pairs of observations whose co-clustering probability is closest to 1/2.
 
@@ -284,13 +285,32 @@ def most_uncertain_pairs(
     observation with an already chosen pair (so the indicators are not trivially dependent),
     falling back to overlapping pairs when needed.
 
+    Parameters
+    ----------
+    max_observations : int or None, default 2000
+        With more observations, the pairs are searched among ``max_observations`` evenly
+        spaced observations only (the search over all pairs costs up to ``draws x n^2 / 2``:
+        hours at n = 10^6).  None: all observations.
+
     Returns
     -------
     pairs : int64 array of shape (num_pairs, 2)
+        Indices into all ``n`` observations.
     probabilities : float64 array of shape (num_pairs,)
     """
     if int(num_pairs) != num_pairs or num_pairs < 0:
         raise ValueError(f"num_pairs must be a non-negative integer, got {num_pairs!r}")
+    if max_observations is not None:
+        if int(max_observations) != max_observations or max_observations < 2:
+            raise ValueError(
+                f"max_observations must be an integer >= 2 or None, got {max_observations!r}")
+        n_all = _number_of_observations(data, var_name)
+        if n_all > max_observations:
+            draws, _ = partition_draws(data, var_name)
+            subset = np.unique(np.linspace(0, n_all - 1, int(max_observations)).astype(np.int64))
+            pairs, probabilities = most_uncertain_pairs(
+                draws[..., subset], num_pairs, block_size=block_size, max_observations=None)
+            return subset[pairs], probabilities
     keep = max(64, 20 * num_pairs)
     candidate_scores = np.empty(0)
     candidate_pairs = np.empty((0, 2), dtype=np.int64)
