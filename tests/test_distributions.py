@@ -13,6 +13,7 @@ import pytest
 import pymc_splitmerge.distributions as psd
 from pymc_splitmerge import components as comp
 from pymc_splitmerge import priors as numeric_priors
+from pymc_splitmerge.distributions.priors import label_dtype
 
 N_POINTS = 7
 FINITE_K = 3
@@ -163,7 +164,8 @@ def test_draws_are_canonical_labels_and_initial_point_is_one_cluster():
         np.testing.assert_array_equal(initial[name], np.zeros(N_POINTS, dtype=np.int64))
     for name, z in partitions.items():
         draws = pm.draw(z, draws=50, random_seed=11, mode=FAST)
-        assert draws.shape == (50, N_POINTS) and draws.dtype == np.int64
+        # compact labels: the smallest signed integer dtype holding n (issue 13)
+        assert draws.shape == (50, N_POINTS) and draws.dtype == np.dtype(label_dtype(N_POINTS))
         for labels in draws:
             # canonical: order of first appearance 0, 1, ..., K-1
             _, first = np.unique(labels, return_index=True)

@@ -45,6 +45,7 @@ from pymc_splitmerge.analysis.similarity import (
     most_uncertain_pairs,
     posterior_similarity_matrix,
 )
+from pymc_splitmerge.analysis.zarr_trace import iter_zarr_draws, zarr_posterior
 
 __all__ = [
     "COMPONENTS_GROUP",
@@ -81,4 +82,6 @@ __all__ = [
     "summary",
     "v_measure",
     "variation_of_information",
+    "iter_zarr_draws",
+    "zarr_posterior",
 ]

@@ -26,10 +26,12 @@ from collections.abc import Iterator
 
 import numba
 import numpy as np
+import xarray as xr
 
 from pymc_splitmerge.analysis._labels import partition_draws
 
 __all__ = [
+    "SIMILARITY_MAX_BYTES",
     "iter_similarity_blocks",
     "most_uncertain_pairs",
     "posterior_similarity_matrix",
@@ -37,6 +39,21 @@ __all__ = [
 ]
 
 _TILE = 32
+
+#: Largest dense similarity matrix :func:`posterior_similarity_matrix` allocates by default
+#: (2 GiB: n = 23,170 in float32, n = 16,383 in float64).  Above it the function refuses and
+#: names the streaming alternatives; pass ``max_bytes=None`` to allocate anyway.
+SIMILARITY_MAX_BYTES = 2 * 2**30
+
+_STREAMING_ALTERNATIVES = (
+    "Streaming alternatives that never hold an n x n matrix: "
+    "iter_similarity_blocks(data, block_size=...) yields row blocks P[start:stop, :] "
+    "(reduce each block, then drop it); point_estimate(data) (SALSO on contingency tables, "
+    "memory O(K x draws x K)) and least_squares_draw(data) give the co-clustering point "
+    "estimate; expected_loss(data, candidate), credible_ball(data) and "
+    "most_uncertain_pairs(data) work from the draws directly; thin the draws first "
+    "(e.g. data[:, ::10]) to cut their O(n x draws) cost."
+)
 
 
 @numba.njit(cache=True)
@@ -47,8 +64,7 @@ def _cluster_index(flat):  # pragma: no cover
     max_label = 0
     for s in range(n_draws):
         for i in range(n):
-            if flat[s, i] > max_label:
-                max_label = flat[s, i]
+            max_label = max(max_label, flat[s, i])
     order = np.empty((n_draws, n), dtype=np.int32)
     rank = np.empty((n_draws, n), dtype=np.int32)
     offsets = np.zeros((n_draws, max_label + 2), dtype=np.int32)
@@ -91,7 +107,7 @@ def _similarity_counts(labels_by_observation, order, rank, offsets, start, stop,
                         counts[row, order[s, t]] += 1
                 else:
                     offset_rows[row] += 1
-                    for t in range(0, first):
+                    for t in range(first):
                         counts[row, order[s, t]] -= 1
                     for t in range(last, n):
                         counts[row, order[s, t]] -= 1
@@ -111,6 +127,23 @@ def reference_posterior_similarity_matrix(labels) -> np.ndarray:
     for row in flat:
         total += row[:, None] == row[None, :]
     return total / flat.shape[0]
+
+
+def _number_of_observations(data, var_name) -> int:
+    """n of the draws without loading them (the last axis of the partition variable)."""
+    from pymc_splitmerge.analysis import _arviz_compat as compat
+    from pymc_splitmerge.analysis._labels import find_partition_variable
+
+    if isinstance(data, xr.Dataset) or compat.is_datatree(data) or compat.is_inference_data(data):
+        posterior = data if isinstance(data, xr.Dataset) else compat.get_group(data, "posterior")
+        name = var_name if var_name is not None else find_partition_variable(posterior)
+        if name in posterior.data_vars:
+            return int(posterior[name].shape[-1])
+    try:
+        shape = np.shape(data.values if isinstance(data, xr.DataArray) else data)
+    except ValueError:  # ragged: partition_draws reports it
+        return 0
+    return int(shape[-1]) if shape else 0
 
 
 class _SimilarityIndex:
@@ -178,8 +211,25 @@ def iter_similarity_blocks(
         yield start, stop, index.block(start, stop, dtype)
 
 
+def _check_dense_size(n: int, dtype, max_bytes) -> None:
+    if max_bytes is None:
+        return
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int | np.integer) or \
+            max_bytes < 1:
+        raise ValueError(f"max_bytes must be a positive integer or None, got {max_bytes!r}")
+    needed = n * n * np.dtype(dtype).itemsize
+    if needed > max_bytes:
+        raise MemoryError(
+            f"posterior_similarity_matrix refuses to allocate a dense {n} x {n} "
+            f"{np.dtype(dtype).name} matrix ({needed / 2**30:.1f} GiB > max_bytes = "
+            f"{max_bytes / 2**30:.2f} GiB). {_STREAMING_ALTERNATIVES} "
+            "Pass max_bytes=None (or a larger limit) to allocate it anyway."
+        )
+
+
 def posterior_similarity_matrix(
-    data, var_name: str | None = None, *, block_size: int | None = None, dtype=np.float32
+    data, var_name: str | None = None, *, block_size: int | None = None, dtype=np.float32,
+    max_bytes: int | None = SIMILARITY_MAX_BYTES,
 ) -> np.ndarray:
     """Posterior similarity (co-clustering) matrix ``P[i, j] = Pr(c_i = c_j | data)``.
 
@@ -191,12 +241,26 @@ def posterior_similarity_matrix(
         Rows computed at a time (bounds the temporary int32 count memory).
     dtype : {numpy.float32, numpy.float64}
         float32 halves memory: n = 20,000 needs 1.6 GB.
+    max_bytes : int or None
+        Refuse (``MemoryError``, before reading the draws) when the dense matrix would take
+        more than this many bytes; default :data:`SIMILARITY_MAX_BYTES` (2 GiB, i.e.
+        n > 23,170 in float32).  None: no limit.
 
     Returns
     -------
     ndarray of shape (n, n), symmetric with unit diagonal.
+
+    Raises
+    ------
+    MemoryError
+        Above ``max_bytes``; the message names the streaming alternatives
+        (:func:`iter_similarity_blocks`, :func:`~pymc_splitmerge.analysis.point_estimate`,
+        :func:`~pymc_splitmerge.analysis.least_squares_draw`,
+        :func:`~pymc_splitmerge.analysis.expected_loss`,
+        :func:`~pymc_splitmerge.analysis.credible_ball`, :func:`most_uncertain_pairs`).
     """
     block_size, dtype = _check_block_arguments(block_size, dtype)
+    _check_dense_size(_number_of_observations(data, var_name), dtype, max_bytes)
     index = _SimilarityIndex(data, var_name)
     size = block_size or _default_block_size(index.n)
     out = np.empty((index.n, index.n), dtype=dtype)
@@ -212,7 +276,8 @@ def posterior_similarity_matrix(
 
 
 def most_uncertain_pairs(
-    data, num_pairs: int = 3, var_name: str | None = None, *, block_size: int | None = None
+    data, num_pairs: int = 3, var_name: str | None = None, *, block_size: int | None = None,
+    max_observations: int | None = 2000,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pairs of observations whose co-clustering probability is closest to 1/2.
 
@@ -220,13 +285,32 @@ def most_uncertain_pairs(
     observation with an already chosen pair (so the indicators are not trivially dependent),
     falling back to overlapping pairs when needed.
 
+    Parameters
+    ----------
+    max_observations : int or None, default 2000
+        With more observations, the pairs are searched among ``max_observations`` evenly
+        spaced observations only (the search over all pairs costs up to ``draws x n^2 / 2``:
+        hours at n = 10^6).  None: all observations.
+
     Returns
     -------
     pairs : int64 array of shape (num_pairs, 2)
+        Indices into all ``n`` observations.
     probabilities : float64 array of shape (num_pairs,)
     """
     if int(num_pairs) != num_pairs or num_pairs < 0:
         raise ValueError(f"num_pairs must be a non-negative integer, got {num_pairs!r}")
+    if max_observations is not None:
+        if int(max_observations) != max_observations or max_observations < 2:
+            raise ValueError(
+                f"max_observations must be an integer >= 2 or None, got {max_observations!r}")
+        n_all = _number_of_observations(data, var_name)
+        if n_all > max_observations:
+            draws, _ = partition_draws(data, var_name)
+            subset = np.unique(np.linspace(0, n_all - 1, int(max_observations)).astype(np.int64))
+            pairs, probabilities = most_uncertain_pairs(
+                draws[..., subset], num_pairs, block_size=block_size, max_observations=None)
+            return subset[pairs], probabilities
     keep = max(64, 20 * num_pairs)
     candidate_scores = np.empty(0)
     candidate_pairs = np.empty((0, 2), dtype=np.int64)

@@ -1,8 +1,10 @@
 r"""PyMC distributions over partitions: Dirichlet process, Pitman-Yor, finite Dirichlet, MFM.
 
-The value of each distribution is a vector of ``n`` integer cluster labels (int64, shape
-``(n,)``).  Its log-probability is the *normalised* log exchangeable partition probability
-function (EPPF) of the set partition the labels induce,
+The value of each distribution is a vector of ``n`` integer cluster labels (shape ``(n,)``) of
+the smallest signed integer dtype that holds the label range (:func:`label_dtype`: int8 up to
+``n = 127``, int16 up to 32,767, int32 up to 2**31 - 1), so a trace stores 4 bytes per label
+and draw at ``n = 10**6`` instead of 8.  Its log-probability is the *normalised* log
+exchangeable partition probability function (EPPF) of the set partition the labels induce,
 
 .. math::
 
@@ -69,6 +71,7 @@ __all__ = [
     "PartitionPriorRV",
     "PitmanYor",
     "PitmanYorRV",
+    "label_dtype",
     "partition_log_eppf",
 ]
 
@@ -85,6 +88,18 @@ def call_random_variable(op: RandomVariable, *params, size=None, rng=None) -> Va
 
 
 # --------------------------------------------------------------------------- validation
+def label_dtype(n_labels: int) -> str:
+    """Smallest signed integer dtype holding labels ``0..n_labels`` (the value's dtype).
+
+    ``n_labels`` itself fits, so ``label + 1`` never overflows; steps may work in int64 and
+    cast back (see :meth:`pymc_splitmerge.steps.base.PartitionStep.step`).
+    """
+    for dtype in ("int8", "int16", "int32"):
+        if int(n_labels) <= np.iinfo(dtype).max:
+            return dtype
+    return "int64"
+
+
 def static_number_of_points(n) -> int:
     """Return ``n`` as a Python int >= 1 or raise; ``n`` must be static (not symbolic)."""
     if isinstance(n, Constant):
@@ -99,6 +114,19 @@ def static_number_of_points(n) -> int:
     if int(n) < 1:
         raise ValueError(f"n (number of points) must be a positive integer, got {int(n)}")
     return int(n)
+
+
+def _labels_dtype_for(*bounds) -> str:
+    """:func:`label_dtype` of the largest static bound (numbers or pytensor constants);
+    int64 when a bound is symbolic."""
+    values = []
+    for value in bounds:
+        if isinstance(value, Constant):
+            value = value.data
+        if isinstance(value, Variable):
+            return "int64"
+        values.append(int(np.asarray(value)))
+    return label_dtype(max(values))
 
 
 def constant_value(variable) -> np.ndarray | None:
@@ -218,10 +246,11 @@ def _static(value):
 
 # --------------------------------------------------------------------------- random variables
 class PartitionPriorRV(RandomVariable):
-    """Base ``RandomVariable`` of the partition priors: int64 labels of shape (n,).
+    """Base ``RandomVariable`` of the partition priors: integer labels of shape (n,).
 
     The last distribution parameter is always ``n`` (a constant int64 scalar); the others
-    are the prior's hyperparameters in the order of :attr:`parameter_names`.
+    are the prior's hyperparameters in the order of :attr:`parameter_names`.  The value's
+    dtype is set per op (``dtype=label_dtype(n)``); int64 is only the class default.
     """
 
     dtype = "int64"
@@ -243,9 +272,9 @@ class PartitionPriorRV(RandomVariable):
         prior = self.numeric_prior(*params)
         n = int(n)
         if size is None or len(size) == 0:
-            return prior.sample(n, rng)
+            return prior.sample(n, rng).astype(self.dtype)
         total = int(np.prod(size))
-        return prior.sample(n, rng, size=total).reshape(*size, n)
+        return prior.sample(n, rng, size=total).reshape(*size, n).astype(self.dtype)
 
 
 class DirichletProcessRV(PartitionPriorRV):
@@ -317,7 +346,7 @@ PARTITION_PRIOR_RV_TYPES = (DirichletProcessRV, PitmanYorRV, FiniteDirichletRV,
 
 def _all_zeros_support_point(rv, *args):
     # args = (n,) or (size, ..., n): n is always the last parameter
-    return pt.zeros((args[-1],), dtype="int64")
+    return pt.zeros((args[-1],), dtype=rv.dtype)
 
 
 # --------------------------------------------------------------------------- distributions
@@ -335,8 +364,8 @@ class DirichletProcess(Discrete):
 
     Notes
     -----
-    The value is an int64 vector of shape (n,) of labels in ``[0, n)``; the log-probability
-    depends only on the partition the labels induce.
+    The value is an integer vector (dtype :func:`label_dtype`) of shape (n,) of labels in
+    ``[0, n)``; the log-probability depends only on the partition the labels induce.
 
     References
     ----------
@@ -347,7 +376,8 @@ class DirichletProcess(Discrete):
 
     @classmethod
     def rv_op(cls, alpha, n, *, size=None, rng=None):
-        return call_random_variable(DirichletProcessRV(), alpha, n, size=size, rng=rng)
+        op = DirichletProcessRV(dtype=_labels_dtype_for(n))
+        return call_random_variable(op, alpha, n, size=size, rng=rng)
 
     @classmethod
     def dist(cls, alpha, n, **kwargs):
@@ -385,7 +415,8 @@ class PitmanYor(Discrete):
 
     @classmethod
     def rv_op(cls, alpha, discount, n, *, size=None, rng=None):
-        return call_random_variable(PitmanYorRV(), alpha, discount, n, size=size, rng=rng)
+        op = PitmanYorRV(dtype=_labels_dtype_for(n))
+        return call_random_variable(op, alpha, discount, n, size=size, rng=rng)
 
     @classmethod
     def dist(cls, alpha, discount, n, **kwargs):
@@ -437,7 +468,8 @@ class FiniteDirichlet(Discrete):
 
     @classmethod
     def rv_op(cls, alpha, k, n, *, size=None, rng=None):
-        return call_random_variable(FiniteDirichletRV(), alpha, k, n, size=size, rng=rng)
+        op = FiniteDirichletRV(dtype=_labels_dtype_for(n, k))
+        return call_random_variable(op, alpha, k, n, size=size, rng=rng)
 
     @classmethod
     def dist(cls, alpha, k, n, **kwargs):
@@ -496,7 +528,8 @@ class MixtureOfFiniteMixtures(Discrete):
 
     @classmethod
     def rv_op(cls, n, *, gamma, k_prior, size=None, rng=None):
-        op = MixtureOfFiniteMixturesRV(gamma=gamma, k_prior=k_prior)
+        op = MixtureOfFiniteMixturesRV(gamma=gamma, k_prior=k_prior,
+                                       dtype=_labels_dtype_for(n))
         return call_random_variable(op, n, size=size, rng=rng)
 
     @classmethod

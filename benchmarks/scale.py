@@ -1,0 +1,424 @@
+"""Scale benchmark (issue 13): a million points, compact traces, time to answer vs VI.
+
+Data: ``n`` points from 20 Gaussians (unit covariance) with centres 20 apart on a circle
+(2-D) or at random in a 10-D box, plus 1,000 held-out points.  Model:
+``DirichletProcess(alpha=1)`` + ``NormalInverseWishart(mu0=0, kappa0=0.01, nu0=D+2, psi0=I)``.
+
+Samplers, each through ``pm.sample`` (one chain, ``cores=1``, ``tune=0``, from the default
+all-in-one-cluster start, or from the subsample start below):
+
+* ``sams+gibbs``: ``SAMSStep(z, n_gibbs_sweeps=1)`` (the default partition step);
+* ``pgsm+gibbs``: ``PGSMStep(z, num_particles=20, n_gibbs_sweeps=1)``.
+
+(One step object holding both moves: two separate step objects would rebuild the
+sufficient statistics from the labels at every draw, an O(n log n) sort.)
+
+Each configuration runs in its own subprocess, which reports
+
+* ``s/draw``: CPU seconds per draw (median over the recorded draws after the first);
+* ``peak MB``: the subprocess's peak resident memory (``ru_maxrss``), with the in-memory
+  (NDArray) trace or with PyMC's on-disk ``ZarrTrace`` (``--zarr``, 10 draws per chunk);
+  the 1,000-draw figure is extrapolated: NDArray adds ``n`` labels of the compact dtype per
+  draw, ZarrTrace holds one chunk only;
+* ``t(lpd)``: CPU seconds (``pm.sample`` setup and any start included) until the held-out
+  log predictive density per point estimated from the draws so far, first half discarded as
+  burn-in, ``mean_j log mean_{t/2 < s <= t} p(y*_j | c_s, y)``, stays within 0.01 nats/point
+  of the reference: the same quantity from a long SAMS+Gibbs run (second half of its draws).
+
+``--vi``: the same ``t(lpd)`` against scikit-learn's ``BayesianGaussianMixture``
+(Dirichlet-process weights, 20 components, full covariances, the model's NIW prior,
+``n_init = 1`` and ``5``; its
+``t(lpd)`` is the CPU time of the fit when its ``score_samples`` held-out density is within
+0.01 of the reference, ``never`` otherwise) at n = 2,000, 20,000, 200,000, 2-D; and the
+``subsample`` start (a fast split-merge burn-in): on 2,000 random points 2,000 pure SAMS draws
+(no Gibbs sweep, ~0.1 ms each) and 20 SAMS+Gibbs draws, every point assigned to the nearest
+cluster mean, then the full sampler (the start's CPU time is included in ``t(lpd)``).
+
+``--analysis N``: time of every analysis function on a ZarrTrace of N points, read back
+thinned (summary, VI point estimate, credible ball, held-out density, streamed n_clusters).
+
+Run: ``python benchmarks/scale.py`` (fast: n <= 10^5, a few draws);
+``python benchmarks/scale.py --full`` (adds n = 10^6); ``--vi`` for the VI comparison.
+PyMC's ZarrTrace needs zarr 2 (``pip install 'pymc-splitmerge[zarr]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+TOLERANCE = 0.01
+N_TEST = 1000
+
+
+# ------------------------------------------------------------------ problem
+def make_data(n, dim, seed=0, n_components=20):
+    rng = np.random.default_rng(1000 + dim)
+    if dim == 2:
+        angles = np.linspace(0, 2 * np.pi, n_components, endpoint=False)
+        radius = 20.0 / (2 * np.sin(np.pi / n_components))  # neighbouring centres 20 apart
+        centres = radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    else:
+        centres = rng.uniform(-15.0, 15.0, size=(n_components, dim))
+    weights = np.linspace(1.0, 2.0, n_components)
+    weights /= weights.sum()
+    data_rng = np.random.default_rng(seed)
+    truth = data_rng.choice(n_components, size=n + N_TEST, p=weights)
+    points = centres[truth] + data_rng.normal(size=(n + N_TEST, dim))
+    return points[:n], points[n:], truth[:n]
+
+
+def family(dim):
+    import pymc_splitmerge as psm
+
+    return psm.NormalInverseWishart(mu0=np.zeros(dim), kappa0=0.01, nu0=dim + 2.0,
+                                    psi0=np.eye(dim))
+
+
+def build_model(y):
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=len(y))
+        psm.ConjugateMixture("y", partition=z, component=family(y.shape[1]), observed=y)
+    return model
+
+
+def make_step(sampler, model):
+    import pymc_splitmerge as psm
+
+    z = model["z"]
+    if sampler == "sams+gibbs":
+        return psm.SAMSStep(z, n_gibbs_sweeps=1, model=model)
+    if sampler == "pgsm+gibbs":
+        return psm.PGSMStep(z, num_particles=20, n_gibbs_sweeps=1, model=model)
+    raise ValueError(sampler)
+
+
+def subsample_start(y, seed, size=2000, split_merge_draws=2000, polish_draws=20):
+    """Fast split-merge burn-in: on a random subsample, ``split_merge_draws`` pure SAMS draws
+    (no Gibbs sweep: each costs O(size of the clusters involved), ~0.1 ms here), then
+    ``polish_draws`` SAMS+Gibbs draws; every point then goes to the nearest cluster mean."""
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    rng = np.random.default_rng(seed)
+    subset = rng.choice(len(y), size=min(size, len(y)), replace=False)
+    small = build_model(y[subset])
+    common = {"tune": 0, "chains": 1, "cores": 1, "progressbar": False,
+              "compute_convergence_checks": False, "return_inferencedata": False}
+    with small:
+        trace = pm.sample(draws=split_merge_draws, step=psm.SAMSStep(small["z"], model=small),
+                          random_seed=seed, **common)
+        labels = np.asarray(trace.get_values("z"))[-1]
+        trace = pm.sample(draws=polish_draws, step=make_step("sams+gibbs", small),
+                          initvals={"z": labels}, random_seed=seed + 1, **common)
+    labels = np.asarray(trace.get_values("z"))[-1]
+    k = int(labels.max()) + 1
+    means = np.stack([y[subset][labels == j].mean(0) for j in range(k)])
+    out = np.empty(len(y), dtype=np.int64)
+    for start in range(0, len(y), 100_000):
+        block = y[start:start + 100_000]
+        distances = ((block[:, None, :] - means[None]) ** 2).sum(-1)
+        out[start:start + 100_000] = distances.argmin(1)
+    _, out = np.unique(out, return_inverse=True)
+    return out
+
+
+# ------------------------------------------------------------------ one configuration
+def heldout_running_lpd(y, y_test, labels_list):
+    """Per recorded draw t: held-out lpd per point from the draws in the second half so far,
+    ``mean_j log mean_{t/2 < s <= t} p(y*_j | c_s, y)`` (the first half is burn-in), and the
+    value pooled over the second half of the whole run."""
+    from pymc_splitmerge.analysis import partition_log_predictive
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    prior = DirichletProcessPrior(1.0)
+    fam = family(y.shape[1])
+    rows = np.stack([partition_log_predictive(prior, fam, y, labels, y_test)
+                     for labels in labels_list])
+    running = np.array([_pooled_lpd(rows[t // 2:t + 1]) for t in range(len(rows))])
+    return running, _pooled_lpd(rows[len(rows) // 2:])
+
+
+def _pooled_lpd(rows):
+    peak = rows.max(0)
+    return float(np.mean(peak + np.log(np.exp(rows - peak).mean(0))))
+
+
+def run_one(config):
+    """Run one configuration (in a fresh process); returns a dict."""
+    import pymc as pm
+
+    warnings.simplefilter("ignore")
+    n, dim, sampler, draws = config["n"], config["dim"], config["sampler"], config["draws"]
+    y, y_test, _ = make_data(n, dim, seed=config.get("seed", 0))
+    cpu0 = time.process_time()
+    initvals = None
+    if config.get("start") == "subsample":
+        initvals = {"z": subsample_start(y, config.get("seed", 0))}
+    model = build_model(y)
+    step = make_step(sampler, model)
+    times, labels_list = [], []
+    record_every = int(config.get("record_every", 1))
+
+    def callback(trace, draw):
+        times.append(time.process_time())
+        if draw.draw_idx % record_every == 0 or draw.is_last:
+            labels_list.append(np.array(draw.point["z"]))
+
+    trace_backend = None
+    if config.get("zarr"):
+        import zarr
+        from pymc.backends.zarr import ZarrTrace
+
+        trace_backend = ZarrTrace(store=zarr.DirectoryStore(config["zarr"]), draws_per_chunk=10)
+    kwargs = {"trace": trace_backend} if trace_backend is not None else {}
+    with model:
+        pm.sample(draws=draws, tune=0, chains=1, cores=1, step=step, initvals=initvals,
+                  random_seed=config.get("seed", 0), progressbar=False, callback=callback,
+                  compute_convergence_checks=False, return_inferencedata=False, **kwargs)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    per_draw = np.diff(times)
+    result = {**config, "s_per_draw": float(np.median(per_draw)) if per_draw.size else None,
+              "setup_cpu": float(times[0] - cpu0 - (np.median(per_draw) if per_draw.size else 0)),
+              "peak_mb": peak_mb, "label_dtype": str(labels_list[0].dtype),
+              "n_clusters_last": int(labels_list[-1].max()) + 1}
+    if config.get("lpd", True):
+        running, result["half_lpd"] = heldout_running_lpd(y, y_test, labels_list)
+        recorded = [i for i in range(len(times)) if i % record_every == 0 or i == len(times) - 1]
+        result["running_lpd"] = running.tolist()
+        result["cpu_at_record"] = [float(times[i] - cpu0) for i in recorded]
+    return result
+
+
+def spawn(config, extra_path=None):
+    """Run ``config`` in a subprocess (own peak memory); returns its dict."""
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + extra_path
+    env.setdefault("NUMCODECS_ALLOW_UNSAFE_PICKLE_DECODE", "1")  # ZarrTrace's own state
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(config)], env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        return {**config, "error": out.stderr.strip().splitlines()[-1:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------ reporting
+def time_to_reference(result, reference):
+    running = np.asarray(result.get("running_lpd", []))
+    if reference is None or running.size == 0:
+        return np.nan
+    close = np.abs(running - reference) <= TOLERANCE
+    if not close[-1]:
+        return np.inf
+    far = np.flatnonzero(~close)
+    first = 0 if far.size == 0 else far[-1] + 1
+    return result["cpu_at_record"][first]
+
+
+def fmt(value, digits=2):
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    if isinstance(value, float) and np.isinf(value):
+        return "never"
+    return f"{value:.{digits}f}"
+
+
+def scale_table(sizes, dims, samplers, draws, zarr_path):
+    print("\n## Time per draw and peak memory (one chain, CPU time)\n")
+    print("| D | n | sampler | K (last) | label dtype | s/draw | peak MB (NDArray) | "
+          "peak MB (ZarrTrace) | est. MB for 1,000 draws NDArray / Zarr |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for dim in dims:
+        for n in sizes:
+            for sampler in samplers:
+                config = {"n": n, "dim": dim, "sampler": sampler, "draws": draws(n),
+                          "lpd": False}
+                memory = spawn(config)
+                zarr_result = {}
+                if zarr_path:
+                    store = os.path.join("/tmp", f"scale_{os.getpid()}_{dim}_{n}.zarr")
+                    zarr_result = spawn({**config, "zarr": store}, zarr_path)
+                    shutil.rmtree(store, ignore_errors=True)
+                if "error" in memory:
+                    print(f"| {dim} | {n:,} | {sampler} | error: {memory['error']} |")
+                    continue
+                itemsize = np.dtype(memory["label_dtype"]).itemsize
+                extrapolated = memory["peak_mb"] + (1000 - config["draws"]) * n * itemsize / 2**20
+                zarr_mb = zarr_result.get("peak_mb", np.nan)
+                print(f"| {dim} | {n:,} | {sampler} | {memory['n_clusters_last']} | "
+                      f"{memory['label_dtype']} | {fmt(memory['s_per_draw'], 3)} | "
+                      f"{fmt(memory['peak_mb'], 0)} | {fmt(zarr_mb, 0)} | "
+                      f"{fmt(extrapolated, 0)} / {fmt(zarr_mb, 0)} |")
+                sys.stdout.flush()
+                rows.append(memory)
+    return rows
+
+
+def vi_table(sizes, seed, reference_draws):
+    from sklearn.mixture import BayesianGaussianMixture
+
+    print("\n## Time to answer vs variational inference (2-D, CPU seconds)\n")
+    print("Cells: t(lpd) (CPU s of the whole run or fit) / final lpd minus reference.\n")
+    print("| n | reference lpd | SAMS+Gibbs | SAMS+Gibbs, subsample start | PGSM+Gibbs | "
+          "sklearn n_init=1 | sklearn n_init=5 |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        long_draws, run_draws, record = reference_draws(n)
+        reference = spawn({"n": n, "dim": 2, "sampler": "sams+gibbs", "draws": long_draws,
+                           "record_every": record, "seed": seed + 1, "start": "subsample"})
+        if "error" in reference:
+            print(f"| {n:,} | reference failed: {reference['error']} |")
+            continue
+        y, y_test, _ = make_data(n, 2, seed=0)
+        ref_value = reference["half_lpd"]  # pooled over the second half of the long run
+        cells = []
+        for sampler, start in (("sams+gibbs", None), ("sams+gibbs", "subsample"),
+                               ("pgsm+gibbs", None)):
+            result = spawn({"n": n, "dim": 2, "sampler": sampler, "draws": run_draws,
+                            "record_every": record, "seed": seed, "start": start})
+            if "error" in result:
+                cells.append("error")
+                continue
+            gap = result["running_lpd"][-1] - ref_value
+            cells.append(f"{fmt(time_to_reference(result, ref_value))} "
+                         f"({result['cpu_at_record'][-1]:.1f} s) / {gap:+.3f}")
+        for n_init in (1, 5):
+            model = BayesianGaussianMixture(
+                n_components=20, weight_concentration_prior_type="dirichlet_process",
+                weight_concentration_prior=1.0, covariance_type="full", max_iter=1000,
+                # the same prior as the model: NIW(mu0 = 0, kappa0 = 0.01, nu0 = D + 2, I)
+                mean_prior=np.zeros(2), mean_precision_prior=0.01,
+                degrees_of_freedom_prior=4.0, covariance_prior=np.eye(2),
+                n_init=n_init, random_state=seed)
+            tic = time.process_time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(y)
+            seconds = time.process_time() - tic
+            gap = float(model.score_samples(y_test).mean()) - ref_value
+            reached = seconds if abs(gap) <= TOLERANCE else np.inf
+            cells.append(f"{fmt(reached)} ({fmt(seconds)} s) / {gap:+.3f}")
+        print(f"| {n:,} | {ref_value:.4f} | " + " | ".join(cells) + " |")
+        sys.stdout.flush()
+
+
+def analysis_table(n, draws, zarr_path):
+    config = {"n": n, "dim": 2, "sampler": "sams+gibbs", "draws": draws, "analysis": True,
+              "lpd": False, "zarr": os.path.join("/tmp", f"scale_analysis_{os.getpid()}.zarr")}
+    result = spawn(config, zarr_path)
+    shutil.rmtree(config["zarr"], ignore_errors=True)
+    print(f"\n## Analysis functions at n = {n:,} ({draws} draws on a ZarrTrace; CPU s)\n")
+    if "error" in result:
+        print("error:", result["error"])
+        return
+    print("| function | CPU s | peak MB after |")
+    print("|---|---|---|")
+    for name, seconds, peak in result["analysis"]:
+        print(f"| {name} | {seconds:.1f} | {peak:.0f} |")
+
+
+def run_analysis(config):
+    """Sample onto a ZarrTrace, then time the analysis functions on it (same process)."""
+    import pymc_splitmerge.analysis as psa
+
+    result = run_one(config)
+    n = config["n"]
+    y, y_test, _ = make_data(n, 2, seed=0)
+    model = build_model(y)
+    timings = []
+
+    def timed(name, function):
+        tic = time.process_time()
+        value = function()
+        timings.append((name, time.process_time() - tic,
+                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+        return value
+
+    n_clusters = timed("n_clusters streamed (iter_zarr_draws)", lambda: [
+        int(block.max(axis=-1).max()) + 1 for _, _, block in psa.iter_zarr_draws(
+            config["zarr"], "z")])
+    del n_clusters
+    posterior = timed("zarr_posterior (every draw)", lambda: psa.zarr_posterior(config["zarr"]))
+    # summary's default reference partition is a 2-run SALSO point estimate: timed apart
+    timed("summary (reference=None)", lambda: psa.summary(posterior, reference=None, rng=0))
+    estimate = timed("point_estimate (VI, SALSO, num_runs=1)",
+                     lambda: psa.point_estimate(posterior, num_runs=1, rng=0))
+    timed("least_squares_draw (binder)", lambda: psa.least_squares_draw(posterior))
+    timed("credible_ball (VI)", lambda: psa.credible_ball(posterior, center=estimate))
+    timed("heldout_log_predictive_density", lambda: psa.heldout_log_predictive_density(
+        posterior, model, y_test))
+    try:
+        psa.posterior_similarity_matrix(posterior)
+    except MemoryError:
+        timings.append(("posterior_similarity_matrix (refuses: MemoryError)", 0.0,
+                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    result["analysis"] = timings
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--full", action="store_true", help="add n = 10^6")
+    parser.add_argument("--vi", action="store_true", help="time to answer vs sklearn")
+    parser.add_argument("--vi-sizes", default="2000,20000,200000")
+    parser.add_argument("--sizes", default=None, help="comma-separated n (overrides)")
+    parser.add_argument("--dims", default="2,10")
+    parser.add_argument("--samplers", default="sams+gibbs,pgsm+gibbs")
+    parser.add_argument("--draws", type=int, default=None, help="draws per timing run")
+    parser.add_argument("--analysis", type=int, default=0, help="n of the analysis timing")
+    parser.add_argument("--zarr-path", default=os.environ.get("SCALE_ZARR_PATH"),
+                        help="extra sys.path entry holding zarr 2 (for ZarrTrace)")
+    parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.one:
+        config = json.loads(args.one)
+        result = run_analysis(config) if config.get("analysis") else run_one(config)
+        print(json.dumps(result))
+        return
+    zarr_path = args.zarr_path
+    try:
+        import zarr  # noqa: F401
+
+        zarr_path = zarr_path or ""
+    except ImportError:
+        if not zarr_path:
+            print("zarr 2 not importable: ZarrTrace columns are skipped "
+                  "(pip install 'pymc-splitmerge[zarr]' or --zarr-path DIR)")
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    else:
+        sizes = [10_000, 100_000] + ([1_000_000] if args.full else [])
+    print(f"# benchmarks/scale.py  (python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} cores, shared machine)")
+    if not args.skip_scale:
+        scale_table(sizes, [int(d) for d in args.dims.split(",")], args.samplers.split(","),
+                    lambda n: args.draws or (10 if n >= 10**6 else 20), zarr_path)
+    if args.analysis:
+        analysis_table(args.analysis, args.draws or 20, zarr_path)
+    if args.vi:
+        def reference_draws(n):  # (reference draws, draws per contender run, record every)
+            return (600, 300, 1) if n <= 20_000 else (120, 60, 1)
+
+        vi_table([int(s) for s in args.vi_sizes.split(",")], args.seed, reference_draws)
+
+
+if __name__ == "__main__":
+    main()
