@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing.oracle import exact_posterior
 
 __all__ = ["one_step_invariance_draws", "kernel_chain_draws"]
@@ -57,8 +58,6 @@ def one_step_invariance_draws(kernel, prior, family, data, num_samples, rng, *, 
         The exact posterior the draws started from.
     """
     exact, x, log_v_table, log_w_table = _setup(prior, family, data, log_v_table, log_w_table)
-    from pymc_splitmerge.kernels.state import PartitionState
-
     starts = exact.sample(num_samples, rng)
     out = np.empty_like(starts)
     for row, start in enumerate(starts):
@@ -77,8 +76,6 @@ def kernel_chain_draws(kernel, prior, family, data, num_samples, rng, *, thin=10
     checked against a fresh recomputation of its statistics at the end.
     """
     exact, x, log_v_table, log_w_table = _setup(prior, family, data, log_v_table, log_w_table)
-    from pymc_splitmerge.kernels.state import PartitionState
-
     state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
     for _ in range(burn_in):
         kernel(state, log_v_table, log_w_table, rng)
