@@ -42,12 +42,10 @@ def _log_predictive_rows(family_id, params, stats, active, n_clusters, empty_row
             value = log_join[b] + dispatch.log_predictive(family_id, params, stats[active[b]],
                                                           x_new[j])
             weights[b] = value
-            if value > top:
-                top = value
+            top = max(top, value)
         value = log_new + dispatch.log_predictive(family_id, params, empty_row, x_new[j])
         weights[n_clusters] = value
-        if value > top:
-            top = value
+        top = max(top, value)
         total = 0.0
         for b in range(n_clusters + 1):
             total += np.exp(weights[b] - top)

@@ -18,7 +18,7 @@ import numpy as np
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing.oracle import exact_posterior
 
-__all__ = ["one_step_invariance_draws", "kernel_chain_draws"]
+__all__ = ["kernel_chain_draws", "one_step_invariance_draws"]
 
 
 def _setup(prior, family, data, log_v_table, log_w_table):
