@@ -62,10 +62,13 @@ def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
                               burn_in=burn_in)
 
 
-def thinned_labels(trace, thin, name="z"):
+def thinned_labels(trace, thin, name="z", *, chains=None):
     """Every ``thin``-th draw of the partition variable ``name`` of a trace, chains stacked.
 
-    Returns an array of shape (chain * ceil(draw / thin), n).
+    ``chains``, if given, is the number of chains the trace must hold.  Returns an array of
+    shape (chain * ceil(draw / thin), n).
     """
     values = np.asarray(trace["posterior"][name].values)  # (chain, draw, n)
+    if chains is not None:
+        assert values.shape[0] == chains, (values.shape, chains)
     return values[:, ::thin].reshape(-1, values.shape[-1])

@@ -1,8 +1,9 @@
 """Draws for testing a partition kernel against the exact posterior.
 
 A *kernel* here is any callable ``kernel(state, log_v_table, log_w_table, rng)`` that
-updates a :class:`~pymc_splitmerge.kernels.state.PartitionState` in place (``gibbs_sweep``,
-``sams_step``, ``rgsm_update``, ``pgsm_step`` with options bound by ``functools.partial``).
+updates a :class:`~pymc_splitmerge.kernels.state.PartitionState` in place: the collapsed Gibbs
+sweep and the SAMS, RGSM and PGSM transitions of :mod:`pymc_splitmerge.kernels`, with their
+options bound by ``functools.partial``.
 
 * :func:`one_step_invariance_draws`: i.i.d. exact posterior draws, each moved by the kernel;
   if the kernel leaves the posterior invariant the results are again i.i.d. posterior draws,
