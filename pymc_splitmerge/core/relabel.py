@@ -41,6 +41,8 @@ def check_labels(labels, what: str = "labels", *, allow_negative: bool = True) -
     Returns
     -------
     ndarray of int64, same shape as ``labels``
+        The labels themselves, except unsigned labels beyond the int64 range, which are
+        replaced by their ranks among the distinct values (the same partition).
 
     Raises
     ------
@@ -66,10 +68,14 @@ def check_labels(labels, what: str = "labels", *, allow_negative: bool = True) -
             raise TypeError(f"{what} must hold integer cluster labels, got non-integer floats")
     elif kind not in "iub" and array.size:
         raise TypeError(f"{what} must hold integer cluster labels, got dtype {array.dtype}")
-    array = array.astype(np.int64, copy=False)
     if not allow_negative and array.size and array.min() < 0:
         raise ValueError(f"{what} holds negative labels; cluster labels must be >= 0")
-    return array
+    if kind == "u" and array.size and array.max() > np.iinfo(np.int64).max:
+        # unsigned labels beyond the int64 range: replace each distinct value by its rank,
+        # which keeps which observations share a label (all that a partition is)
+        _, inverse = np.unique(array, return_inverse=True)
+        return inverse.reshape(array.shape).astype(np.int64)
+    return array.astype(np.int64, copy=False)
 
 
 def _as_label_rows(labels) -> np.ndarray:
