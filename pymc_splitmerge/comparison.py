@@ -43,10 +43,17 @@ from __future__ import annotations
 
 import time
 
+import arviz as az
+import matplotlib.pyplot as plt
 import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import xarray as xr
+from pymc.sampling.mcmc import assign_step_methods
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
-from pymc_splitmerge.analysis._labels import canonicalize
+from pymc_splitmerge.analysis._labels import canonicalize, partition_draws
+from pymc_splitmerge.analysis.quantities import block_fractions
 from pymc_splitmerge.components import BetaBernoulli, NormalKnownCovariance
 
 __all__ = [
@@ -131,9 +138,6 @@ def builtin_mixture_model(data, family, n_components: int = 20, *, weights="stic
         Free variables ``weights`` (through ``sticks`` for stick-breaking), ``theta`` of shape
         (K, dim) (Bernoulli probabilities or component means) and, for explicit labels, ``z``.
     """
-    import pymc as pm
-    import pytensor.tensor as pt
-
     data = _check_inputs(data, family, n_components, weights, labels, alpha)
     n, dim = data.shape
     k = int(n_components)
@@ -258,8 +262,6 @@ def log_predictive_draws(idata, family, new_data, data_dim: int | None = None) -
 
 def describe_step_assignment(model) -> list[str]:
     """What ``pm.sample`` assigns to each free variable of ``model``, as lines of text."""
-    from pymc.sampling.mcmc import assign_step_methods
-
     _, selected = assign_step_methods(model)
     lines = []
     for step_class, variables in selected.items():
@@ -311,8 +313,6 @@ class WallClockBudget:
 
 def _trace_from_arrays(values: dict):
     """An InferenceData (ArviZ 0.x) or DataTree (ArviZ 1.x) with ``values`` as posterior."""
-    import arviz as az
-
     if compat.ARVIZ_MAJOR >= 1:
         return az.from_dict({"posterior": values})
     return az.from_dict(posterior=values)
@@ -347,8 +347,6 @@ def sample_with_budget(model, *, seconds: float | None, chains: int = 4, draws: 
     failed : list of float
         Seconds spent by each chain that stopped before the end of tuning.
     """
-    import pymc as pm
-
     seeds = np.random.default_rng(random_seed).integers(2**31 - 1, size=int(chains))
     kept, times, failed = [], [], []
     for chain in range(int(chains)):
@@ -441,8 +439,6 @@ def replace_labels(idata, labels=None, var_name: str = "z"):
 
     ``labels`` of shape (chain, draw, n); None canonicalises the variable already there.
     """
-    import xarray as xr
-
     posterior = compat.get_group(idata, "posterior")
     if labels is None:
         labels = canonicalize(posterior[var_name].transpose("chain", "draw", ...).values)
@@ -477,11 +473,6 @@ def plot_largest_fraction(traces: dict, var_name: str = "z", reference: float | 
     -------
     figure, axes
     """
-    import matplotlib.pyplot as plt
-
-    from pymc_splitmerge.analysis._labels import partition_draws
-    from pymc_splitmerge.analysis.quantities import block_fractions
-
     figure, axes = plt.subplots(1, len(traces), figsize=(3.6 * len(traces), 2.8), sharey=True,
                                 squeeze=False)
     for axis, (name, trace) in zip(axes[0], traces.items()):

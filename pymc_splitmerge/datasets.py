@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["jain_neal_bernoulli", "gaussian_blobs"]
+__all__ = ["gaussian_blobs", "jain_neal_bernoulli"]
 
 # Jain & Neal (2000), Table 1: P(y_h = 1 | c) for the first six attributes of the five
 # equally likely components.  Tables 2 and 3 replicate the last column to 15 and 18

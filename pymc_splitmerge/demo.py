@@ -17,7 +17,15 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+import pymc as pm
+
+import pymc_splitmerge as psm
+from pymc_splitmerge.analysis._arviz_compat import get_group
+from pymc_splitmerge.comparison import plot_largest_fraction, sample_builtin_mixture
 
 __all__ = ["SAMPLERS", "DemoSampler", "main"]
 
@@ -73,15 +81,7 @@ def main(argv=None) -> int:
                         help="folder where the plots are saved")
     args = parser.parse_args(argv)
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
-    import pymc as pm
-
-    import pymc_splitmerge as psm
-
+    matplotlib.use("Agg")  # the demo saves its plots to files; never open a window
     warnings.filterwarnings("ignore", category=FutureWarning)
     os.makedirs(args.output, exist_ok=True)
     started = time.perf_counter()
@@ -164,12 +164,6 @@ def _builtin_row(args, data, truth, traces) -> dict:
     samplers, and returns the comparison row.  Judged by the same analysis code: the labels
     PyMC samples are canonicalised.
     """
-    import matplotlib.pyplot as plt
-
-    import pymc_splitmerge as psm
-    from pymc_splitmerge.analysis._arviz_compat import get_group
-    from pymc_splitmerge.comparison import plot_largest_fraction, sample_builtin_mixture
-
     label = "PyMC built-in (K=20)"
     print(f"\n=== d = {BUILTIN_ATTRIBUTES}: PyMC's built-in samplers on a truncated "
           f"stick-breaking mixture (K = 20, explicit labels), {args.builtin_seconds:g} s per "

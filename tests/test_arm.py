@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from splitmerge_problems import PRIORS, PROBLEMS, bernoulli_problem
+from conftest import PRIORS, PROBLEMS, bernoulli_problem, thinned_labels
 
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
@@ -252,11 +252,6 @@ def _arm_sample(prior_name, family_name, library, *, chains, draws, seed, random
     return idata, step
 
 
-def _thinned(idata, thin=ARM_THIN):
-    values = np.asarray(idata["posterior"]["z"].values)  # (chain, draw, n)
-    return values[:, ::thin].reshape(-1, values.shape[-1])
-
-
 def _seed(*parts):
     from test_sampler_matrix import case_seed
 
@@ -282,7 +277,7 @@ def test_ensemble_library_matches_exact(prior_name, family_name):
     assert not np.any(made[:, 1:] & made[:, :-1])
     assert 0.3 < made.mean() <= 0.5
     assert 0 < accepted.mean() < 0.5
-    assert_partition_gof(_thinned(idata), exact_fixed(prior_name, family_name))
+    assert_partition_gof(thinned_labels(idata, ARM_THIN), exact_fixed(prior_name, family_name))
 
 
 @pytest.mark.parametrize("family_name", PM_FAMILIES)
@@ -294,7 +289,7 @@ def test_frozen_library_matches_exact(prior_name, family_name):
                               draws=FROZEN_DRAWS, seed=_seed("frozen", prior_name, family_name))
     assert step._frozen_library is not None and step._frozen_library.shape[0] >= 2
     assert np.asarray(idata["sample_stats"]["arm_accepted"].values).mean() > 0
-    assert_partition_gof(_thinned(idata), exact_fixed(prior_name, family_name))
+    assert_partition_gof(thinned_labels(idata, ARM_THIN), exact_fixed(prior_name, family_name))
 
 
 def test_ensemble_with_random_concentration_matches_quadrature():
@@ -310,7 +305,7 @@ def test_ensemble_with_random_concentration_matches_quadrature():
     exact = exact_posterior_random_concentration(
         lambda alpha: psm.priors.DirichletProcessPrior(alpha=alpha), ALPHA_GAMMA_PRIOR,
         make_family(), data)
-    assert_partition_gof(_thinned(idata), exact)
+    assert_partition_gof(thinned_labels(idata, ARM_THIN), exact)
 
 
 # Pure ARM (no Gibbs sweeps) from four different starting partitions: the exact red/black
@@ -335,7 +330,7 @@ def test_pure_arm_red_black_matches_exact():
 
     idata = _pure_arm(None)
     assert "gibbs_changed" not in idata["sample_stats"]
-    assert_partition_gof(_thinned(idata, PURE_ARM_THIN),
+    assert_partition_gof(thinned_labels(idata, PURE_ARM_THIN),
                          exact_fixed("dirichlet_process", "beta_bernoulli"))
 
 
@@ -344,7 +339,7 @@ def test_negative_control_jacobi_population_update_is_rejected():
 
     idata = _pure_arm("jacobi")
     with pytest.raises(AssertionError, match="goodness-of-fit failed"):
-        assert_partition_gof(_thinned(idata, PURE_ARM_THIN),
+        assert_partition_gof(thinned_labels(idata, PURE_ARM_THIN),
                              exact_fixed("dirichlet_process", "beta_bernoulli"))
 
 

@@ -15,6 +15,7 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import PRIORS
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
@@ -33,9 +34,7 @@ from pymc_splitmerge.kernels.state import PartitionState, assign_point
 from pymc_splitmerge.priors import (
     DirichletProcessPrior,
     FiniteDirichletPrior,
-    MixtureOfFiniteMixturesPrior,
     PitmanYorPrior,
-    ShiftedPoisson,
 )
 from pymc_splitmerge.testing import (
     GOF_PVALUE_THRESHOLD,
@@ -46,14 +45,6 @@ from pymc_splitmerge.testing import (
 )
 
 N_SAMPLES = 3000
-
-PRIORS = {
-    "dp": DirichletProcessPrior(alpha=1.0),
-    "py": PitmanYorPrior(alpha=0.7, discount=0.4),
-    "finite": FiniteDirichletPrior(alpha=1.5, k=3),
-    "mfm": MixtureOfFiniteMixturesPrior(gamma=1.0, k_prior=ShiftedPoisson(rate=1.0)),
-}
-
 
 def make_family_and_data(name, seed=0):
     rng = np.random.default_rng(seed)

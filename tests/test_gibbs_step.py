@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pymc as pm
 import pytest
+from conftest import thinned_labels
 
 import pymc_splitmerge.steps as steps
 from pymc_splitmerge.components import BetaBernoulli, GammaPoisson, NormalInverseWishart
@@ -39,11 +40,6 @@ def posterior_values(idata, name):
     return values.reshape(-1, *values.shape[2:]) if values.ndim > 2 else values.reshape(-1)
 
 
-def thinned_labels(idata, name="z"):
-    values = np.asarray(idata["posterior"][name].values)  # (chain, draw, n)
-    return values[:, ::THIN].reshape(-1, values.shape[-1])
-
-
 def test_dirichlet_process_beta_bernoulli_matches_exact():
     family = BetaBernoulli(a=1.0, b=1.0)
     with pm.Model():
@@ -51,7 +47,7 @@ def test_dirichlet_process_beta_bernoulli_matches_exact():
         ConjugateMixture("y", partition=z, component=family, observed=BERNOULLI_DATA)
         idata = pm.sample(draws=2400, step=steps.CollapsedGibbsStep(z), random_seed=11,
                           **SAMPLE_KWARGS)
-    labels = thinned_labels(idata)
+    labels = thinned_labels(idata, THIN)
     exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, BERNOULLI_DATA)
     assert_partition_gof(labels, exact)
     all_labels = posterior_values(idata, "z")
@@ -66,7 +62,7 @@ def test_pitman_yor_niw_matches_exact():
         idata = pm.sample(draws=2400, step=steps.CollapsedGibbsStep(z, scan="systematic"),
                           random_seed=12, **SAMPLE_KWARGS)
     exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, NIW_DATA)
-    assert_partition_gof(thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, THIN), exact)
 
 
 def test_finite_gamma_poisson_matches_exact():
@@ -77,7 +73,7 @@ def test_finite_gamma_poisson_matches_exact():
         idata = pm.sample(draws=2400, step=steps.CollapsedGibbsStep(z, n_sweeps=2),
                           random_seed=13, **SAMPLE_KWARGS)
     exact = exact_posterior(FiniteDirichletPrior(alpha=1.5, k=3), family, POISSON_DATA)
-    assert_partition_gof(thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, THIN), exact)
 
 
 def batch_mean_error(draws, n_batches=40):
@@ -99,7 +95,7 @@ def test_random_concentration_matches_quadrature(update):
                           random_seed=14, **SAMPLE_KWARGS)
     exact = exact_posterior_random_concentration(DirichletProcessPrior, (shape, rate), family,
                                                  BERNOULLI_DATA)
-    assert_partition_gof(thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, THIN), exact)
     alpha_draws = np.asarray(idata["posterior"]["alpha"].values)
     error = math.sqrt(sum(batch_mean_error(chain) ** 2 for chain in alpha_draws)) / 2
     assert abs(alpha_draws.mean() - exact.concentration_mean) < 4 * error
@@ -118,7 +114,7 @@ def test_pitman_yor_concentration_slice_matches_quadrature():
     exact = exact_posterior_random_concentration(
         lambda a: PitmanYorPrior(alpha=a, discount=discount), (shape, rate), family,
         POISSON_DATA)
-    assert_partition_gof(thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, THIN), exact)
     alpha_draws = np.asarray(idata["posterior"]["alpha"].values)
     error = math.sqrt(sum(batch_mean_error(chain) ** 2 for chain in alpha_draws)) / 2
     assert abs(alpha_draws.mean() - exact.concentration_mean) < 4 * error

@@ -12,7 +12,9 @@ from pymc_splitmerge.core.enumerate import bell_number, enumerate_partitions
 from pymc_splitmerge.core.relabel import (
     canonical_labels,
     canonical_labels_reference,
+    check_labels,
     cluster_sizes,
+    is_canonical,
     partition_index,
 )
 from pymc_splitmerge.priors import (
@@ -108,6 +110,16 @@ def test_canonical_labels_cases():
         canonical_labels(["a", "b"])
     with pytest.raises(ValueError):
         canonical_labels(np.zeros((2, 2, 2), dtype=int))
+    # the one label validator: integer-valued floats and booleans convert, the rest is refused
+    np.testing.assert_array_equal(check_labels([1.0, 0.0]), [1, 0])
+    np.testing.assert_array_equal(check_labels([True, False]), [1, 0])
+    assert check_labels([-1, 2]).dtype == np.int64
+    with pytest.raises(TypeError, match="non-integer floats"):
+        check_labels([0.5, 1.0])
+    with pytest.raises(ValueError, match="negative labels"):
+        check_labels([-1, 2], allow_negative=False)
+    with pytest.raises(ValueError, match="ragged"):
+        check_labels([[0, 1], [0]])
 
 
 def test_canonical_labels_numba_matches_reference():
@@ -117,6 +129,11 @@ def test_canonical_labels_numba_matches_reference():
         np.testing.assert_array_equal(canonical_labels(labels), canonical_labels_reference(labels))
         np.testing.assert_array_equal(canonical_labels(labels[0]),
                                       canonical_labels_reference(labels[0]))
+        # is_canonical holds exactly on the image of the relabelling
+        rows_canonical = np.array([is_canonical(row) for row in labels])
+        np.testing.assert_array_equal(
+            rows_canonical, np.all(canonical_labels(labels) == labels, axis=1))
+        assert is_canonical(canonical_labels(labels))
 
 
 def test_partition_index_and_cluster_sizes():

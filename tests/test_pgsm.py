@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 import pytest
+from conftest import PRIORS, thinned_labels
 
 from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart
 from pymc_splitmerge.kernels import smc
@@ -26,9 +27,7 @@ from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import (
     DirichletProcessPrior,
     FiniteDirichletPrior,
-    MixtureOfFiniteMixturesPrior,
     PitmanYorPrior,
-    ShiftedPoisson,
 )
 from pymc_splitmerge.testing import (
     GOF_PVALUE_THRESHOLD,
@@ -52,14 +51,6 @@ def bernoulli():
 
 def normal():
     return NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=0.5 * np.eye(2))
-
-
-PRIORS = {
-    "dp": lambda: DirichletProcessPrior(alpha=1.0),
-    "py": lambda: PitmanYorPrior(alpha=0.5, discount=0.4),
-    "finite": lambda: FiniteDirichletPrior(alpha=1.0, k=3),
-    "mfm": lambda: MixtureOfFiniteMixturesPrior(gamma=1.0, k_prior=ShiftedPoisson(rate=1.0)),
-}
 
 
 def one_step_labels(prior, family, data, rng, num_samples=2000, transitions=2, **options):
@@ -187,8 +178,8 @@ def test_final_target_is_full_posterior_including_v_of_k(prior_name):
     uses log V(n, K_other + #blocks).
     """
     rng = np.random.default_rng(3)
-    prior = {"finite": lambda: FiniteDirichletPrior(alpha=0.8, k=4), "py": PRIORS["py"],
-             "mfm": PRIORS["mfm"]}[prior_name]()
+    prior = {"finite": FiniteDirichletPrior(alpha=0.8, k=4), "py": PRIORS["py"],
+             "mfm": PRIORS["mfm"]}[prior_name]
     family = bernoulli()
     data = np.vstack([BERNOULLI_DATA, 1 - BERNOULLI_DATA[:3]])
     x = family.prepare_data(data)
@@ -232,7 +223,7 @@ def test_one_step_invariance(prior_name, family_name):
     rng = np.random.default_rng(sum(map(ord, prior_name + family_name)))
     family = {"bernoulli": bernoulli, "normal": normal}[family_name]()
     data = {"bernoulli": BERNOULLI_DATA, "normal": NORMAL_DATA}[family_name][:5]
-    out, exact = one_step_labels(PRIORS[prior_name](), family, data, rng)
+    out, exact = one_step_labels(PRIORS[prior_name], family, data, rng)
     assert_partition_gof(out, exact)
 
 
@@ -309,11 +300,7 @@ def test_bad_options_raise():
 # --------------------------------------------------------------------------- PyMC step
 
 
-def _thinned(idata, thin=5):
-    values = np.asarray(idata["posterior"]["z"].values)  # (chain, draw, n)
-    return values[:, ::thin].reshape(-1, values.shape[-1])
-
-
+PM_THIN = 5
 SAMPLE_KWARGS = dict(tune=50, chains=2, cores=1, progressbar=False,
                      compute_convergence_checks=False)
 
@@ -331,7 +318,7 @@ def test_pgsm_step_dirichlet_process_bernoulli_matches_exact():
         step = PGSMStep(z, num_particles=10)
         idata = pm.sample(draws=3000, step=step, random_seed=21, **SAMPLE_KWARGS)
     exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, BERNOULLI_DATA)
-    assert_partition_gof(_thinned(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
     stats = idata["sample_stats"]
     moves = np.asarray(stats["pgsm_move"].values)
     assert set(np.unique(moves)) <= {0, 1, 2, 3} and (moves == 1).any() and (moves == 2).any()
@@ -355,7 +342,7 @@ def test_pgsm_step_finite_normal_informed_anchors_matches_exact():
         idata = pm.sample(draws=3000, step=step, random_seed=22, **SAMPLE_KWARGS)
     assert step.anchor_proposal.is_adapted and not step.tune  # adapted in tuning, then frozen
     exact = exact_posterior(FiniteDirichletPrior(alpha=1.0, k=3), family, data)
-    assert_partition_gof(_thinned(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
 def test_pgsm_step_finite_three_anchors_matches_exact():
@@ -372,7 +359,7 @@ def test_pgsm_step_finite_three_anchors_matches_exact():
         idata = pm.sample(draws=3000, step=PGSMStep(z, n_anchors=3, n_gibbs_sweeps=1),
                           random_seed=23, **SAMPLE_KWARGS)
     exact = exact_posterior(FiniteDirichletPrior(alpha=1.0, k=2), family, data)
-    assert_partition_gof(_thinned(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
 @pytest.mark.parametrize(

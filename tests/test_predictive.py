@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import pytest
+from conftest import PRIORS
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.analysis.predictive import (
@@ -21,18 +22,9 @@ from pymc_splitmerge.analysis.predictive import (
 from pymc_splitmerge.priors import (
     DirichletProcessPrior,
     FiniteDirichletPrior,
-    MixtureOfFiniteMixturesPrior,
-    PitmanYorPrior,
-    ShiftedPoisson,
 )
 from pymc_splitmerge.testing import exact_posterior
 
-PRIORS = {
-    "dp": DirichletProcessPrior(alpha=1.3),
-    "py": PitmanYorPrior(alpha=0.6, discount=0.4),
-    "finite": FiniteDirichletPrior(alpha=0.8, k=3),
-    "mfm": MixtureOfFiniteMixturesPrior(gamma=1.2, k_prior=ShiftedPoisson(rate=1.0)),
-}
 BERNOULLI = (psm.BetaBernoulli(a=0.7, b=1.1),
              np.array([[1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [1, 1, 1]]),
              np.array([[1, 1, 0], [0, 0, 0]]))

@@ -22,13 +22,14 @@ from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from splitmerge_problems import (
+from conftest import (
     PRIORS,
     PROBLEMS,
     bernoulli_problem,
     chain_draws,
     niw_problem,
     one_step_draws,
+    thinned_labels,
 )
 
 SEED = 4211
@@ -170,11 +171,6 @@ PM_BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0,
 PM_NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
 
 
-def _thinned_labels(idata, name="z"):
-    values = np.asarray(idata["posterior"][name].values)  # (chain, draw, n)
-    return values[:, ::PM_THIN].reshape(-1, values.shape[-1])
-
-
 def test_rgsm_step_dirichlet_process_beta_bernoulli_matches_exact():
     import pymc as pm
 
@@ -188,7 +184,7 @@ def test_rgsm_step_dirichlet_process_beta_bernoulli_matches_exact():
         idata = pm.sample(draws=6000, step=RGSMStep(z, n_gibbs_scans=0), random_seed=31,
                           **PM_SAMPLE_KWARGS)
     exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, PM_BERNOULLI_DATA)
-    assert_partition_gof(_thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
     stats = idata["sample_stats"]
     splits = np.asarray(stats["rgsm_n_split_proposals"].values)
     merges = np.asarray(stats["rgsm_n_merge_proposals"].values)
@@ -211,7 +207,7 @@ def test_rgsm_step_pitman_yor_niw_matches_exact():
         step = RGSMStep(z, n_intermediate_scans=3, n_split_merge_updates=2, n_gibbs_scans=0)
         idata = pm.sample(draws=4000, step=step, random_seed=32, **PM_SAMPLE_KWARGS)
     exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, PM_NIW_DATA)
-    assert_partition_gof(_thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
 def test_rgsm_step_with_random_concentration_matches_quadrature():
@@ -232,7 +228,7 @@ def test_rgsm_step_with_random_concentration_matches_quadrature():
                           random_seed=33, **PM_SAMPLE_KWARGS)
     exact = exact_posterior_random_concentration(DirichletProcessPrior, (shape, rate), family,
                                                  PM_BERNOULLI_DATA)
-    assert_partition_gof(_thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
 def test_rgsm_step_bad_options_raise():

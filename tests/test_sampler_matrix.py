@@ -44,6 +44,7 @@ import zlib
 import numpy as np
 import pymc as pm
 import pytest
+from conftest import thinned_labels
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.testing import (
@@ -53,7 +54,8 @@ from pymc_splitmerge.testing import (
     exact_posterior_random_concentration,
 )
 
-SAMPLE_KWARGS = dict(chains=2, cores=1, progressbar=False, compute_convergence_checks=False)
+CHAINS = 2
+SAMPLE_KWARGS = dict(chains=CHAINS, cores=1, progressbar=False, compute_convergence_checks=False)
 
 GIBBS_THIN = 8
 GIBBS_DRAWS = 4000  # per chain: 2 x 500 thinned samples
@@ -155,12 +157,6 @@ def schedule(step_name, random_concentration=False):
     return draws, SPLIT_MERGE_TUNE, SPLIT_MERGE_THIN
 
 
-def thinned_labels(idata, thin):
-    values = np.asarray(idata["posterior"]["z"].values)  # (chain, draw, n)
-    assert values.shape[0] == SAMPLE_KWARGS["chains"]
-    return values[:, ::thin].reshape(-1, values.shape[-1])
-
-
 def sample_partition(prior_name, family_name, step_factory, *, draws, tune, seed,
                      random_alpha=None):
     """Build the model, run ``pm.sample`` and return ``(idata, step)``.
@@ -213,7 +209,8 @@ def test_collapsed_gibbs_matches_exact(prior_name, family_name):
     idata, _ = sample_partition(prior_name, family_name, STEP_FACTORIES["gibbs"], draws=draws,
                                 tune=tune, seed=case_seed("gibbs", prior_name, family_name))
     assert_only_partition_step(idata, "gibbs")
-    assert_partition_gof(thinned_labels(idata, thin), exact_fixed(prior_name, family_name))
+    assert_partition_gof(thinned_labels(idata, thin, chains=CHAINS),
+                         exact_fixed(prior_name, family_name))
 
 
 # ----------------------------------------------------------------------------- Issue 4
@@ -228,7 +225,8 @@ def test_split_merge_step_alone_matches_exact(step_name, prior_name, family_name
                                 draws=draws, tune=tune,
                                 seed=case_seed(step_name, prior_name, family_name))
     assert_only_partition_step(idata, step_name)
-    assert_partition_gof(thinned_labels(idata, thin), exact_fixed(prior_name, family_name))
+    assert_partition_gof(thinned_labels(idata, thin, chains=CHAINS),
+                         exact_fixed(prior_name, family_name))
 
 
 RANDOM_CONCENTRATION_CASES = {
@@ -251,7 +249,7 @@ def test_random_concentration_matches_quadrature(step_name, prior_name):
     make_family, data = FAMILIES[family_name]
     exact = exact_posterior_random_concentration(
         numeric_prior_factory(prior_name, family_name), ALPHA_GAMMA_PRIOR, make_family(), data)
-    assert_partition_gof(thinned_labels(idata, thin), exact)
+    assert_partition_gof(thinned_labels(idata, thin, chains=CHAINS), exact)
 
     alpha_draws = np.asarray(idata["posterior"]["alpha"].values)  # (chain, draw)
     assert np.all(alpha_draws > 0)
@@ -306,7 +304,7 @@ def test_pgsm_options_match_exact(case):
         labels = np.asarray(idata["posterior"]["z"].values)
         assert labels.max() < k
     exact = exact_fixed(prior_name, family_name, k=k if k is not None else FINITE_K)
-    assert_partition_gof(thinned_labels(idata, thin), exact)
+    assert_partition_gof(thinned_labels(idata, thin, chains=CHAINS), exact)
 
 
 # ----------------------------------------------------------------------------- controls
@@ -352,7 +350,7 @@ def test_negative_control_sampled_reverse_split_sams_is_rejected():
     exact = exact_posterior(psm.priors.DirichletProcessPrior(alpha=SAMS_CONTROL_ALPHA), family,
                             SAMS_CONTROL_DATA)
     with pytest.raises(AssertionError, match="goodness-of-fit failed"):
-        assert_partition_gof(thinned_labels(idata, SPLIT_MERGE_THIN), exact)
+        assert_partition_gof(thinned_labels(idata, SPLIT_MERGE_THIN, chains=CHAINS), exact)
 
 
 def test_negative_control_dirichlet_process_tables_gibbs_is_rejected():
@@ -360,5 +358,5 @@ def test_negative_control_dirichlet_process_tables_gibbs_is_rejected():
     idata, _ = sample_partition("pitman_yor", "beta_bernoulli", DirichletProcessTablesGibbsStep,
                                 draws=draws, tune=tune, seed=case_seed("negative", "gibbs"))
     with pytest.raises(AssertionError, match="goodness-of-fit failed"):
-        assert_partition_gof(thinned_labels(idata, thin),
+        assert_partition_gof(thinned_labels(idata, thin, chains=CHAINS),
                              exact_fixed("pitman_yor", "beta_bernoulli"))

@@ -27,13 +27,14 @@ from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from splitmerge_problems import (
+from conftest import (
     PRIORS,
     PROBLEMS,
     bernoulli_problem,
     chain_draws,
     niw_problem,
     one_step_draws,
+    thinned_labels,
 )
 
 SEED = 20240611
@@ -185,11 +186,6 @@ PM_BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0,
 PM_NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
 
 
-def _thinned_labels(idata, name="z"):
-    values = np.asarray(idata["posterior"][name].values)  # (chain, draw, n)
-    return values[:, ::PM_THIN].reshape(-1, values.shape[-1])
-
-
 def test_sams_step_dirichlet_process_beta_bernoulli_matches_exact():
     import pymc as pm
 
@@ -202,7 +198,7 @@ def test_sams_step_dirichlet_process_beta_bernoulli_matches_exact():
         ConjugateMixture("y", partition=z, component=family, observed=PM_BERNOULLI_DATA)
         idata = pm.sample(draws=6000, step=SAMSStep(z), random_seed=21, **PM_SAMPLE_KWARGS)
     exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, PM_BERNOULLI_DATA)
-    assert_partition_gof(_thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
     stats = idata["sample_stats"]
     moves = np.asarray(stats["sams_move"].values)
     accepted = np.asarray(stats["sams_accepted"].values)
@@ -224,7 +220,7 @@ def test_sams_step_pitman_yor_niw_with_informed_anchors_matches_exact():
         step = SAMSStep(z, anchor_proposal="cluster_informed")
         idata = pm.sample(draws=6000, step=step, random_seed=22, **PM_SAMPLE_KWARGS)
     exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, PM_NIW_DATA)
-    assert_partition_gof(_thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
 def test_sams_step_with_random_concentration_matches_quadrature():
@@ -245,7 +241,7 @@ def test_sams_step_with_random_concentration_matches_quadrature():
                           random_seed=23, **PM_SAMPLE_KWARGS)
     exact = exact_posterior_random_concentration(DirichletProcessPrior, (shape, rate), family,
                                                  PM_BERNOULLI_DATA)
-    assert_partition_gof(_thinned_labels(idata), exact)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
 def test_sams_step_bad_options_raise():

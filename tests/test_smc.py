@@ -25,7 +25,7 @@ from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels import smc
 from pymc_splitmerge.kernels.state import assign_point, unassign_point
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, exact_posterior
-from tests.splitmerge_problems import PRIORS, bernoulli_problem, niw_problem
+from conftest import PRIORS, bernoulli_problem, niw_problem
 
 FAMILIES = {"bernoulli": bernoulli_problem, "niw": niw_problem}
 CONFIGS = {

@@ -2,13 +2,9 @@
 credible balls, agreement scores and plots.  Works on label arrays and on ArviZ data
 (``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x)."""
 
+from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable, partition_draws
 from pymc_splitmerge.analysis.components import COMPONENTS_GROUP, sample_components
 from pymc_splitmerge.analysis.log_joint import log_joint_draws
-from pymc_splitmerge.analysis.predictive import (
-    heldout_log_predictive_density,
-    partition_log_predictive,
-)
-from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable, partition_draws
 from pymc_splitmerge.analysis.metrics import (
     adjusted_rand_index,
     agreement_with_truth,
@@ -32,6 +28,10 @@ from pymc_splitmerge.analysis.point_estimate import (
     least_squares_draw,
     point_estimate,
 )
+from pymc_splitmerge.analysis.predictive import (
+    heldout_log_predictive_density,
+    partition_log_predictive,
+)
 from pymc_splitmerge.analysis.quantities import (
     DIAGNOSTICS_GROUP,
     add_partition_quantities,
@@ -49,10 +49,6 @@ from pymc_splitmerge.analysis.zarr_trace import iter_zarr_draws, zarr_posterior
 
 __all__ = [
     "COMPONENTS_GROUP",
-    "sample_components",
-    "heldout_log_predictive_density",
-    "partition_log_predictive",
-    "log_joint_draws",
     "DIAGNOSTICS_GROUP",
     "CredibleBall",
     "PointEstimate",
@@ -68,10 +64,13 @@ __all__ = [
     "distances_to_reference",
     "expected_loss",
     "find_partition_variable",
+    "heldout_log_predictive_density",
     "iter_similarity_blocks",
     "least_squares_draw",
+    "log_joint_draws",
     "most_uncertain_pairs",
     "partition_draws",
+    "partition_log_predictive",
     "partition_quantities",
     "plot_block_fractions",
     "plot_n_clusters",
@@ -79,6 +78,7 @@ __all__ = [
     "point_estimate",
     "posterior_similarity_matrix",
     "rand_index",
+    "sample_components",
     "summary",
     "v_measure",
     "variation_of_information",

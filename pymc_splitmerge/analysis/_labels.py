@@ -6,6 +6,10 @@ as an integer array of shape (chain, draw, n).  This package's steps store canon
 traces of mixtures written with PyMC's built-in distributions (``z ~ pm.Categorical``) hold
 arbitrary component indices of any integer dtype, which every analysis function canonicalises
 on the fly (:func:`canonicalize`), so users never relabel by hand.
+
+Relabelling and label validation are implemented once, in :mod:`pymc_splitmerge.core.relabel`
+(numba kernel plus plain reference); this module adds what reading traces needs on top of it
+(finding the partition variable, the (chain, draw, n) layout, rejecting negative labels).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
-from pymc_splitmerge.core.relabel import canonical_labels, canonical_labels_reference
+from pymc_splitmerge.core.relabel import canonical_labels, check_labels, is_canonical
 
 __all__ = [
     "as_label_draws",
@@ -24,12 +28,6 @@ __all__ = [
     "is_canonical",
     "partition_draws",
 ]
-
-
-def reference_canonicalize(labels: np.ndarray) -> np.ndarray:
-    """Plain numpy reference for :func:`canonicalize` (rows of a 2-D array)."""
-    labels = np.atleast_2d(np.asarray(labels))
-    return canonical_labels_reference(labels.reshape(-1, labels.shape[-1])).reshape(labels.shape)
 
 
 def canonicalize(labels) -> np.ndarray:
@@ -55,45 +53,10 @@ def canonicalize(labels) -> np.ndarray:
     return canonical_labels(array.reshape(-1, shape[-1])).reshape(shape)
 
 
-def is_canonical(labels) -> bool:
-    """Whether every row (last axis) of ``labels`` is canonical: first label 0 and each label at
-    most one more than the largest label before it."""
-    array = np.asarray(labels)
-    if array.ndim == 0 or array.shape[-1] == 0:
-        return False
-    if not np.issubdtype(array.dtype, np.integer):
-        return False
-    if np.any(array[..., 0] != 0):
-        return False
-    running_max = np.maximum.accumulate(array, axis=-1)
-    return bool(np.all(array[..., 1:] <= running_max[..., :-1] + 1))
-
-
 def _check_integer_array(labels, what: str) -> np.ndarray:
     if isinstance(labels, xr.DataArray):
         labels = labels.values
-    try:
-        array = np.asarray(labels)
-    except ValueError as error:  # ragged nested lists on recent numpy
-        raise ValueError(
-            f"{what} is ragged (rows of different lengths); every partition must label the "
-            "same n observations"
-        ) from error
-    if array.dtype == object:
-        raise ValueError(
-            f"{what} is ragged or not numeric (object array); pass a rectangular integer array"
-        )
-    if np.issubdtype(array.dtype, np.floating):
-        if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-            raise TypeError(f"{what} must hold integer cluster labels, got non-integer floats")
-        array = array.astype(np.int64)
-    elif np.issubdtype(array.dtype, np.bool_):
-        array = array.astype(np.int64)
-    elif not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"{what} must hold integer cluster labels, got dtype {array.dtype}")
-    if array.size and array.min() < 0:
-        raise ValueError(f"{what} holds negative labels; cluster labels must be >= 0")
-    return array.astype(np.int64, copy=False)
+    return check_labels(labels, what, allow_negative=False)
 
 
 def as_labels(labels, what: str = "labels", n: int | None = None) -> np.ndarray:

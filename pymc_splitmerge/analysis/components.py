@@ -22,10 +22,13 @@ References
 from __future__ import annotations
 
 import numpy as np
+import pymc as pm
 import xarray as xr
+from pymc.model.transform.conditioning import remove_value_transforms
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable
+from pymc_splitmerge.distributions import PartitionPriorRV, discover
 
 __all__ = ["COMPONENTS_GROUP", "sample_components"]
 
@@ -78,11 +81,6 @@ def sample_components(data, model=None, random_seed=None, *, var_name: str | Non
     given the draw's partition, its hyperparameter values and the observed data
     (:meth:`~pymc_splitmerge.components.ComponentFamily.sample_parameters`).
     """
-    import pymc as pm
-    from pymc.model.transform.conditioning import remove_value_transforms
-
-    from pymc_splitmerge.distributions import PartitionPriorRV, discover
-
     model = pm.modelcontext(model)
     rng = np.random.default_rng(random_seed)
     posterior = compat.get_group(data, "posterior")

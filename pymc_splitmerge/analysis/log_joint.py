@@ -10,9 +10,16 @@ the samplers target.
 from __future__ import annotations
 
 import numpy as np
+from pymc.model.transform.conditioning import remove_value_transforms
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
+from pymc_splitmerge.distributions import discover
+
+try:
+    from pytensor.graph.traversal import graph_inputs
+except ImportError:  # pytensor < 2.31
+    from pytensor.graph.basic import graph_inputs
 
 __all__ = ["log_joint_draws"]
 
@@ -36,10 +43,6 @@ def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
         ``log p(z) + sum of log p(y | z)`` over the ``ConjugateMixture`` likelihoods of ``z``;
         the priors of the hyperparameters themselves are not included.
     """
-    from pymc.model.transform.conditioning import remove_value_transforms
-
-    from pymc_splitmerge.distributions import discover
-
     posterior = compat.get_group(data, "posterior")
     if var_name is None:
         var_name = find_partition_variable(posterior)
@@ -64,8 +67,4 @@ def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
 
 
 def _inputs_of(expression):
-    try:
-        from pytensor.graph.traversal import graph_inputs
-    except ImportError:  # pytensor < 2.31
-        from pytensor.graph.basic import graph_inputs
     return set(graph_inputs([expression]))

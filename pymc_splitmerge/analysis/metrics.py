@@ -198,8 +198,7 @@ def _distances_to_reference(draws, reference, n_reference_clusters):  # pragma: 
     max_label = 0
     for s in range(n_draws):
         for i in range(n):
-            if draws[s, i] > max_label:
-                max_label = draws[s, i]
+            max_label = max(max_label, draws[s, i])
     table = np.zeros((max_label + 1, n_reference_clusters), dtype=np.int64)
     sizes = np.zeros(max_label + 1, dtype=np.int64)
     for s in range(n_draws):
@@ -208,8 +207,7 @@ def _distances_to_reference(draws, reference, n_reference_clusters):  # pragma: 
             label = draws[s, i]
             table[label, reference[i]] += 1
             sizes[label] += 1
-            if label > k_max:
-                k_max = label
+            k_max = max(k_max, label)
         cross_xlogx = 0.0
         cross_square = 0.0
         draw_xlogx = 0.0

@@ -22,6 +22,8 @@ __all__ = ["plot_block_fractions", "plot_n_clusters", "plot_similarity_matrix"]
 
 
 def _pyplot():
+    # imported on first use: this module is imported with the package, and pyplot is slow to
+    # import and chooses a GUI backend, which users who never plot should not pay for
     import matplotlib.pyplot as plt
 
     return plt

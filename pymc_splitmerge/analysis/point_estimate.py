@@ -390,7 +390,7 @@ def point_estimate(
     PointEstimate
     """
     _, flat = _flat_draws(data, var_name)
-    n_draws, n = flat.shape
+    n = flat.shape[1]
     if int(num_runs) != num_runs or num_runs < 1:
         raise ValueError(f"num_runs must be a positive integer, got {num_runs!r}")
     table, weight_candidate, weight_cross = _loss_setup(loss, n, binder_costs)

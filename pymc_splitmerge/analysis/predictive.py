@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from pymc.model.transform.conditioning import remove_value_transforms
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.distributions import discover
+from pymc_splitmerge.kernels.state import PartitionState
 
 __all__ = ["heldout_log_predictive_density", "partition_log_predictive"]
 
@@ -39,12 +42,10 @@ def _log_predictive_rows(family_id, params, stats, active, n_clusters, empty_row
             value = log_join[b] + dispatch.log_predictive(family_id, params, stats[active[b]],
                                                           x_new[j])
             weights[b] = value
-            if value > top:
-                top = value
+            top = max(top, value)
         value = log_new + dispatch.log_predictive(family_id, params, empty_row, x_new[j])
         weights[n_clusters] = value
-        if value > top:
-            top = value
+        top = max(top, value)
         total = 0.0
         for b in range(n_clusters + 1):
             total += np.exp(weights[b] - top)
@@ -69,8 +70,6 @@ def partition_log_predictive(prior, family, x, labels, x_new) -> np.ndarray:
     -------
     ndarray of shape (m,)
     """
-    from pymc_splitmerge.kernels.state import PartitionState
-
     state = PartitionState(family, x, labels)
     n, k = state.n, state.n_clusters
     sizes = state.sizes[state.active[:k]]
@@ -113,10 +112,6 @@ def heldout_log_predictive_density(data, model, new_data, var_name: str | None =
         ``log( mean over draws of p(x*_j | c, x, hyperparameters) )`` for every held-out
         observation; their sum is the held-out log predictive likelihood.
     """
-    from pymc.model.transform.conditioning import remove_value_transforms
-
-    from pymc_splitmerge.distributions import discover
-
     posterior = compat.get_group(data, "posterior")
     if var_name is None:
         var_name = find_partition_variable(posterior)

@@ -35,6 +35,7 @@ import xarray as xr
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import as_labels, partition_draws
+from pymc_splitmerge.analysis.log_joint import log_joint_draws
 from pymc_splitmerge.analysis.metrics import distances_to_reference
 from pymc_splitmerge.analysis.point_estimate import PointEstimate, point_estimate
 from pymc_splitmerge.analysis.similarity import most_uncertain_pairs
@@ -173,8 +174,6 @@ def partition_quantities(
         if not (compat.is_datatree(data) or compat.is_inference_data(data)):
             raise ValueError("model= needs the trace returned by pm.sample (InferenceData or "
                              "DataTree), which holds the sampled hyperparameters")
-        from pymc_splitmerge.analysis.log_joint import log_joint_draws
-
         log_joint = log_joint_draws(data, model, var_name)
     coords = {"chain": np.arange(chains), "draw": np.arange(n_draws)}
     if compat.is_datatree(data) or compat.is_inference_data(data) or isinstance(data, xr.Dataset):

@@ -1,45 +1,37 @@
-"""Slot bookkeeping of the partition state (family-agnostic).
+"""Slot bookkeeping of the partition state: which cluster slots are in use (family-agnostic).
 
-The state itself, with the sufficient-statistics updates, is in
-``pymc_splitmerge.kernels.state``; this module holds the parts that know nothing
-about component families.
+A partition of ``n`` points is stored in *slots*: a slot is a cluster id in ``[0, capacity)``
+with ``capacity = n + 2`` (at most ``n`` clusters, plus room for the temporary clusters a
+split proposal needs).  The slots in use are kept in a dense list ``active[0:K]`` with
+back-pointers ``where``, so that opening and closing a cluster is O(1) and a loop over the
+existing clusters touches only those.
 
-Partition state shared by every kernel.
+This module holds the three operations on that list, which know nothing about component
+families.  The rest of the state (labels, cluster sizes, the family's sufficient-statistics
+rows) and the moves of a point (``assign_point``, ``unassign_point``, ``move_point``, which
+call the functions here when a cluster opens or empties) are in
+:mod:`pymc_splitmerge.kernels.state`; ``docs/contracts.md`` section 3 documents the whole
+layout.  The arrays read here are::
 
-A partition of ``n`` points is stored in *slots*: a slot is a cluster id in
-``[0, capacity)`` with ``capacity = n + 2`` (at most ``n`` clusters, plus room for
-the temporary clusters a split proposal needs).  Per slot the state keeps the
-cluster size and the component family's sufficient-statistics row, updated
-incrementally when a point moves (``components.dispatch.add_point`` /
-``remove_point``).  The active slots are kept in a dense list ``active[0:K]``
-with back-pointers ``where`` so that opening and closing a cluster, and looping
-over the existing clusters, are O(1) per cluster.
+    active         int64 (capacity,)   active[0:cluster_count[0]] are the slots in use
+    where          int64 (capacity,)   position of a slot in ``active``, -1 for a free slot
+    cluster_count  int64 (1,)          cluster_count[0] = number of clusters K (an array so
+                                       that numba functions update it in place)
+    stats          float64 (capacity, s)  sufficient statistics; free slots hold ``empty_row``
 
-All mutation goes through the ``@njit`` functions of this module; kernels never
-re-implement the add/remove of a point.  The state is mutated in place (for
-speed) and documented as such.
-
-Array layout (see ``docs/contracts.md`` section 3)::
-
-    labels  int64 (n,)          slot of each point
-    sizes   int64 (cap,)        0 for free slots
-    stats   float64 (cap, s)    sufficient statistics; free slots hold ``empty_row``
-    active  int64 (cap,)        active[0:meta[0]] are the slots in use
-    where   int64 (cap,)        position of a slot in ``active`` or -1
-    meta    int64 (1,)          meta[0] = number of clusters K
+Every function mutates its array arguments in place (for speed).
 """
 
 from __future__ import annotations
 
 import numba
-import numpy as np
 
-__all__ = ["free_slot", "open_slot", "close_slot"]
+__all__ = ["close_slot", "free_slot", "open_slot"]
 
 
 @numba.njit(cache=True)
 def free_slot(where):
-    """Return the lowest-numbered free slot (``where[slot] == -1``).
+    """Return the lowest-numbered free slot (``where[slot] == -1``), or -1 if none is free.
 
     O(capacity) in the worst case but, since a free slot is found early in practice
     (closing a cluster frees its slot), this is cheap compared with a sweep.
@@ -51,24 +43,26 @@ def free_slot(where):
 
 
 @numba.njit(cache=True)
-def open_slot(slot, active, where, meta):
-    """Mark the free ``slot`` as an active, empty cluster."""
-    k = meta[0]
+def open_slot(slot, active, where, cluster_count):
+    """Append the free ``slot`` to the active list (an empty cluster; in place)."""
+    k = cluster_count[0]
     active[k] = slot
     where[slot] = k
-    meta[0] = k + 1
+    cluster_count[0] = k + 1
 
 
 @numba.njit(cache=True)
-def close_slot(slot, stats, empty_row, active, where, meta):
-    """Remove the (now empty) cluster ``slot`` from the active list and reset its row."""
+def close_slot(slot, stats, empty_row, active, where, cluster_count):
+    """Remove the (now empty) cluster ``slot`` from the active list and reset its statistics
+    row to ``empty_row`` (in place).  The last active slot takes its position in ``active``,
+    so the order of ``active`` is not preserved."""
     position = where[slot]
-    last = meta[0] - 1
+    last = cluster_count[0] - 1
     moved = active[last]
     active[position] = moved
     where[moved] = position
     where[slot] = -1
-    meta[0] = last
+    cluster_count[0] = last
     stats[slot, :] = empty_row
 
 

@@ -32,11 +32,21 @@ summaries of partition chains).
 
 from __future__ import annotations
 
+import arviz as az
 import numpy as np
+import pymc as pm
 import xarray as xr
+from pymc.model import modelcontext
+from pymc.model.transform.conditioning import remove_value_transforms
+from pymc.stats import convergence
+from pymc.stats.convergence import SamplerWarning, WarningType
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis.quantities import DIAGNOSTICS_GROUP, partition_quantities
+from pymc_splitmerge.distributions import discover
+from pymc_splitmerge.distributions.priors import PartitionPriorRV
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.steps.base import same_values
 
 __all__ = ["CHECKED_QUANTITIES", "numeric_log_joint", "partition_convergence_checks", "sample"]
 
@@ -54,8 +64,6 @@ _REFERENCE = "See https://arxiv.org/abs/1903.08008 for details"
 
 def partition_variable_names(model) -> list[str]:
     """Names of the partition variables (DirichletProcess, PitmanYor, ...) of ``model``."""
-    from pymc_splitmerge.distributions.priors import PartitionPriorRV
-
     return [rv.name for rv in model.free_RVs
             if rv.owner is not None and isinstance(rv.owner.op, PartitionPriorRV)]
 
@@ -77,12 +85,6 @@ def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
     -------
     ndarray of shape (chain, draw)
     """
-    from pymc.model.transform.conditioning import remove_value_transforms
-
-    from pymc_splitmerge.distributions import discover
-    from pymc_splitmerge.kernels.state import PartitionState
-    from pymc_splitmerge.steps.base import same_values
-
     posterior = compat.get_group(data, "posterior")
     plain = remove_value_transforms(model)  # value variables = the stored natural values
     partition_model = discover(plain[var_name], plain)
@@ -113,8 +115,6 @@ def _without_variables(data, names):
     if compat.has_group(data, "sample_stats"):
         groups["sample_stats"] = compat.get_group(data, "sample_stats")
     if compat.is_inference_data(data):
-        import arviz as az
-
         return az.InferenceData(**groups)
     return xr.DataTree.from_dict(groups)
 
@@ -159,9 +159,6 @@ def partition_convergence_checks(data, model=None, *, var_names=None):
         quantities; empty when there are fewer than 100 draws or a single chain (PyMC's own
         checks already say so).
     """
-    from pymc.model import modelcontext
-    from pymc.stats.convergence import SamplerWarning, WarningType
-
     if var_names is None:
         var_names = partition_variable_names(modelcontext(model))
     warnings = []
@@ -201,21 +198,13 @@ def partition_convergence_checks(data, model=None, *, var_names=None):
 
 def _pymc_checks_without_partitions(data, model, partition_names):
     """PyMC's convergence checks on every variable except the partition variables."""
-    from pymc.stats.convergence import (
-        SamplerWarning,
-        WarningType,
-        run_convergence_checks,
-        warn_divergences,
-        warn_treedepth,
-    )
-
     posterior = compat.get_group(data, "posterior")
     others = [rv.name for rv in model.free_RVs
               if rv.name in posterior and rv.name not in partition_names]
     if others:
-        return run_convergence_checks(_without_variables(data, partition_names), model)
+        return convergence.run_convergence_checks(_without_variables(data, partition_names), model)
     # nothing left for PyMC's R-hat / ESS: its other messages, same wording
-    warnings = warn_divergences(data) + warn_treedepth(data)
+    warnings = convergence.warn_divergences(data) + convergence.warn_treedepth(data)
     if posterior.sizes["draw"] < 100:
         message = "The number of samples is too small to check convergence reliably."
     elif posterior.sizes["chain"] == 1:
@@ -270,10 +259,6 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
     :func:`~pymc_splitmerge.summary`, ``az.summary(idata, var_names=["~z"])`` or summarise
     the diagnostics group (see the user guide).
     """
-    import pymc as pm
-    from pymc.model import modelcontext
-    from pymc.stats.convergence import log_warnings
-
     model = modelcontext(kwargs.get("model"))
     kwargs["model"] = model
     checks = bool(kwargs.pop("compute_convergence_checks", True))
@@ -298,5 +283,5 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
         if partition_diagnostics:
             warnings += partition_convergence_checks(result, var_names=partition_names)
         if not quiet:
-            log_warnings(warnings)
+            convergence.log_warnings(warnings)
     return result

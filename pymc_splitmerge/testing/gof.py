@@ -30,14 +30,14 @@ from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.testing.oracle import ExactPosterior
 
 __all__ = [
-    "SUITE_FAILURE_RATE",
-    "N_GOF_TESTS",
     "GOF_PVALUE_THRESHOLD",
     "MIN_CELL_VARIANCE",
+    "N_GOF_TESTS",
+    "SUITE_FAILURE_RATE",
     "PartitionChiSquareResult",
+    "assert_partition_gof",
     "chisquare_partitions",
     "total_variation",
-    "assert_partition_gof",
 ]
 
 SUITE_FAILURE_RATE = 1e-3

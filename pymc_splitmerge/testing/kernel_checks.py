@@ -1,8 +1,9 @@
 """Draws for testing a partition kernel against the exact posterior.
 
 A *kernel* here is any callable ``kernel(state, log_v_table, log_w_table, rng)`` that
-updates a :class:`~pymc_splitmerge.kernels.state.PartitionState` in place (``gibbs_sweep``,
-``sams_step``, ``rgsm_update``, ``pgsm_step`` with options bound by ``functools.partial``).
+updates a :class:`~pymc_splitmerge.kernels.state.PartitionState` in place: the collapsed Gibbs
+sweep and the SAMS, RGSM and PGSM transitions of :mod:`pymc_splitmerge.kernels`, with their
+options bound by ``functools.partial``.
 
 * :func:`one_step_invariance_draws`: i.i.d. exact posterior draws, each moved by the kernel;
   if the kernel leaves the posterior invariant the results are again i.i.d. posterior draws,
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing.oracle import exact_posterior
 
-__all__ = ["one_step_invariance_draws", "kernel_chain_draws"]
+__all__ = ["kernel_chain_draws", "one_step_invariance_draws"]
 
 
 def _setup(prior, family, data, log_v_table, log_w_table):
@@ -57,8 +59,6 @@ def one_step_invariance_draws(kernel, prior, family, data, num_samples, rng, *, 
         The exact posterior the draws started from.
     """
     exact, x, log_v_table, log_w_table = _setup(prior, family, data, log_v_table, log_w_table)
-    from pymc_splitmerge.kernels.state import PartitionState
-
     starts = exact.sample(num_samples, rng)
     out = np.empty_like(starts)
     for row, start in enumerate(starts):
@@ -77,8 +77,6 @@ def kernel_chain_draws(kernel, prior, family, data, num_samples, rng, *, thin=10
     checked against a fresh recomputation of its statistics at the end.
     """
     exact, x, log_v_table, log_w_table = _setup(prior, family, data, log_v_table, log_w_table)
-    from pymc_splitmerge.kernels.state import PartitionState
-
     state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
     for _ in range(burn_in):
         kernel(state, log_v_table, log_w_table, rng)

@@ -50,9 +50,9 @@ from pymc_splitmerge.priors.base import GibbsTypePrior
 __all__ = [
     "ExactPosterior",
     "ExactPosteriorRandomConcentration",
-    "exact_prior",
     "exact_posterior",
     "exact_posterior_random_concentration",
+    "exact_prior",
 ]
 
 
@@ -236,7 +236,7 @@ _LOG_ALPHA_LIMIT = 600.0
 def _guard(log_f):
     def guarded(u: float) -> float:
         value = log_f(u)
-        return value if value == value else -np.inf  # NaN -> -inf
+        return -np.inf if math.isnan(value) else value
 
     return guarded
 
@@ -282,7 +282,7 @@ def _log_integral(log_f: Callable[[float], float], power: int) -> float:
     def scaled(u: float) -> float:
         return math.exp(log_integrand(u) - log_peak)
 
-    options = dict(epsabs=0.0, epsrel=1e-11, limit=500)
+    options = {"epsabs": 0.0, "epsrel": 1e-11, "limit": 500}
     left, _ = integrate.quad(scaled, -np.inf, mode, **options)
     right, _ = integrate.quad(scaled, mode, np.inf, **options)
     return log_peak + math.log(left + right)

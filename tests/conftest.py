@@ -1,4 +1,10 @@
-"""Problems and drawers shared by the split-merge kernel tests (test_sams, test_rgsm)."""
+"""Shared test data and helpers: the one set of partition priors, the small problems the kernel
+tests enumerate, the one-step / chain drawers and trace thinning.
+
+pytest puts this directory on ``sys.path`` (no ``__init__.py``, default ``prepend`` import
+mode), so test modules import these names with ``from conftest import ...``; module-level
+constants are needed because they parametrise tests at collection time.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,9 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import kernel_chain_draws, one_step_invariance_draws
 
+#: One prior of each kind (priors are immutable, so the objects are shared by all tests).
+#: Hyperparameters are away from the special cases (alpha = 1, discount = 0) so that a kernel
+#: that confuses two priors, or the DP with Pitman-Yor, gives a different law.
 PRIORS = {
     "dp": DirichletProcessPrior(alpha=1.3),
     "py": PitmanYorPrior(alpha=0.8, discount=0.35),
@@ -24,6 +33,7 @@ PRIORS = {
 
 
 def bernoulli_problem(n=6):
+    """Beta-Bernoulli family with attribute-specific hyperparameters and ``n <= 7`` rows."""
     family = BetaBernoulli(a=np.array([0.6, 0.7, 0.5]), b=np.array([0.6, 0.5, 0.7]))
     data = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [0, 0, 1],
                      [1, 1, 1]], dtype=float)[:n]
@@ -31,6 +41,7 @@ def bernoulli_problem(n=6):
 
 
 def niw_problem(n=5):
+    """Normal-inverse-Wishart family in two dimensions with ``n <= 6`` rows."""
     family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
     data = np.array([[-1.2, -0.8], [-1.0, -1.3], [1.1, 0.9], [1.4, 1.2], [0.1, -0.2],
                      [0.9, 1.5]])[:n]
@@ -49,3 +60,15 @@ def chain_draws(kernel, prior, family, x, n_draws, rng, thin=10, burn_in=200):
     """A single chain of the kernel alone from one cluster, thinned (near-independent draws)."""
     return kernel_chain_draws(kernel, prior, family, x, n_draws, rng, thin=thin,
                               burn_in=burn_in)
+
+
+def thinned_labels(trace, thin, name="z", *, chains=None):
+    """Every ``thin``-th draw of the partition variable ``name`` of a trace, chains stacked.
+
+    ``chains``, if given, is the number of chains the trace must hold.  Returns an array of
+    shape (chain * ceil(draw / thin), n).
+    """
+    values = np.asarray(trace["posterior"][name].values)  # (chain, draw, n)
+    if chains is not None:
+        assert values.shape[0] == chains, (values.shape, chains)
+    return values[:, ::thin].reshape(-1, values.shape[-1])
