@@ -117,14 +117,15 @@ class _Particle:
                               self.stats, self.empty_row, self.active, self.where, self.meta)
 
     def allocation(self, i, lpp, lv_now, lw_now, lv_prev, lw_prev):
-        out = np.empty(self.sizes.shape[0])
         k = self.meta[0]
         seating = smc.SeatingStep(lv_now, lv_prev, lw_now, lw_prev, 0, True)
-        count = smc.allocation_log_weights(
+        out = np.full((1, self.sizes.shape[0] + 1), np.nan)
+        extra = smc.allocation_log_weights(
             Model(self.family_id, self.params, self.x), seating, self.stats[None],
-            self.sizes[None], self.active, 0, k, self.x[i], lpp, True, out)
-        assert count == k + 1
-        return k, out[: k + 1].copy()
+            self.sizes[None], self.active[None], self.meta.copy(), np.ones(1, dtype=bool),
+            self.x[i], lpp, True, out)
+        assert extra == 1 and not np.isnan(out[0, : k + 1]).any()
+        return k, out[0, : k + 1].copy()
 
     def sizes_list(self):
         return self.sizes[self.active[: self.meta[0]]].copy()

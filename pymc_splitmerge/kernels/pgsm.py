@@ -173,17 +173,22 @@ class Lineage(NamedTuple):
     ancestors: np.ndarray
     """int64: index at generation ``t - 1`` of its parent (row 0: itself)."""
     log_incremental: np.ndarray
-    """float64: log incremental weight."""
+    """float64: log incremental weight (shape (1, N): not recorded)."""
     log_proposals: np.ndarray
-    """float64: log proposal probability of the chosen decision."""
+    """float64: log proposal probability of the chosen decision (shape (1, N): not recorded)."""
 
 
 @numba.njit(cache=True)
-def empty_lineage(n, num_particles):
-    """A :class:`Lineage` for ``n`` generations of ``num_particles`` particles."""
+def empty_lineage(n, num_particles, record_weights):
+    """A :class:`Lineage` for ``n`` generations of ``num_particles`` particles.
+
+    Without ``record_weights`` the weight arrays have one row (a move only needs the
+    decisions and ancestors; the tests record the weights to check them).
+    """
+    rows = n if record_weights else 1
     return Lineage(np.empty((n, num_particles), dtype=np.int64),
                    np.empty((n, num_particles), dtype=np.int64),
-                   np.empty((n, num_particles)), np.empty((n, num_particles)))
+                   np.empty((rows, num_particles)), np.empty((rows, num_particles)))
 
 
 class BlockParticles(NamedTuple):
@@ -260,7 +265,8 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     empty_row : ndarray of float64, shape (stat_dim,)
     options : PGSMOptions
     lineage : Lineage
-        Filled (shape (n, N)).
+        Filled: decisions and ancestors of shape (n, N); the log weights too if their arrays
+        have n rows (a single row: not recorded, which saves their memory traffic).
 
     Returns
     -------
@@ -285,6 +291,7 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     log_incremental = lineage.log_incremental
     log_proposals = lineage.log_proposals
     n = points.shape[0]
+    record = log_incremental.shape[0] == n
     m = n_anchors
     num_particles = options.num_particles
     stat_dim = empty_row.shape[0]
@@ -339,7 +346,8 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     option_cache = np.empty((num_particles, m + 1))
     total_cache = np.empty(num_particles)
     option_weight = np.empty(m + 1)
-    block_slots = np.arange(m)
+    block_slots = np.arange(m).reshape((1, m))
+    todo = np.empty(num_particles, dtype=np.bool_)
     weight_cache = np.empty((num_particles, m + 1))
     weight_total_cache = np.empty(num_particles)
     count_cache = np.empty(num_particles, dtype=np.int64)
@@ -376,6 +384,11 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
         all_merged = True
         for p in range(num_particles):
             diverged[p] = -1
+            todo[p] = twin[p] < 0
+        # log γ_t / γ_{t-1} of each allowed option of every distinct particle: the engine's
+        # allocation model (copies of an identical particle reuse its values)
+        extra = allocation_log_weights(model, seating, stats, sizes, block_slots, n_blocks,
+                                       todo, xt, log_new_predictive, anchor_phase, option_cache)
         for p in range(num_particles):
             nb = n_blocks[p]
             r = twin[p]
@@ -387,12 +400,11 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                     option_log[j] = option_cache[r, j]
                     option_weight[j] = weight_cache[r, j]
             else:
-                # log γ_t / γ_{t-1} of each allowed option: the engine's allocation model
-                count = allocation_log_weights(model, seating, stats, sizes, block_slots, p, nb,
-                                               xt, log_new_predictive, anchor_phase, option_log)
+                count = nb + extra
+                for j in range(count):
+                    option_log[j] = option_cache[p, j]
                 log_total, weight_total = exp_shifted(option_log, count, option_weight)
                 for j in range(count):
-                    option_cache[p, j] = option_log[j]
                     weight_cache[p, j] = option_weight[j]
                 count_cache[p] = count
                 total_cache[p] = log_total
@@ -409,14 +421,18 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                     else:
                         option_weight[j] = 0.0
                 choice = propose(option_weight, count, float(feasible), pinned)
-                log_proposals[t, p] = -np.log(feasible)
-                log_incremental[t, p] = np.log(feasible)
+                increment = np.log(feasible)
+                if record:
+                    log_proposals[t, p] = -increment
             else:
                 choice = propose(option_weight, count, weight_total, pinned)
-                log_proposals[t, p] = option_log[choice] - log_total
-                log_incremental[t, p] = log_total
+                if record:
+                    log_proposals[t, p] = option_log[choice] - log_total
+                increment = log_total
                 if use_annealing:
-                    log_incremental[t, p] += delta_zeta * log_gamma_anchor[p]
+                    increment += delta_zeta * log_gamma_anchor[p]
+            if record:
+                log_incremental[t, p] = increment
             decisions[t, p] = choice
             # move the particle (copy the post-state of an identical particle when possible)
             source = -1
@@ -441,7 +457,7 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
             root_choice[p] = choice
             if t == m - 1:
                 log_gamma_anchor[p] = log_gamma[p]
-            log_weights[p] += log_incremental[t, p]
+            log_weights[p] += increment
             if n_blocks[p] != 1:
                 all_merged = False
         normalise_log_weights(log_weights, weights)
@@ -550,15 +566,17 @@ def pgsm_transition(model, partition, tables, anchors, options):
         points[m + k] = rest[k]
     # reference path: blocks numbered by first appearance along σ
     block_of_slot = np.full(capacity, -1, dtype=np.int64)
+    slot_of_block = np.empty(m, dtype=np.int64)
     reference = np.empty(size, dtype=np.int64)
     n_reference_blocks = 0
     for t in range(size):
         slot = labels[points[t]]
         if block_of_slot[slot] < 0:
             block_of_slot[slot] = n_reference_blocks
+            slot_of_block[n_reference_blocks] = slot
             n_reference_blocks += 1
         reference[t] = block_of_slot[slot]
-    lineage = empty_lineage(size, options.num_particles)
+    lineage = empty_lineage(size, options.num_particles, False)
     seating = SeatingStep(tables.log_v, tables.log_v, tables.log_w, tables.log_w, n_other,
                           False)
     chosen, generations, events, ess = csmc_sweep(model, seating, points, m, reference,
@@ -566,17 +584,24 @@ def pgsm_transition(model, partition, tables, anchors, options):
     blocks = np.empty(size, dtype=np.int64)
     _trace_back(chosen, generations, lineage, blocks)
     n_new_blocks = 0
-    changed = False
+    changed = 0
     for t in range(size):
         n_new_blocks = max(n_new_blocks, blocks[t] + 1)
         if blocks[t] != reference[t]:
-            changed = True
-    if not changed:
+            changed += 1
+    if changed == 0:
         return MOVE_NONE, size, events, ess, generations
-    # apply: take every closure point out, then refill block by block
+    # apply, moving only the points whose block changed: new block b < |c̄| keeps the slot of
+    # reference block b (both numbered along σ), later blocks get free slots.  Take the
+    # changed points out first, then refill the kept slots (reopening emptied ones) before
+    # opening new ones, so that a slot emptied here is never handed to two blocks.
     for t in range(size):
-        remove(model, partition, points[t])
-    for b in range(n_new_blocks):
+        if blocks[t] != reference[t]:
+            remove(model, partition, points[t])
+    for t in range(size):
+        if blocks[t] != reference[t] and blocks[t] < n_reference_blocks:
+            add(model, partition, points[t], slot_of_block[blocks[t]])
+    for b in range(n_reference_blocks, n_new_blocks):
         slot = free_slot(where)
         for t in range(size):
             if blocks[t] == b:

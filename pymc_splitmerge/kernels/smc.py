@@ -246,13 +246,14 @@ class SeatingStep(NamedTuple):
 
 
 @numba.njit(cache=True)
-def allocation_log_weights(model, seating, stats, sizes, slots, p, k, x_row,
+def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_row,
                            log_new_predictive, allow_new, out):
-    r"""Log weights of adding one point to each block of particle ``p`` or to a new block.
+    r"""Log weights of adding one point to each block of every particle or to a new block.
 
-    For a particle holding the partition :math:`\Pi` of the points seen so far (:math:`K = k`
-    blocks in the rows ``slots[:k]`` of ``stats[p]``, sizes ``sizes[p, slots[j]]``),
-    ``out[j]`` (``j < k``) and ``out[k]`` (new block, only if ``allow_new``) are the logs of
+    For particle ``p`` (with ``todo[p]``) holding the partition :math:`\Pi` of the points seen
+    so far (:math:`K = k_p` blocks in the rows ``slots[p, :k_p]`` of ``stats[p]``),
+    ``out[p, j]`` (``j < k_p``) and ``out[p, k_p]`` (new block, only if ``allow_new``) are the
+    logs of
 
     .. math::
 
@@ -266,8 +267,12 @@ def allocation_log_weights(model, seating, stats, sizes, slots, p, k, x_row,
     :math:`n_c - \sigma = W(m+1)/W(m)`, :math:`V(t, \cdot)/V(t-1, K)`), and with an annealed
     concentration Ülker et al.'s :math:`v'_n` (spec §3); for PGSM (fixed-``n`` tables,
     ``K_0 = K_{other}``) it is :math:`\gamma_t / \gamma_{t-1}` of eq. (7).
-    ``log_sum_exp(out[:count])`` is the incremental weight of a fully adapted proposal.
-    NaN becomes ``-inf``.
+    ``log_sum_exp(out[p, :count])`` is the incremental weight of a fully adapted proposal.
+    The new-block weight is ``-inf`` (never NaN) when ``V(K_0 + K + 1) = 0``.
+
+    One call per generation for the whole population: the structures are handed over once,
+    not once per particle (passing named tuples of arrays costs reference counting per call,
+    ~15 % of a PGSM move when done per particle).
 
     Parameters
     ----------
@@ -276,47 +281,67 @@ def allocation_log_weights(model, seating, stats, sizes, slots, p, k, x_row,
     stats : ndarray of float64, shape (N, rows, stat_dim)
         Stacked statistics rows of the population.
     sizes : ndarray of int64, shape (N, rows)
-    slots : ndarray of int64, shape (>= k,)
-        Rows of particle ``p``'s blocks (``active[p]`` for full partitions).
-    p, k : int
-        Particle and its number of blocks.
+    slots : ndarray of int64, shape (N, rows) or (1, rows)
+        Rows of each particle's blocks (``active`` for full partitions); one row shared by
+        every particle when the first dimension is 1 (PGSM: block ``j`` in row ``j``).
+    counts : ndarray of int64, shape (N,)
+        Number of blocks ``k_p`` of each particle.
+    todo : ndarray of bool, shape (N,)
+        Particles to compute (PGSM skips copies of identical particles).
     x_row : ndarray of float64, shape (data_dim,)
     log_new_predictive : float
     allow_new : bool
-    out : ndarray of float64, shape (>= k + 1,)
+    out : ndarray of float64, shape (N, >= rows + 1)
 
     Returns
     -------
-    count : int
-        Number of options written (``k + 1`` if ``allow_new`` else ``k``).
+    extra : int
+        1 if the new-block option was written (``allow_new``), else 0: particle ``p`` has
+        ``counts[p] + extra`` options.
     """
     offset = seating.block_offset
-    log_v_now = seating.log_v_now
     log_w_now = seating.log_w_now
-    common = 0.0
-    if seating.weights_change:
-        log_w_prev = seating.log_w_prev
-        for j in range(k):
-            m = sizes[p, slots[j]]
-            common += log_w_now[m] - log_w_prev[m]
-    log_v_prev_k = seating.log_v_prev[offset + k]
-    if k > 0:
-        dispatch.log_predictive_many(model.family_id, model.params, stats[p], slots, k, x_row,
-                                     out)
-        base = log_v_now[offset + k] - log_v_prev_k + common
-        for j in range(k):
-            value = out[j] + (base + log_join_weight(log_w_now, sizes[p, slots[j]], 1))
-            out[j] = -np.inf if np.isnan(value) else value
-    if not allow_new:
-        return k
-    position = offset + k + 1
-    if position < log_v_now.shape[0] and log_v_now[position] > -np.inf:
-        value = (log_v_now[position] - log_v_prev_k + common + log_w_now[1]
-                 + log_new_predictive)
-        out[k] = -np.inf if np.isnan(value) else value
-    else:
-        out[k] = -np.inf
-    return k + 1
+    log_w_prev = seating.log_w_prev
+    log_v_now = seating.log_v_now
+    log_v_prev = seating.log_v_prev
+    weights_change = seating.weights_change
+    family_id = model.family_id
+    params = model.params
+    shared = slots.shape[0] == 1
+    shared_slots = slots[0]
+    # no array views in the loop beyond stats[p] (each view costs reference counting): the
+    # predictives go to a scratch row, the block rows are read as slots[row_of_p, j]
+    scratch = np.empty(out.shape[1])
+    for p in range(stats.shape[0]):
+        if not todo[p]:
+            continue
+        k = counts[p]
+        slot_row = 0 if shared else p
+        common = 0.0
+        if weights_change:
+            for j in range(k):
+                m = sizes[p, slots[slot_row, j]]
+                common += log_w_now[m] - log_w_prev[m]
+        log_v_prev_k = log_v_prev[offset + k]
+        if k > 0:
+            if shared:
+                dispatch.log_predictive_many(family_id, params, stats[p], shared_slots, k,
+                                             x_row, scratch)
+            else:
+                dispatch.log_predictive_many(family_id, params, stats[p], slots[p], k, x_row,
+                                             scratch)
+            base = log_v_now[offset + k] - log_v_prev_k + common
+            for j in range(k):
+                out[p, j] = scratch[j] + (
+                    base + log_join_weight(log_w_now, sizes[p, slots[slot_row, j]], 1))
+        if allow_new:
+            position = offset + k + 1
+            value = -np.inf
+            if position < log_v_now.shape[0] and log_v_now[position] > -np.inf:
+                value = (log_v_now[position] - log_v_prev_k + common + log_w_now[1]
+                         + log_new_predictive)
+            out[p, k] = -np.inf if np.isnan(value) else value
+    return 1 if allow_new else 0
 
 
 @numba.njit(cache=True)
@@ -552,6 +577,7 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
     ancestors = np.arange(L)
     alloc = np.empty((L, cap))
     counts = np.zeros(L, dtype=np.int64)
+    everyone = np.ones(L, dtype=np.bool_)
     scratch = np.empty(cap)
     ess_history = np.ones(n + 1)
     resampled = np.zeros(n, dtype=np.bool_)
@@ -567,12 +593,12 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
         i = order[t - 1]
         seating = _seating(tables, t)
         for p in range(L):
-            k = population.cluster_count[p, 0]
-            counts[p] = k
-            count = allocation_log_weights(model, seating, population.stats, population.sizes,
-                                           population.active[p], p, k, x[i],
-                                           log_prior_predictive[i], True, alloc[p])
-            increments[p] = log_sum_exp(alloc[p], count)
+            counts[p] = population.cluster_count[p, 0]
+        allocation_log_weights(model, seating, population.stats, population.sizes,
+                               population.active, counts, everyone, x[i],
+                               log_prior_predictive[i], True, alloc)
+        for p in range(L):
+            increments[p] = log_sum_exp(alloc[p], counts[p] + 1)
         placed = order[: t - 1]
         if variant == 3:
             # Negative control: propose, move, then weight with the moved state.
