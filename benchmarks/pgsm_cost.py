@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/pgsm_cost.py [--repeats 20] [--baseline GIT_REF]
+    python benchmarks/pgsm_cost.py [--repeats 20] [--baseline GIT_REF] [--sizes 2000 ...]
 
 With ``--baseline`` the kernel module ``pymc_splitmerge/kernels/pgsm.py`` of ``GIT_REF`` is
 loaded (from ``git show``, into a temporary module used only by this run) and each move is
@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from pymc_splitmerge.components import NormalInverseWishart
-from pymc_splitmerge.kernels.pgsm import pgsm_step
+from pymc_splitmerge.kernels.pgsm import pgsm_move
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior
 
@@ -62,7 +62,8 @@ def build(closure_size: int, configuration: str, rng: np.random.Generator):
 
 
 def load_baseline(ref: str):
-    """The ``pgsm_step`` of ``pymc_splitmerge/kernels/pgsm.py`` at git ``ref`` (temp module)."""
+    """The PGSM entry point of ``pymc_splitmerge/kernels/pgsm.py`` at git ``ref`` (temp module:
+    ``pgsm_move``, or ``pgsm_step`` for refs before the rename)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = subprocess.run(["git", "show", f"{ref}:pymc_splitmerge/kernels/pgsm.py"],
                             cwd=root, capture_output=True, text=True, check=True).stdout
@@ -74,7 +75,7 @@ def load_baseline(ref: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules["_pgsm_baseline"] = module
     spec.loader.exec_module(module)
-    return module.pgsm_step
+    return getattr(module, "pgsm_move", None) or module.pgsm_step
 
 
 def time_pair(closure_size: int, configuration: str, repeats: int, rng, steps):
@@ -104,13 +105,13 @@ def time_move(closure_size: int, configuration: str, repeats: int,
     prior = DirichletProcessPrior(alpha=1.0)
     log_v_table, log_w_table = prior.tables(x.shape[0])
     saved = [array.copy() for array in state.arrays()]
-    pgsm_step(state, log_v_table, log_w_table, rng, anchors=anchors)  # compile / warm up
+    pgsm_move(state, log_v_table, log_w_table, rng, anchors=anchors)  # compile / warm up
     timings, cpu_timings = [], []
     for _ in range(repeats):
         for target, source in zip(state.arrays(), saved):
             target[...] = source
         start, cpu_start = time.perf_counter(), time.thread_time()
-        info = pgsm_step(state, log_v_table, log_w_table, rng, anchors=anchors,
+        info = pgsm_move(state, log_v_table, log_w_table, rng, anchors=anchors,
                          num_particles=20)
         cpu_timings.append(time.thread_time() - cpu_start)
         timings.append(time.perf_counter() - start)
@@ -125,6 +126,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--baseline", default=None,
                         help="git ref whose kernels/pgsm.py is timed alongside the current one")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(CLOSURE_SIZES),
+                        help="closure sizes |s̄| to time (default: %(default)s)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.baseline is not None:
@@ -133,10 +136,10 @@ def main() -> None:
               f"alternating in one process; load average {os.getloadavg()[0]:.2f}")
         print(f"{'|closure|':>10} {'config':>8} {'current':>9} {'baseline':>9} {'ratio':>7}")
         ratios = []
-        for size in CLOSURE_SIZES:
+        for size in args.sizes:
             for configuration in ("split", "merge"):
                 current, before = time_pair(size, configuration, args.repeats, rng,
-                                            (pgsm_step, baseline))
+                                            (pgsm_move, baseline))
                 ratios.append(current / before)
                 print(f"{size:>10} {configuration:>8} {current:>9.3f} {before:>9.3f} "
                       f"{current / before:>7.3f}")
@@ -147,7 +150,7 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"{'|closure|':>10} {'anchors apart ms':>30} {'anchors together ms':>30}")
     print(f"{'':>10} {'(median / min / cpu median)':>30} {'(median / min / cpu median)':>30}")
-    for size in CLOSURE_SIZES:
+    for size in args.sizes:
         apart = time_move(size, "split", args.repeats, rng)
         together = time_move(size, "merge", args.repeats, rng)
         print(f"{size:>10} {apart[0]:>12.3f} / {apart[1]:>6.3f} / {apart[2]:>6.3f} "

@@ -109,8 +109,7 @@ def precision_and_bayes_factors(particles, runs, rng):
                 for _ in range(runs):
                     run_prepared = prepared
                     if "order" in kwargs:  # same tables, points in a fresh random order
-                        run_prepared = (*prepared[:4], rng.permutation(x.shape[0]),
-                                        *prepared[5:])
+                        run_prepared = prepared._replace(order=rng.permutation(x.shape[0]))
                     values.append(smc.run_smc(
                         prior, family, x, 100, rng, prepared=run_prepared,
                         rejuvenation=kwargs.get("rejuvenation", 0)).log_evidence)

@@ -17,13 +17,16 @@ from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart
 from pymc_splitmerge.kernels import smc
 from pymc_splitmerge.kernels.pgsm import (
     MOVE_NONE,
+    Lineage,
+    PGSMOptions,
     csmc_sweep,
     figure2_state,
+    pgsm_move,
     pgsm_step,
     reference_incremental_log_weights,
 )
 from pymc_splitmerge.kernels.rng import seed_numba_from
-from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.kernels.state import Model, PartitionState
 from pymc_splitmerge.priors import (
     DirichletProcessPrior,
     FiniteDirichletPrior,
@@ -55,7 +58,7 @@ def normal():
 
 def one_step_labels(prior, family, data, rng, num_samples=2000, transitions=2, **options):
     """Exact draws, ``transitions`` PGSM transitions each; returns (labels, exact)."""
-    kernel = functools.partial(pgsm_step, **options)
+    kernel = functools.partial(pgsm_move, **options)
     return one_step_invariance_draws(kernel, prior, family, data, num_samples, rng,
                                      transitions=transitions)
 
@@ -116,12 +119,14 @@ def _sweep(family, x, points, m, reference, prior, n_other, num_particles, thres
     log_incremental = np.empty((n, num_particles))
     log_proposals = np.empty((n, num_particles))
     seed_numba_from(rng)
-    result = csmc_sweep(
-        family.family_id, np.ascontiguousarray(family.params), x,
-        np.asarray(points, dtype=np.int64), m, np.asarray(reference, dtype=np.int64),
-        np.ascontiguousarray(family.empty_stats), log_v_table, log_w_table, n_other,
-        num_particles, threshold, annealing, True, decisions, ancestors, log_incremental,
-        log_proposals, deduplicate)
+    model = Model(int(family.family_id), np.ascontiguousarray(family.params), x)
+    seating = smc.SeatingStep(log_v_table, log_v_table, log_w_table, log_w_table, n_other,
+                              False)
+    options = PGSMOptions(num_particles, float(threshold), annealing, True, deduplicate)
+    lineage = Lineage(decisions, ancestors, log_incremental, log_proposals)
+    result = csmc_sweep(model, seating, np.asarray(points, dtype=np.int64), m,
+                        np.asarray(reference, dtype=np.int64),
+                        np.ascontiguousarray(family.empty_stats), options, lineage)
     return result, decisions, ancestors, log_incremental, log_proposals
 
 
@@ -183,7 +188,6 @@ def test_final_target_is_full_posterior_including_v_of_k(prior_name):
     family = bernoulli()
     data = np.vstack([BERNOULLI_DATA, 1 - BERNOULLI_DATA[:3]])
     x = family.prepare_data(data)
-    n = x.shape[0]
     other = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])  # current partition; anchors in clusters 1, 2
     closure = np.flatnonzero(other > 0)
     points = np.r_[3, 6, rng.permutation([4, 5, 7, 8])]
@@ -269,7 +273,7 @@ def test_state_stays_consistent_and_moves_happen():
     state = PartitionState(family, x, np.zeros(40, dtype=np.int64))
     moves = []
     for k in range(300):
-        info = pgsm_step(state, log_v_table, log_w_table, rng, n_anchors=2 + k % 2)
+        info = pgsm_move(state, log_v_table, log_w_table, rng, n_anchors=2 + k % 2)
         moves.append(info.move)
         assert info.closure_size >= 2 and 0 < info.relative_ess <= 1.0 + 1e-12
     state.check()
@@ -286,15 +290,27 @@ def test_bad_options_raise():
     tables = DirichletProcessPrior(alpha=1.0).tables(6)
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="num_particles"):
-        pgsm_step(state, *tables, rng, num_particles=1)
+        pgsm_move(state, *tables, rng, num_particles=1)
     with pytest.raises(ValueError, match="resampling_threshold"):
-        pgsm_step(state, *tables, rng, resampling_threshold=1.5)
+        pgsm_move(state, *tables, rng, resampling_threshold=1.5)
     with pytest.raises(ValueError, match="n_anchors"):
-        pgsm_step(state, *tables, rng, n_anchors=1)
+        pgsm_move(state, *tables, rng, n_anchors=1)
     with pytest.raises(ValueError, match="distinct"):
-        pgsm_step(state, *tables, rng, anchors=[1, 1])
+        pgsm_move(state, *tables, rng, anchors=[1, 1])
     with pytest.raises(ValueError, match="use prior.tables"):
-        pgsm_step(state, tables[0][:3], tables[1], rng)
+        pgsm_move(state, tables[0][:3], tables[1], rng)
+
+
+def test_pgsm_step_is_a_deprecated_alias_of_pgsm_move():
+    family = normal()
+    x = family.prepare_data(NORMAL_DATA)
+    tables = DirichletProcessPrior(alpha=1.0).tables(x.shape[0])
+    states = [PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64)) for _ in "ab"]
+    infos = [pgsm_move(states[0], *tables, np.random.default_rng(5))]
+    with pytest.warns(DeprecationWarning, match="pgsm_move"):
+        infos.append(pgsm_step(states[1], *tables, np.random.default_rng(5)))
+    assert infos[0].move == infos[1].move
+    np.testing.assert_array_equal(states[0].labels(), states[1].labels())
 
 
 # --------------------------------------------------------------------------- PyMC step

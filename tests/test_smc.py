@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pymc_splitmerge.core.logweights import log_sum_exp
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels import smc
-from pymc_splitmerge.kernels.state import assign_point, unassign_point
+from pymc_splitmerge.kernels.state import Model, Partition, assign_point, unassign_point
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, exact_posterior
 from conftest import PRIORS, bernoulli_problem, niw_problem
 
@@ -69,7 +70,13 @@ def test_log_sum_exp_and_reweight_evidence_increment():
     increment, _, did = smc.reweight_and_resample(work, increments, 0.0, 0, weights, ancestors)
     assert increment == pytest.approx(expected)
     assert not did and np.array_equal(ancestors, np.arange(3))
-    assert smc.log_sum_exp(np.array([np.nan, 0.0, 0.0])) == pytest.approx(np.log(2))
+    assert _lse(np.array([np.nan, 0.0, 0.0])) == pytest.approx(np.log(2))
+
+
+def _lse(values):
+    """``log Σ exp`` of a whole array (``core.logweights.log_sum_exp``)."""
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    return log_sum_exp(values, values.shape[0])
 
 
 class _Particle:
@@ -88,6 +95,11 @@ class _Particle:
         self.where = np.full(n + 2, -1, dtype=np.int64)
         self.meta = np.zeros(1, dtype=np.int64)
 
+    @property
+    def partition(self):
+        return Partition(self.labels, self.sizes, self.stats, self.empty_row, self.active,
+                         self.where, self.meta)
+
     def copy(self):
         other = object.__new__(_Particle)
         other.__dict__.update({key: (value.copy() if isinstance(value, np.ndarray)
@@ -105,11 +117,15 @@ class _Particle:
                               self.stats, self.empty_row, self.active, self.where, self.meta)
 
     def allocation(self, i, lpp, lv_now, lw_now, lv_prev, lw_prev):
-        out = np.empty(self.sizes.shape[0])
-        k = smc.allocation_log_weights(self.family_id, self.params, self.x[i], lpp, lv_now,
-                                       lw_now, lv_prev, lw_prev, self.sizes, self.stats,
-                                       self.active, self.meta, out)
-        return k, out[: k + 1].copy()
+        k = self.meta[0]
+        seating = smc.SeatingStep(lv_now, lv_prev, lw_now, lw_prev, 0, True)
+        out = np.full((1, self.sizes.shape[0] + 1), np.nan)
+        extra = smc.allocation_log_weights(
+            Model(self.family_id, self.params, self.x), seating, self.stats[None],
+            self.sizes[None], self.active[None], self.meta.copy(), np.ones(1, dtype=bool),
+            self.x[i], lpp, True, out)
+        assert extra == 1 and not np.isnan(out[0, : k + 1]).any()
+        return k, out[0, : k + 1].copy()
 
     def sizes_list(self):
         return self.sizes[self.active[: self.meta[0]]].copy()
@@ -124,10 +140,7 @@ def test_copy_particle_keeps_the_state_invariants():
             for i in range(x.shape[0]):
                 k = particle.meta[0]
                 particle.assign(i, int(rng.integers(k + 1)), k)
-        smc.copy_particle(np.arange(x.shape[0]), source.labels, source.sizes, source.stats,
-                          source.active, source.where, source.meta, target.labels,
-                          target.sizes, target.stats, target.active, target.where,
-                          target.meta, target.empty_row)
+        smc.copy_particle(np.arange(x.shape[0]), source.partition, target.partition)
         np.testing.assert_array_equal(target.labels, source.labels)
         np.testing.assert_array_equal(target.sizes, source.sizes)
         np.testing.assert_array_equal(target.where >= 0, source.where >= 0)
@@ -219,7 +232,7 @@ def _path_sum(prior, family, x, anneal, rejuvenation):
         k = _join_and_new_log_weights(particle.family_id, particle.params, x, i, lv[t],
                                       row(lw, t), particle.sizes, particle.stats, particle.active,
                                       particle.meta, lpp[i], out)
-        log_probs = out[: k + 1] - smc.log_sum_exp(out[: k + 1])
+        log_probs = out[: k + 1] - _lse(out[: k + 1])
         for choice in range(k + 1):
             if log_probs[choice] == -np.inf:
                 continue
@@ -239,11 +252,11 @@ def _path_sum(prior, family, x, anneal, rejuvenation):
         if t > n:
             if reweight:
                 log_q_z += smc.log_prior_ratio(final_lv, final_lw, lv[n], row(lw, n),
-                                               particle.sizes, particle.active, particle.meta)
+                                               particle.partition)
             return [log_q_z]
         i = t - 1
         k, alloc = particle.allocation(i, lpp[i], lv[t], row(lw, t), lv[t - 1], row(lw, t - 1))
-        log_v = smc.log_sum_exp(alloc)
+        log_v = _lse(alloc)
         results = []
         for choice in range(k + 1):
             if alloc[choice] == -np.inf:
@@ -260,7 +273,7 @@ def _path_sum(prior, family, x, anneal, rejuvenation):
                 results += recurse(child, t + 1, cursor, log_here)
         return results
 
-    return smc.log_sum_exp(np.array(recurse(_Particle(family, x), 1, 0, 0.0)))
+    return _lse(np.array(recurse(_Particle(family, x), 1, 0, 0.0)))
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -294,7 +307,7 @@ def test_path_identity_negative_control_missing_eppf_ratio():
             return [acc]
         k, alloc = particle.allocation(t - 1, lpp[t - 1], lv[t], flat[0], lv[t - 1], flat[0])
         alloc[k] += lw[0, 1]
-        log_v = smc.log_sum_exp(alloc)
+        log_v = _lse(alloc)
         out = []
         for choice in range(k + 1):
             child = particle.copy()
@@ -303,7 +316,7 @@ def test_path_identity_negative_control_missing_eppf_ratio():
         del log_v
         return out
 
-    log_total = smc.log_sum_exp(np.array(recurse(particle, 1, 0.0)))
+    log_total = _lse(np.array(recurse(particle, 1, 0.0)))
     assert abs(log_total - _exact(prior, family, x).log_evidence) > 1e-3
 
 
@@ -462,6 +475,27 @@ def test_sample_smc_evidence_and_layout(prior_name):
     assert stats.norm.sf(abs(z)) * 2 >= GOF_PVALUE_THRESHOLD, (ratio.mean(), z)
     # every draw is a partition of positive posterior probability
     assert np.all(exact.probability_of(flat) > 0)
+
+
+@pytest.mark.parametrize("order", [None, "random"])
+def test_sample_smc_cores_give_the_same_result(order):
+    """Chains in parallel processes reproduce the sequential run for the same seed."""
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+
+    model = _pymc_model("py")
+    results = [psm.sample_smc(draws=8, chains=3, model=model, random_seed=11, order=order,
+                              rejuvenation=1, cores=cores, progressbar=False)
+               for cores in (1, 2)]
+    first, second = (get_group(result, "posterior")["z"].values for result in results)
+    assert first.shape == (3, 8, len(SMC_DATA))
+    np.testing.assert_array_equal(first, second)
+    first, second = (get_group(result, "sample_stats")["log_marginal_likelihood"].values
+                     for result in results)
+    np.testing.assert_array_equal(first, second)
+    assert len(set(first.tolist())) == 3  # the chains are independent runs
+    with pytest.raises(ValueError, match="cores"):
+        psm.sample_smc(draws=8, chains=2, model=model, cores=0, progressbar=False)
 
 
 def test_sample_smc_accepts_pm_data_and_random_order_and_compare_evidence():

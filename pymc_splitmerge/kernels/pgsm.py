@@ -65,35 +65,43 @@ JRSS B 72(3).
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
-    normalise_log_weights,
+    SeatingStep,
+    allocation_log_weights,
+    propose,
     relative_ess,
     resample_if_degenerate,
     sample_index,
 )
-from pymc_splitmerge.kernels.state import assign_point, unassign_point
+from pymc_splitmerge.kernels.state import PriorTables, add, remove
 
 __all__ = [
-    "PGSMInfo",
-    "MOVE_NONE",
-    "MOVE_SPLIT",
     "MOVE_MERGE",
-    "MOVE_REALLOCATE",
     "MOVE_NAMES",
-    "pgsm_step",
-    "validate_pgsm_options",
+    "MOVE_NONE",
+    "MOVE_REALLOCATE",
+    "MOVE_SPLIT",
+    "Lineage",
+    "PGSMInfo",
+    "PGSMOptions",
     "closure_of",
-    "figure2_state",
     "csmc_sweep",
+    "figure2_state",
+    "pgsm_move",
+    "pgsm_step",
+    "pgsm_transition",
     "reference_incremental_log_weights",
+    "validate_pgsm_options",
 ]
 
 MOVE_NONE = 0
@@ -139,52 +147,114 @@ def figure2_state(t: int, n_blocks: int, block: int) -> int:
     return 3 + block
 
 
+# --------------------------------------------------------------------------- structures
+
+
+class PGSMOptions(NamedTuple):
+    """Options of one PGSM transition (numba-typed; validated by :func:`pgsm_move`)."""
+
+    num_particles: int
+    """``N >= 2``."""
+    resampling_threshold: float
+    """``β`` in [0, 1]: resample when the relative ESS falls below it."""
+    annealing: bool
+    """Annealed intermediate targets of §3.4."""
+    conditional: bool
+    """Pin the reference path as particle 0 (``False``: plain SMC, the negative control)."""
+    deduplicate: bool = True
+    """Reuse the computations of identical particles (exact: changes no number)."""
+
+
+class Lineage(NamedTuple):
+    """What a conditional SMC sweep records per generation ``t`` and particle ``p`` (n, N)."""
+
+    decisions: np.ndarray
+    """int64: block joined by ``σ_t`` in particle ``p``."""
+    ancestors: np.ndarray
+    """int64: index at generation ``t - 1`` of its parent (row 0: itself)."""
+    log_incremental: np.ndarray
+    """float64: log incremental weight (shape (1, N): not recorded)."""
+    log_proposals: np.ndarray
+    """float64: log proposal probability of the chosen decision (shape (1, N): not recorded)."""
+
+
+@numba.njit(cache=True)
+def empty_lineage(n, num_particles, record_weights):
+    """A :class:`Lineage` for ``n`` generations of ``num_particles`` particles.
+
+    Without ``record_weights`` the weight arrays have one row (a move only needs the
+    decisions and ancestors; the tests record the weights to check them).
+    """
+    rows = n if record_weights else 1
+    return Lineage(np.empty((n, num_particles), dtype=np.int64),
+                   np.empty((n, num_particles), dtype=np.int64),
+                   np.empty((rows, num_particles)), np.empty((rows, num_particles)))
+
+
+class BlockParticles(NamedTuple):
+    """The PGSM particle population: partitions of the anchors' blocks (stacked arrays).
+
+    Block ``j`` of particle ``p`` (numbered by first appearance along ``σ``) has statistics
+    ``stats[p, j]`` and size ``sizes[p, j]``; ``n_blocks[p]`` blocks are open.
+    """
+
+    stats: np.ndarray
+    """float64 (N, m, stat_dim)."""
+    sizes: np.ndarray
+    """int64 (N, m)."""
+    n_blocks: np.ndarray
+    """int64 (N,)."""
+    log_gamma: np.ndarray
+    """float64 (N,): ``log γ_t`` of eq. (7)."""
+    log_gamma_anchor: np.ndarray
+    """float64 (N,): ``log γ_m`` (end of the anchor phase; annealing)."""
+
+
+@numba.njit(cache=True)
+def _block_particles(num_particles, n_anchors, stat_dim):
+    return BlockParticles(np.empty((num_particles, n_anchors, stat_dim)),
+                          np.zeros((num_particles, n_anchors), dtype=np.int64),
+                          np.ones(num_particles, dtype=np.int64), np.empty(num_particles),
+                          np.zeros(num_particles))
+
+
+@numba.njit(cache=True)
+def _copy_blocks(source, p_source, target, p_target):
+    """Particle ``p_source`` of ``source`` into slot ``p_target`` of ``target``."""
+    for j in range(source.sizes.shape[1]):
+        for k in range(source.stats.shape[2]):
+            target.stats[p_target, j, k] = source.stats[p_source, j, k]
+        target.sizes[p_target, j] = source.sizes[p_source, j]
+    target.n_blocks[p_target] = source.n_blocks[p_source]
+    target.log_gamma[p_target] = source.log_gamma[p_source]
+    target.log_gamma_anchor[p_target] = source.log_gamma_anchor[p_source]
+
+
 # --------------------------------------------------------------------------- numba core
 
-
-@numba.njit(cache=True)
-def _log_sum_and_weights(values, count, weights_out):
-    """``log Σ_j exp(values[j])`` over the first ``count`` entries; ``weights_out[j]`` receives
-    ``exp(values[j] - peak)`` (1.0 for the peak itself, no ``exp`` call) and the function
-    also returns their sum, so that sampling needs no further ``exp``.
-
-    Returns
-    -------
-    log_total : float
-        ``-inf`` (and all weights 0) when every value is ``-inf``.
-    total : float
-        ``Σ_j weights_out[j]``.
-    """
-    peak = -np.inf
-    for j in range(count):
-        if values[j] > peak:
-            peak = values[j]
-    if peak == -np.inf:
-        for j in range(count):
-            weights_out[j] = 0.0
-        return -np.inf, 0.0
-    total = 0.0
-    for j in range(count):
-        if values[j] == peak:
-            weights_out[j] = 1.0
-        else:
-            weights_out[j] = np.exp(values[j] - peak)
-        total += weights_out[j]
-    return peak + np.log(total), total
+# ``core.logweights.exp_shifted`` under its former name (``kernels/arm.py`` imports it).
+_log_sum_and_weights = exp_shifted
 
 
 @numba.njit(cache=True)
-def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_row,
-               log_v_table, log_w_table, n_other_clusters, num_particles,
-               resampling_threshold, annealing, conditional,
-               decisions, ancestors, log_incremental, log_proposals, deduplicate=True):
+def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, options,
+               lineage):
     """Run the (conditional) SMC of PGSM Algorithm 3 on the ordered closure ``points``.
+
+    Built on the SMC engine (``kernels/smc.py``): the option weights are the engine's
+    allocation model (:func:`~pymc_splitmerge.kernels.smc.allocation_log_weights` with the
+    fixed-``n`` tables shifted by ``K_other``, new blocks only in the anchor phase), the
+    selection is :func:`~pymc_splitmerge.kernels.smc.resample_if_degenerate` (conditional
+    multinomial with particle 0 pinned), the decisions :func:`~pymc_splitmerge.kernels.smc.
+    propose`; what is PGSM's own is the particle encoding (blocks numbered along ``σ``), the
+    annealed targets and the reuse of identical particles' computations.
 
     Parameters
     ----------
-    family_id : int
-    params : ndarray of float64
-    x : ndarray of float64, shape (n_total, data_dim)
+    model : Model
+    seating : SeatingStep
+        ``SeatingStep(log_v, log_v, log_w, log_w, K_other, False)`` from ``prior.tables(n)``
+        (``K_other``: clusters outside the closure).
     points : ndarray of int64, shape (n,)
         ``σ``: the closure in SMC order, anchors first.
     n_anchors : int
@@ -193,25 +263,10 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
         Block (numbered by first appearance along ``σ``) of each point in the current
         restricted partition: the reference path.
     empty_row : ndarray of float64, shape (stat_dim,)
-    log_v_table, log_w_table : ndarray of float64, shape (n_total + 2,)
-    n_other_clusters : int
-        ``K_other``: clusters outside the closure.
-    num_particles : int
-        ``N >= 2``.
-    resampling_threshold : float
-        ``β`` in [0, 1].
-    annealing : bool
-        Use the annealed targets of §3.4.
-    conditional : bool
-        Pin the reference path as particle 0 (``False`` gives plain SMC: negative control).
-    decisions, ancestors : ndarray of int64, shape (n, N)
-        Filled: ``decisions[t, p]`` block joined by ``σ_t`` in particle ``p``;
-        ``ancestors[t, p]`` index at generation ``t - 1`` of its parent (row 0 unused).
-    log_incremental, log_proposals : ndarray of float64, shape (n, N)
-        Filled: log incremental weight and log proposal probability of the chosen decision.
-    deduplicate : bool, default True
-        Reuse the computations of an identical particle (copies made by resampling that
-        took the same decisions since).  Exact: the output is the same as without it.
+    options : PGSMOptions
+    lineage : Lineage
+        Filled: decisions and ancestors of shape (n, N); the log weights too if their arrays
+        have n rows (a single row: not recorded, which saves their memory traffic).
 
     Returns
     -------
@@ -222,25 +277,38 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     resampling_events : int
     final_relative_ess : float
     """
+    family_id = model.family_id
+    params = model.params
+    x = model.x
+    log_v_table = seating.log_v_now
+    log_w_table = seating.log_w_now
+    n_other_clusters = seating.block_offset
+    conditional = options.conditional
+    deduplicate = options.deduplicate
+    resampling_threshold = options.resampling_threshold
+    decisions = lineage.decisions
+    ancestors = lineage.ancestors
+    log_incremental = lineage.log_incremental
+    log_proposals = lineage.log_proposals
     n = points.shape[0]
+    record = log_incremental.shape[0] == n
     m = n_anchors
-    big_n = num_particles
+    num_particles = options.num_particles
     stat_dim = empty_row.shape[0]
-    stats = np.empty((big_n, m, stat_dim))
-    sizes = np.zeros((big_n, m), dtype=np.int64)
-    n_blocks = np.ones(big_n, dtype=np.int64)
-    log_gamma = np.empty(big_n)
-    log_gamma_anchor = np.zeros(big_n)
-    new_stats = np.empty_like(stats)
-    new_sizes = np.empty_like(sizes)
-    new_n_blocks = np.empty_like(n_blocks)
-    new_log_gamma = np.empty_like(log_gamma)
-    new_log_gamma_anchor = np.empty_like(log_gamma_anchor)
-    log_weights = np.zeros(big_n)
-    weights = np.empty(big_n)
-    resampled = np.empty(big_n, dtype=np.int64)
+    particles = _block_particles(num_particles, m, stat_dim)
+    spare = _block_particles(num_particles, m, stat_dim)
+    # the hot loop reads the arrays as locals that are never rebound (no reference counting
+    # at every use); resampling copies through ``spare`` and back
+    stats = particles.stats
+    sizes = particles.sizes
+    n_blocks = particles.n_blocks
+    log_gamma = particles.log_gamma
+    log_gamma_anchor = particles.log_gamma_anchor
+    log_weights = np.zeros(num_particles)
+    weights = np.empty(num_particles)
+    resampled = np.empty(num_particles, dtype=np.int64)
     option_log = np.empty(m + 1)
-    use_annealing = annealing and n > m
+    use_annealing = options.annealing and n > m
     scheme = 2 if conditional else 1
     delta_zeta = 1.0 / (n - m) if n > m else 0.0
 
@@ -248,7 +316,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     first = x[points[0]]
     log_first = (log_v_table[n_other_clusters + 1] + log_w_table[1]
                  + dispatch.log_predictive(family_id, params, empty_row, first))
-    for p in range(big_n):
+    for p in range(num_particles):
         for j in range(m):
             stats[p, j, :] = empty_row
         dispatch.add_point(family_id, params, stats[p, 0], first)
@@ -259,7 +327,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
         log_incremental[0, p] = 0.0
         log_proposals[0, p] = 0.0
     if m == 1:
-        for p in range(big_n):
+        for p in range(num_particles):
             log_gamma_anchor[p] = log_gamma[p]
     normalise_log_weights(log_weights, weights)
     resampling_events = 0
@@ -267,37 +335,32 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
     # Twin caching (exact, changes no number): ``twin[p] = r < p`` means particle p's state is
     # identical to root particle r's (copies after resampling / identical decisions), so the
     # option values of r are reused instead of recomputing p's predictive densities.
-    twin = np.zeros(big_n, dtype=np.int64)
+    twin = np.zeros(num_particles, dtype=np.int64)
     twin[0] = -1
     if not deduplicate:
-        for p in range(big_n):
+        for p in range(num_particles):
             twin[p] = -1
     new_twin = np.empty_like(twin)
-    root_choice = np.empty(big_n, dtype=np.int64)
-    diverged = np.empty(big_n, dtype=np.int64)
-    option_cache = np.empty((big_n, m + 1))
-    total_cache = np.empty(big_n)
+    root_choice = np.empty(num_particles, dtype=np.int64)
+    diverged = np.empty(num_particles, dtype=np.int64)
+    option_cache = np.empty((num_particles, m + 1))
+    total_cache = np.empty(num_particles)
     option_weight = np.empty(m + 1)
-    block_slots = np.arange(m)
-    weight_cache = np.empty((big_n, m + 1))
-    weight_total_cache = np.empty(big_n)
-    count_cache = np.empty(big_n, dtype=np.int64)
+    block_slots = np.arange(m).reshape((1, m))
+    todo = np.empty(num_particles, dtype=np.bool_)
+    weight_cache = np.empty((num_particles, m + 1))
+    weight_total_cache = np.empty(num_particles)
+    count_cache = np.empty(num_particles, dtype=np.int64)
     for t in range(1, n):
-        # adaptive (conditional) resampling on the previous weights (Algorithm 3, line 18)
-        # the engine's ESS-triggered selection (kernels/smc.py): conditional multinomial with
-        # particle 0 pinned (PGSM eq. 6), plain multinomial for the negative control
+        # adaptive (conditional) resampling on the previous weights (Algorithm 3, line 18):
+        # the engine's ESS-triggered selection, conditional multinomial with particle 0
+        # pinned (PGSM eq. 6), plain multinomial for the negative control
         if resampling_threshold > 0.0 and resample_if_degenerate(
                 weights, log_weights, resampling_threshold, scheme, resampled):
             resampling_events += 1
-            for p in range(big_n):
+            for p in range(num_particles):
                 a = resampled[p]
-                for j in range(m):
-                    for k in range(stat_dim):
-                        new_stats[p, j, k] = stats[a, j, k]
-                    new_sizes[p, j] = sizes[a, j]
-                new_n_blocks[p] = n_blocks[a]
-                new_log_gamma[p] = log_gamma[a]
-                new_log_gamma_anchor[p] = log_gamma_anchor[a]
+                _copy_blocks(particles, a, spare, p)
                 ancestors[t, p] = a
                 new_twin[p] = -1
                 if deduplicate:
@@ -307,19 +370,11 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                         if (twin[other] if twin[other] >= 0 else other) == root:
                             new_twin[p] = q if new_twin[q] < 0 else new_twin[q]
                             break
-            # copy back (rare: once per resampling event); the arrays are never rebound, which
-            # keeps numba from reference-counting them at every use in the loop
-            for p in range(big_n):
-                for j in range(m):
-                    for k in range(stat_dim):
-                        stats[p, j, k] = new_stats[p, j, k]
-                    sizes[p, j] = new_sizes[p, j]
-                n_blocks[p] = new_n_blocks[p]
-                log_gamma[p] = new_log_gamma[p]
-                log_gamma_anchor[p] = new_log_gamma_anchor[p]
+            for p in range(num_particles):
+                _copy_blocks(spare, p, particles, p)
                 twin[p] = new_twin[p]
         else:
-            for p in range(big_n):
+            for p in range(num_particles):
                 ancestors[t, p] = p
         xt = x[points[t]]
         anchor_phase = t < m
@@ -327,9 +382,14 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
         if anchor_phase:
             log_new_predictive = dispatch.log_predictive(family_id, params, empty_row, xt)
         all_merged = True
-        for p in range(big_n):
+        for p in range(num_particles):
             diverged[p] = -1
-        for p in range(big_n):
+            todo[p] = twin[p] < 0
+        # log γ_t / γ_{t-1} of each allowed option of every distinct particle: the engine's
+        # allocation model (copies of an identical particle reuse its values)
+        extra = allocation_log_weights(model, seating, stats, sizes, block_slots, n_blocks,
+                                       todo, xt, log_new_predictive, anchor_phase, option_cache)
+        for p in range(num_particles):
             nb = n_blocks[p]
             r = twin[p]
             if r >= 0:
@@ -340,70 +400,39 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
                     option_log[j] = option_cache[r, j]
                     option_weight[j] = weight_cache[r, j]
             else:
-                # log γ_t / γ_{t-1} of each allowed option (the fixed-n form of the engine's
-                # allocation model, kernels/smc.py ``allocation_log_weights_at`` with the tables
-                # shifted by K_other; kept inline here: calling it cost ~15 % per move), with the
-                # predictives of all blocks in one batch call per particle (no row view per block)
-                dispatch.log_predictive_many(family_id, params, stats[p], block_slots, nb, xt,
-                                             option_log)
-                for j in range(nb):
-                    option_log[j] += log_w_table[sizes[p, j] + 1] - log_w_table[sizes[p, j]]
-                count = nb
-                if anchor_phase:
-                    option_log[nb] = (log_v_table[n_other_clusters + nb + 1]
-                                      - log_v_table[n_other_clusters + nb] + log_w_table[1]
-                                      + log_new_predictive)
-                    count = nb + 1
-                log_total, weight_total = _log_sum_and_weights(option_log, count, option_weight)
+                count = nb + extra
                 for j in range(count):
-                    option_cache[p, j] = option_log[j]
+                    option_log[j] = option_cache[p, j]
+                log_total, weight_total = exp_shifted(option_log, count, option_weight)
+                for j in range(count):
                     weight_cache[p, j] = option_weight[j]
                 count_cache[p] = count
                 total_cache[p] = log_total
                 weight_total_cache[p] = weight_total
+            pinned = reference_blocks[t] if (p == 0 and conditional) else -1
             # proposal: q ∝ γ̂_t over the options
             if use_annealing and anchor_phase:
+                # γ̂_t = 1[γ_t > 0]: uniform over the feasible options
                 feasible = 0
                 for j in range(count):
                     if option_log[j] > -np.inf:
                         feasible += 1
-                if p == 0 and conditional:
-                    choice = reference_blocks[t]
-                else:
-                    u = np.random.random() * feasible
-                    choice = -1
-                    seen = 0
-                    for j in range(count):
-                        if option_log[j] > -np.inf:
-                            if choice < 0 and u < seen + 1:
-                                choice = j
-                            seen += 1
-                    if choice < 0:
-                        choice = count - 1
-                log_proposals[t, p] = -np.log(feasible)
-                log_incremental[t, p] = np.log(feasible)
+                        option_weight[j] = 1.0
+                    else:
+                        option_weight[j] = 0.0
+                choice = propose(option_weight, count, float(feasible), pinned)
+                increment = np.log(feasible)
+                if record:
+                    log_proposals[t, p] = -increment
             else:
-                if p == 0 and conditional:
-                    choice = reference_blocks[t]
-                else:
-                    # q_j = option_weight[j] / weight_total (no exp: weights are cached)
-                    u = np.random.random() * weight_total
-                    cumulative = 0.0
-                    choice = -1
-                    last = 0
-                    for j in range(count):
-                        if option_weight[j] > 0.0:
-                            last = j
-                            cumulative += option_weight[j]
-                            if u < cumulative:
-                                choice = j
-                                break
-                    if choice < 0:
-                        choice = last
-                log_proposals[t, p] = option_log[choice] - log_total
-                log_incremental[t, p] = log_total
+                choice = propose(option_weight, count, weight_total, pinned)
+                if record:
+                    log_proposals[t, p] = option_log[choice] - log_total
+                increment = log_total
                 if use_annealing:
-                    log_incremental[t, p] += delta_zeta * log_gamma_anchor[p]
+                    increment += delta_zeta * log_gamma_anchor[p]
+            if record:
+                log_incremental[t, p] = increment
             decisions[t, p] = choice
             # move the particle (copy the post-state of an identical particle when possible)
             source = -1
@@ -428,7 +457,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
             root_choice[p] = choice
             if t == m - 1:
                 log_gamma_anchor[p] = log_gamma[p]
-            log_weights[p] += log_incremental[t, p]
+            log_weights[p] += increment
             if n_blocks[p] != 1:
                 all_merged = False
         normalise_log_weights(log_weights, weights)
@@ -440,7 +469,7 @@ def csmc_sweep(family_id, params, x, points, n_anchors, reference_blocks, empty_
 
 
 @numba.njit(cache=True)
-def _trace_back(chosen, generations, decisions, ancestors, blocks_out):
+def _trace_back(chosen, generations, lineage, blocks_out):
     """Blocks along the lineage of particle ``chosen`` (all zeros if ``chosen < 0``)."""
     n = blocks_out.shape[0]
     if chosen < 0:
@@ -449,8 +478,8 @@ def _trace_back(chosen, generations, decisions, ancestors, blocks_out):
         return
     p = chosen
     for t in range(generations - 1, -1, -1):
-        blocks_out[t] = decisions[t, p]
-        p = ancestors[t, p]
+        blocks_out[t] = lineage.decisions[t, p]
+        p = lineage.ancestors[t, p]
 
 
 @numba.njit(cache=True)
@@ -491,9 +520,25 @@ def closure_of(anchors, labels, where, closure_out, slot_block_out):
 
 
 @numba.njit(cache=True)
-def _pgsm_move(family_id, params, x, anchors, labels, sizes, stats, empty_row, active, where,
-               meta, log_v_table, log_w_table, num_particles, resampling_threshold, annealing,
-               conditional):
+def pgsm_transition(model, partition, tables, anchors, options):
+    """One PGSM transition of ``partition`` (in place); the numba core of :func:`pgsm_move`.
+
+    Parameters
+    ----------
+    model : Model
+    partition : Partition
+    tables : PriorTables
+        ``prior.tables(n)``.
+    anchors : ndarray of int64, shape (m,)
+        The anchors, or all -1 to draw them uniformly here.
+    options : PGSMOptions
+
+    Returns
+    -------
+    move, closure_size, resampling_events, relative_ess, generations
+    """
+    labels = partition.labels
+    where = partition.where
     n_total = labels.shape[0]
     if anchors[0] < 0:  # draw the anchors uniformly here (anchors[:] = -1, length m)
         anchors[:] = np.random.permutation(n_total)[: anchors.shape[0]]
@@ -502,7 +547,7 @@ def _pgsm_move(family_id, params, x, anchors, labels, sizes, stats, empty_row, a
     slot_mark = np.full(capacity, -1, dtype=np.int64)
     closure = np.empty(n_total, dtype=np.int64)
     size, n_restricted = closure_of(anchors, labels, where, closure, slot_mark)
-    n_other = meta[0] - n_restricted
+    n_other = partition.cluster_count[0] - n_restricted
     # σ: anchors in uniform order, then the rest of the closure in uniform order (Alg. 2)
     anchor_order = np.random.permutation(m)
     is_anchor = np.zeros(n_total, dtype=np.bool_)
@@ -531,35 +576,36 @@ def _pgsm_move(family_id, params, x, anchors, labels, sizes, stats, empty_row, a
             slot_of_block[n_reference_blocks] = slot
             n_reference_blocks += 1
         reference[t] = block_of_slot[slot]
-    decisions = np.empty((size, num_particles), dtype=np.int64)
-    ancestors = np.empty((size, num_particles), dtype=np.int64)
-    log_incremental = np.empty((size, num_particles))
-    log_proposals = np.empty((size, num_particles))
-    chosen, generations, events, ess = csmc_sweep(
-        family_id, params, x, points, m, reference, empty_row, log_v_table, log_w_table,
-        n_other, num_particles, resampling_threshold, annealing, conditional,
-        decisions, ancestors, log_incremental, log_proposals)
+    lineage = empty_lineage(size, options.num_particles, False)
+    seating = SeatingStep(tables.log_v, tables.log_v, tables.log_w, tables.log_w, n_other,
+                          False)
+    chosen, generations, events, ess = csmc_sweep(model, seating, points, m, reference,
+                                                  partition.empty_row, options, lineage)
     blocks = np.empty(size, dtype=np.int64)
-    _trace_back(chosen, generations, decisions, ancestors, blocks)
+    _trace_back(chosen, generations, lineage, blocks)
     n_new_blocks = 0
-    changed = False
+    changed = 0
     for t in range(size):
-        if blocks[t] + 1 > n_new_blocks:
-            n_new_blocks = blocks[t] + 1
+        n_new_blocks = max(n_new_blocks, blocks[t] + 1)
         if blocks[t] != reference[t]:
-            changed = True
-    if not changed:
+            changed += 1
+    if changed == 0:
         return MOVE_NONE, size, events, ess, generations
-    # apply: take every closure point out, then refill block by block
+    # apply, moving only the points whose block changed: new block b < |c̄| keeps the slot of
+    # reference block b (both numbered along σ), later blocks get free slots.  Take the
+    # changed points out first, then refill the kept slots (reopening emptied ones) before
+    # opening new ones, so that a slot emptied here is never handed to two blocks.
     for t in range(size):
-        unassign_point(family_id, params, x, points[t], labels, sizes, stats, empty_row,
-                       active, where, meta)
-    for b in range(n_new_blocks):
+        if blocks[t] != reference[t]:
+            remove(model, partition, points[t])
+    for t in range(size):
+        if blocks[t] != reference[t] and blocks[t] < n_reference_blocks:
+            add(model, partition, points[t], slot_of_block[blocks[t]])
+    for b in range(n_reference_blocks, n_new_blocks):
         slot = free_slot(where)
         for t in range(size):
             if blocks[t] == b:
-                assign_point(family_id, params, x, points[t], slot, labels, sizes, stats,
-                             active, where, meta)
+                add(model, partition, points[t], slot)
     if n_new_blocks > n_reference_blocks:
         move = MOVE_SPLIT
     elif n_new_blocks < n_reference_blocks:
@@ -594,7 +640,7 @@ def validate_pgsm_options(num_particles, resampling_threshold, n_anchors) -> flo
     return threshold
 
 
-def pgsm_step(state, log_v_table, log_w_table, rng, *, num_particles=20,
+def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
               resampling_threshold=0.5, n_anchors=2, annealing=True, anchors=None,
               anchor_proposal=None, conditional=True):
     """One PGSM transition of ``state`` (mutated in place).
@@ -649,12 +695,17 @@ def pgsm_step(state, log_v_table, log_w_table, rng, *, num_particles=20,
             raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
         if anchors.min() < 0 or anchors.max() >= n:
             raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
+    options = PGSMOptions(int(num_particles), threshold, bool(annealing), bool(conditional))
     seed_numba_from(rng)
-    move, size, events, ess, generations = _pgsm_move(
-        state.family_id, state.params, state.x, anchors, state.labels_slots, state.sizes,
-        state.stats, state.empty_row, state.active, state.where, state.meta, log_v_table,
-        log_w_table, int(num_particles), threshold, bool(annealing), bool(conditional))
+    move, size, events, ess, generations = pgsm_transition(
+        state.model, state.partition, PriorTables(log_v_table, log_w_table), anchors, options)
     return PGSMInfo(int(move), anchors, int(size), int(events), float(ess), int(generations))
+
+
+def pgsm_step(*args, **kwargs):
+    """Deprecated name of :func:`pgsm_move` (one entry-point name per kernel, issue 11)."""
+    warnings.warn("pgsm_step is deprecated; use pgsm_move", DeprecationWarning, stacklevel=2)
+    return pgsm_move(*args, **kwargs)
 
 
 # --------------------------------------------------------------------------- reference

@@ -1,37 +1,39 @@
-r"""The package's sequential Monte Carlo engine: generic (conditional) SMC steps and the
-SMC sampler over partitions (Lomeli 2017; Ülker, Günsel & Cemgil 2010).
+r"""The package's sequential Monte Carlo engine: a generic (conditional) SMC layer, the
+allocation model of partition particles, and the SMC sampler over partitions (Lomeli 2017;
+Ülker, Günsel & Cemgil 2010).  PGSM's conditional SMC (``kernels/pgsm.py``) runs on the same
+layers.
 
-Generic part (any particle system):
+1. **Generic (conditional) SMC** (any particle system, particles indexed ``0..N-1``):
 
-* ``reweight_and_resample``: ``log w += log v``, the evidence increment
-  ``log sum_p W_{t-1}^p v_t^p`` and :func:`resample_if_degenerate`, the ESS-triggered selection
-  (systematic, multinomial or conditional multinomial with particle 0 pinned), which PGSM's
-  conditional SMC (``kernels/pgsm.py``) also uses.
+   * :func:`resample_if_degenerate`: the ESS-triggered selection (systematic, multinomial or
+     conditional multinomial with particle 0 pinned to the reference path, PGSM eq. 6);
+   * :func:`reweight_and_resample`: ``log w += log v``, the evidence increment
+     ``log sum_p W_{t-1}^p v_t^p`` and the selection;
+   * :func:`propose`: the fully adapted proposal of one particle, ``q ∝ exp(option log
+     weights)``, with the conditional path's decision imposed on the reference particle;
+   * normalisation and categorical draws come from ``core/logweights.py`` (one copy).
 
-Allocation model (partition particles in the ``kernels/state.py`` layout):
+2. **Allocation model** (:func:`allocation_log_weights`): the log weights of adding one point
+   to each block of a particle or to a new block,
+   ``EPPF_t(Π ⊕ c) / EPPF_{t-1}(Π) · f(y_t | y_c)``, from the prior tables of the step
+   (:class:`SeatingStep`; seating ratios of ``priors/seating.py``, optionally an annealed
+   concentration) and the family's predictive.  The SMC sampler uses it with the step-``t``
+   tables; PGSM with the fixed-``n`` tables shifted by the clusters outside the closure and
+   the new-block option only in the anchor phase (PGSM eq. 7).
 
-* ``allocation_log_weights`` / ``allocation_log_weights_at``: log of
-  ``EPPF_t(Π ⊕ c) / EPPF_{t-1}(Π) · f(y_t | y_c)`` for every block ``c`` and a new block, from
-  per-step prior tables (annealed concentration allowed) — the corrected weights of
-  ``specs/arm_and_smc.md`` §2-3; ``log_prior_ratio`` for the final annealing reweight.
-* ``smc_partition_run``: the loop (weight, resample, propagate, optional Gibbs rejuvenation of a
-  rotating block of past labels); ``run_smc`` / ``log_evidence_runs`` are the Python entry
-  points, ``step_tables`` builds the tables, ``VARIANTS`` holds the negative controls used by
-  the tests.  Evidence: ``log Ẑ = sum_t log sum_p W_{t-1}^p v_t^p`` (+ the final reweight),
-  whose first term is ``log f(y_1)``.
+3. **The SMC sampler over partitions**: :func:`smc_partition_run` (weight, resample,
+   propagate, optional Gibbs rejuvenation of a rotating block of past labels) on a
+   :class:`Population` of :class:`~pymc_splitmerge.kernels.state.Partition` particles;
+   ``run_smc`` / ``log_evidence_runs`` are the Python entry points, ``step_tables`` builds the
+   tables, ``VARIANTS`` holds the negative controls used by the tests.  Evidence:
+   ``log Ẑ = sum_t log sum_p W_{t-1}^p v_t^p`` (+ the final reweight), whose first term is
+   ``log f(y_1)`` (the corrected weights of ``specs/arm_and_smc.md`` §2-3).
 
-Helpers below the engine:
-
-* ``normalise_log_weights``: log weights -> normalised weights; the NaN policy is explicit:
-  a NaN log weight is treated as ``-inf`` (the particle gets weight 0), as in ``particles``
-  (N. Chopin).  If every weight is ``-inf`` the result is uniform (degenerate but defined).
-* ``relative_ess``: ``1 / (N * sum(w**2))`` in ``[1/N, 1]`` (Liu & Chen 1995; PGSM Algorithm 3,
-  line 18).
-* ``conditional_multinomial_resample``: ancestors of a conditional SMC generation, with the
-  reference path pinned as particle 0 and its ancestor 0 (Andrieu, Doucet & Holenstein 2010;
-  PGSM eq. 6): ``a_0 = 0`` and ``a_p ~ Categorical(w)`` i.i.d. for ``p >= 1``.
-* ``multinomial_resample``: plain (unconditional) multinomial resampling (SMC sampler option and
-  PGSM's negative-control variant); ``systematic_resample`` (Kitagawa 1996).
+Selection helpers: ``relative_ess`` ``1 / (N sum w^2)`` (Liu & Chen 1995; PGSM Algorithm 3,
+line 18); ``conditional_multinomial_resample`` (``a_0 = 0``, ``a_p ~ Categorical(w)``,
+Andrieu, Doucet & Holenstein 2010); ``multinomial_resample``; ``systematic_resample``
+(Kitagawa 1996).  NaN log weights count as ``-inf`` (weight 0), as in ``particles``
+(N. Chopin); if every weight is ``-inf`` the normalised weights are uniform.
 
 The ``@njit`` versions draw from numba's internal random state (seed it first with
 ``kernels.rng.seed_numba_from``); each has a plain NumPy reference (``reference_*``) taking an
@@ -42,74 +44,55 @@ References
 Andrieu, C., Doucet, A. and Holenstein, R. (2010). Particle Markov chain Monte Carlo methods.
 JRSS B 72(3), 269-342.
 Bouchard-Côté, A., Doucet, A. and Roth, A. (2017). Particle Gibbs split-merge sampling for
-Bayesian inference in mixture models. JMLR 18(28). Algorithm 3, eq. (6).
+Bayesian inference in mixture models. JMLR 18(28). Algorithm 3, eqs. (6)-(10).
 Liu, J. S. and Chen, R. (1995). Blind deconvolution via sequential imputations. JASA 90.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.logweights import (
+    exp_shifted,
+    log_sum_exp,
+    normalise_log_weights,
+    sample_log_weights,
+    sample_weights,
+)
+from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights as gibbs_join_and_new
 from pymc_splitmerge.kernels.rng import seed_numba_from
-from pymc_splitmerge.kernels.state import assign_point, log_target, unassign_point
+from pymc_splitmerge.kernels.state import Model, Partition, add, log_target, remove
+from pymc_splitmerge.priors.seating import log_join_weight
 
 __all__ = [
+    "Population",
+    "SeatingStep",
+    "StepTables",
+    "allocation_log_weights",
     "conditional_multinomial_resample",
     "multinomial_resample",
     "normalise_log_weights",
+    "propose",
     "reference_conditional_multinomial_resample",
     "reference_normalise_log_weights",
     "reference_relative_ess",
     "relative_ess",
+    "resample_if_degenerate",
+    "reweight_and_resample",
     "sample_index",
+    "smc_partition_run",
+    "systematic_resample",
 ]
 
 
-@numba.njit(cache=True)
-def normalise_log_weights(log_weights, weights_out):
-    """Normalise ``log_weights`` into ``weights_out``; return the log of their sum.
-
-    Parameters
-    ----------
-    log_weights : ndarray of float64, shape (N,)
-        Unnormalised log weights; NaN is treated as ``-inf``.
-    weights_out : ndarray of float64, shape (N,)
-        Filled with the normalised weights (uniform if every weight is ``-inf``).
-
-    Returns
-    -------
-    float
-        ``log(sum(exp(log_weights)))`` (``-inf`` if every weight is ``-inf``).
-    """
-    n = log_weights.shape[0]
-    peak = -np.inf
-    for p in range(n):
-        value = log_weights[p]
-        if value == value and value > peak:  # value == value is False for NaN
-            peak = value
-    if peak == -np.inf:
-        for p in range(n):
-            weights_out[p] = 1.0 / n
-        return -np.inf
-    total = 0.0
-    for p in range(n):
-        value = log_weights[p]
-        if value == value:
-            weights_out[p] = np.exp(value - peak)
-        else:
-            weights_out[p] = 0.0
-        total += weights_out[p]
-    for p in range(n):
-        weights_out[p] /= total
-    return peak + np.log(total)
-
-
+# ============================================================================ generic SMC layer
 @numba.njit(cache=True)
 def relative_ess(weights):
     """Relative effective sample size ``1 / (N * sum(w**2))`` of normalised ``weights``."""
@@ -122,16 +105,7 @@ def relative_ess(weights):
 @numba.njit(cache=True)
 def sample_index(weights):
     """One draw from ``Categorical(weights)`` (normalised) with numba's random state."""
-    u = np.random.random()
-    cumulative = 0.0
-    last = 0
-    for p in range(weights.shape[0]):
-        if weights[p] > 0.0:
-            last = p
-            cumulative += weights[p]
-            if u < cumulative:
-                return p
-    return last  # round-off: u >= cumulative sum
+    return sample_weights(weights, weights.shape[0], 1.0, np.random.random())
 
 
 @numba.njit(cache=True)
@@ -152,38 +126,9 @@ def conditional_multinomial_resample(weights, ancestors_out):
 
 @numba.njit(cache=True)
 def multinomial_resample(weights, ancestors_out):
-    """Unconditional multinomial resampling (negative-control use only)."""
+    """Unconditional multinomial resampling (SMC sampler option; PGSM's negative control)."""
     for p in range(weights.shape[0]):
         ancestors_out[p] = sample_index(weights)
-
-
-# --------------------------------------------------------------------------- references
-
-
-def reference_normalise_log_weights(log_weights):
-    """Plain NumPy reference of ``normalise_log_weights``: returns ``(weights, log_sum)``."""
-    log_weights = np.where(np.isnan(log_weights), -np.inf, np.asarray(log_weights, float))
-    if np.all(log_weights == -np.inf):
-        return np.full(log_weights.shape, 1.0 / log_weights.size), -np.inf
-    peak = log_weights.max()
-    weights = np.exp(log_weights - peak)
-    total = weights.sum()
-    return weights / total, float(peak + np.log(total))
-
-
-def reference_relative_ess(weights):
-    """Plain NumPy reference of ``relative_ess``."""
-    weights = np.asarray(weights, float)
-    return float(1.0 / (weights.size * np.sum(weights**2)))
-
-
-def reference_conditional_multinomial_resample(weights, rng: np.random.Generator):
-    """Plain NumPy reference of ``conditional_multinomial_resample`` (explicit Generator)."""
-    weights = np.asarray(weights, float)
-    ancestors = np.empty(weights.size, dtype=np.int64)
-    ancestors[0] = 0
-    ancestors[1:] = rng.choice(weights.size, size=weights.size - 1, p=weights / weights.sum())
-    return ancestors
 
 
 @numba.njit(cache=True)
@@ -203,34 +148,8 @@ def systematic_resample(weights, uniform, ancestors_out):
         ancestors_out[p] = j
 
 
-def reference_systematic_resample(weights, uniform):
-    """Plain NumPy reference of ``systematic_resample``."""
-    weights = np.asarray(weights, float)
-    n = weights.size
-    positions = (np.arange(n) + uniform) / n
-    ancestors = np.searchsorted(np.cumsum(weights), positions, side="right")
-    return np.minimum(ancestors, n - 1).astype(np.int64)
-
-
-# ============================================================================ generic SMC step
 # Resampling schemes (integer codes used inside numba).
 RESAMPLING_SCHEMES = {"systematic": 0, "multinomial": 1, "conditional_multinomial": 2}
-
-
-@numba.njit(cache=True)
-def log_sum_exp(values):
-    """``log(sum(exp(values)))`` with NaN treated as ``-inf``."""
-    peak = -np.inf
-    for value in values:
-        if not np.isnan(value) and value > peak:
-            peak = value
-    if peak == -np.inf:
-        return -np.inf
-    total = 0.0
-    for value in values:
-        if not np.isnan(value):
-            total += np.exp(value - peak)
-    return peak + np.log(total)
 
 
 @numba.njit(cache=True)
@@ -274,8 +193,9 @@ def reweight_and_resample(log_weights, log_increments, ess_threshold, scheme, we
         Relative ESS of the updated weights (before resampling).
     resampled : bool
     """
-    before = log_sum_exp(log_weights)
-    for p in range(log_weights.shape[0]):
+    count = log_weights.shape[0]
+    before = log_sum_exp(log_weights, count)
+    for p in range(count):
         value = log_weights[p] + log_increments[p]
         log_weights[p] = -np.inf if np.isnan(value) else value
     after = normalise_log_weights(log_weights, weights)
@@ -284,173 +204,311 @@ def reweight_and_resample(log_weights, log_increments, ess_threshold, scheme, we
     if after > -np.inf and resample_if_degenerate(weights, log_weights, ess_threshold, scheme,
                                                   ancestors):
         return increment, ess, True
-    for p in range(log_weights.shape[0]):
+    for p in range(count):
         ancestors[p] = p
     return increment, ess, False
 
 
-# ===================================================================== partition particles
 @numba.njit(cache=True)
-def copy_particle(placed, src_labels, src_sizes, src_stats, src_active, src_where, src_meta,
-                  dst_labels, dst_sizes, dst_stats, dst_active, dst_where, dst_meta, empty_row):
-    """Copy one particle's partition (of the points ``placed``) into another particle's arrays.
+def propose(option_weights, count, total, pinned):
+    """Decision of one particle under the fully adapted proposal ``q ∝ option_weights``.
 
-    Free slots keep the empty statistics row, size 0 and ``where = -1`` (the invariants every
-    state function relies on): the destination's old clusters are reset first, then the
-    source's are copied, so the cost is O(K + number of placed points), not O(capacity).
+    ``option_weights[:count]`` are the shifted weights of :func:`exp_shifted` (sum ``total``);
+    ``pinned >= 0`` imposes the decision of the reference path (the conditional particle of a
+    conditional SMC, Andrieu et al. 2010), otherwise one categorical draw.
     """
-    for j in range(dst_meta[0]):
-        slot = dst_active[j]
-        dst_stats[slot, :] = empty_row
-        dst_sizes[slot] = 0
-        dst_where[slot] = -1
-    for j in range(src_meta[0]):
-        slot = src_active[j]
-        dst_stats[slot, :] = src_stats[slot, :]
-        dst_sizes[slot] = src_sizes[slot]
-        dst_where[slot] = j
-        dst_active[j] = slot
-    dst_meta[0] = src_meta[0]
-    for position in range(placed.shape[0]):
-        i = placed[position]
-        dst_labels[i] = src_labels[i]
+    if pinned >= 0:
+        return pinned
+    return sample_weights(option_weights, count, total, np.random.random())
 
 
-# ========================================================================= allocation model
-@numba.njit(cache=True)
-def allocation_log_weights_at(family_id, params, x_row, log_prior_predictive, log_v_now,
-                              log_w_now, log_v_prev, log_w_prev, weights_change, sizes, stats,
-                              active, p, k, out):
-    """:func:`allocation_log_weights` for particle ``p`` of stacked arrays (no array views).
+# ============================================================================ allocation model
+class SeatingStep(NamedTuple):
+    r"""The prior tables of one step of an SMC over partitions (numba-typed).
 
-    ``sizes``/``active`` of shape (N, capacity), ``stats`` (N, capacity, stat_dim), ``k`` the
-    particle's number of blocks.  ``weights_change=False`` asserts ``log_w_now`` and
-    ``log_w_prev`` are equal tables (no annealing of W), which skips the O(K) product of the
-    untouched blocks' W ratios (it is 1).  With ``active[p, j] = j`` and the fixed-n tables
-    shifted by the clusters outside the closure it gives PGSM's option weights (PGSM keeps
-    that special case inline: the call cost ~15 % of a move in ``benchmarks/pgsm_cost.py``).
+    The allocation weights are ratios ``EPPF_now(Π ⊕ c) / EPPF_prev(Π)`` with
+    ``EPPF(Π) = V(K_offset + K) ∏_b W(|b|)`` (``K`` blocks of the particle).
     """
-    common = 0.0
-    if weights_change:
-        for j in range(k):
-            m = sizes[p, active[p, j]]
-            common += log_w_now[m] - log_w_prev[m]
-    if k > 0:
-        base = log_v_now[k] - log_v_prev[k] + common
-        for j in range(k):
-            slot = active[p, j]
-            m = sizes[p, slot]
-            value = (base + log_w_now[m + 1] - log_w_now[m]
-                     + dispatch.log_predictive(family_id, params, stats[p, slot], x_row))
-            out[j] = -np.inf if np.isnan(value) else value
-    if k + 1 < log_v_now.shape[0] and log_v_now[k + 1] > -np.inf:
-        value = (log_v_now[k + 1] - log_v_prev[k] + common + log_w_now[1]
-                 + log_prior_predictive)
-        out[k] = -np.inf if np.isnan(value) else value
-    else:
-        out[k] = -np.inf
-    return k
+
+    log_v_now: np.ndarray
+    """``log V`` of the step's target (indexed by the total number of blocks)."""
+    log_v_prev: np.ndarray
+    """``log V`` of the previous step's target."""
+    log_w_now: np.ndarray
+    """``log W`` of the step's target."""
+    log_w_prev: np.ndarray
+    """``log W`` of the previous step's target."""
+    block_offset: int
+    """Blocks counted in ``V`` besides the particle's (PGSM: clusters outside the closure)."""
+    weights_change: bool
+    """False asserts ``log_w_now`` equals ``log_w_prev`` (no annealing of ``W``), which skips
+    the O(K) product of the untouched blocks' ``W`` ratios (it is 1)."""
 
 
 @numba.njit(cache=True)
-def allocation_log_weights(family_id, params, x_row, log_prior_predictive, log_v_now,
-                           log_w_now, log_v_prev, log_w_prev, sizes, stats, active, meta, out):
-    r"""Log weights of adding one point to each cluster or a new one (corrected Lomeli/Ülker).
+def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_row,
+                           log_new_predictive, allow_new, out):
+    r"""Log weights of adding one point to each block of every particle or to a new block.
 
-    For a particle holding the partition :math:`\Pi` of :math:`t-1` points (:math:`K` blocks of
-    sizes :math:`m_b`), ``out[j]`` (``j < K``, cluster ``active[j]``) and ``out[K]`` (new
-    cluster) are the logs of
+    For particle ``p`` (with ``todo[p]``) holding the partition :math:`\Pi` of the points seen
+    so far (:math:`K = k_p` blocks in the rows ``slots[p, :k_p]`` of ``stats[p]``),
+    ``out[p, j]`` (``j < k_p``) and ``out[p, k_p]`` (new block, only if ``allow_new``) are the
+    logs of
 
     .. math::
 
-        \frac{\mathrm{EPPF}_t(\Pi \oplus c)}{\mathrm{EPPF}_{t-1}(\Pi)}\, f(y \mid y_c),
+        \frac{\mathrm{EPPF}_{now}(\Pi \oplus c)}{\mathrm{EPPF}_{prev}(\Pi)}\, f(y \mid y_c),
+        \qquad \mathrm{EPPF}(\Pi) = V(K_0 + K) \prod_b W(m_b),
 
-    with :math:`\mathrm{EPPF}_t = V_t(t, K)\prod_b W_t(m_b)` read from the tables of the step
-    (``log_v_now``/``log_w_now``: prior for ``t`` points, possibly under an annealed parameter
-    :math:`\alpha_t`; ``*_prev``: step ``t - 1``).  Without annealing the :math:`W` factors of
-    the untouched blocks cancel and this is Lomeli's StandardSMC weight with the corrections
-    of spec §2 (factor :math:`n_c - \sigma = W(m+1)/W(m)`, :math:`V(t, \cdot)/V(t-1, K)`);
-    with annealing it is Ülker et al.'s resample-move weight :math:`v'_n` (spec §3).
-    ``log_sum_exp(out[:K+1])`` is the incremental weight :math:`v_t = p(y_t \mid \Pi, y)`.
-    NaN becomes ``-inf``.  Returns ``K``.
+    read from ``seating`` (:class:`SeatingStep`; ``K_0`` its ``block_offset``) with the
+    seating ratios of ``priors/seating.py``, and ``f`` the family's predictive
+    (``log_new_predictive``: the predictive under the empty block).  For the SMC sampler this
+    is Lomeli's StandardSMC weight with the corrections of spec §2 (factor
+    :math:`n_c - \sigma = W(m+1)/W(m)`, :math:`V(t, \cdot)/V(t-1, K)`), and with an annealed
+    concentration Ülker et al.'s :math:`v'_n` (spec §3); for PGSM (fixed-``n`` tables,
+    ``K_0 = K_{other}``) it is :math:`\gamma_t / \gamma_{t-1}` of eq. (7).
+    ``log_sum_exp(out[p, :count])`` is the incremental weight of a fully adapted proposal.
+    The new-block weight is ``-inf`` (never NaN) when ``V(K_0 + K + 1) = 0``.
 
-    This per-particle form takes the particle's 1-D arrays (``kernels/state.py`` layout); the
-    loops call :func:`allocation_log_weights_at` on the population's stacked arrays.
+    One call per generation for the whole population: the structures are handed over once,
+    not once per particle (passing named tuples of arrays costs reference counting per call,
+    ~15 % of a PGSM move when done per particle).
+
+    Parameters
+    ----------
+    model : Model
+    seating : SeatingStep
+    stats : ndarray of float64, shape (N, rows, stat_dim)
+        Stacked statistics rows of the population.
+    sizes : ndarray of int64, shape (N, rows)
+    slots : ndarray of int64, shape (N, rows) or (1, rows)
+        Rows of each particle's blocks (``active`` for full partitions); one row shared by
+        every particle when the first dimension is 1 (PGSM: block ``j`` in row ``j``).
+    counts : ndarray of int64, shape (N,)
+        Number of blocks ``k_p`` of each particle.
+    todo : ndarray of bool, shape (N,)
+        Particles to compute (PGSM skips copies of identical particles).
+    x_row : ndarray of float64, shape (data_dim,)
+    log_new_predictive : float
+    allow_new : bool
+    out : ndarray of float64, shape (N, >= rows + 1)
+
+    Returns
+    -------
+    extra : int
+        1 if the new-block option was written (``allow_new``), else 0: particle ``p`` has
+        ``counts[p] + extra`` options.
     """
-    capacity = sizes.shape[0]
-    return allocation_log_weights_at(
-        family_id, params, x_row, log_prior_predictive, log_v_now, log_w_now, log_v_prev,
-        log_w_prev, True, sizes.reshape((1, capacity)),
-        stats.reshape((1, capacity, stats.shape[1])), active.reshape((1, capacity)), 0,
-        meta[0], out)
+    offset = seating.block_offset
+    log_w_now = seating.log_w_now
+    log_w_prev = seating.log_w_prev
+    log_v_now = seating.log_v_now
+    log_v_prev = seating.log_v_prev
+    weights_change = seating.weights_change
+    family_id = model.family_id
+    params = model.params
+    shared = slots.shape[0] == 1
+    shared_slots = slots[0]
+    # no array views in the loop beyond stats[p] (each view costs reference counting): the
+    # predictives go to a scratch row, the block rows are read as slots[row_of_p, j]
+    scratch = np.empty(out.shape[1])
+    for p in range(stats.shape[0]):
+        if not todo[p]:
+            continue
+        k = counts[p]
+        slot_row = 0 if shared else p
+        common = 0.0
+        if weights_change:
+            for j in range(k):
+                m = sizes[p, slots[slot_row, j]]
+                common += log_w_now[m] - log_w_prev[m]
+        log_v_prev_k = log_v_prev[offset + k]
+        if k > 0:
+            if shared:
+                dispatch.log_predictive_many(family_id, params, stats[p], shared_slots, k,
+                                             x_row, scratch)
+            else:
+                dispatch.log_predictive_many(family_id, params, stats[p], slots[p], k, x_row,
+                                             scratch)
+            base = log_v_now[offset + k] - log_v_prev_k + common
+            for j in range(k):
+                out[p, j] = scratch[j] + (
+                    base + log_join_weight(log_w_now, sizes[p, slots[slot_row, j]], 1))
+        if allow_new:
+            position = offset + k + 1
+            value = -np.inf
+            if position < log_v_now.shape[0] and log_v_now[position] > -np.inf:
+                value = (log_v_now[position] - log_v_prev_k + common + log_w_now[1]
+                         + log_new_predictive)
+            out[p, k] = -np.inf if np.isnan(value) else value
+    return 1 if allow_new else 0
 
 
 @numba.njit(cache=True)
-def log_prior_ratio(log_v_num, log_w_num, log_v_den, log_w_den, sizes, active, meta):
+def log_prior_ratio(log_v_num, log_w_num, log_v_den, log_w_den, partition):
     """``log EPPF_num(Π) - log EPPF_den(Π)`` for the particle's partition (annealing reweight)."""
-    k = meta[0]
+    k = partition.cluster_count[0]
     total = log_v_num[k] - log_v_den[k]
     for j in range(k):
-        m = sizes[active[j]]
+        m = partition.sizes[partition.active[j]]
         total += log_w_num[m] - log_w_den[m]
     return total
 
 
-@numba.njit(cache=True)
-def _draw_from_log_weights(log_weights, count):
-    peak = -np.inf
-    for j in range(count):
-        peak = max(peak, log_weights[j])
-    total = 0.0
-    for j in range(count):
-        total += np.exp(log_weights[j] - peak)
-    u = np.random.random() * total
-    cumulative = 0.0
-    last = 0
-    for j in range(count):
-        w = np.exp(log_weights[j] - peak)
-        if w > 0.0:
-            last = j
-            cumulative += w
-            if u < cumulative:
-                return j
-    return last
+# ===================================================================== partition particles
+class Population(NamedTuple):
+    """``N`` partition particles as stacked arrays (particle ``p`` = row ``p`` of each).
+
+    :func:`particle` gives particle ``p`` as a :class:`~pymc_splitmerge.kernels.state.Partition`
+    (views), so that the state functions of ``kernels/state.py`` move it.
+    """
+
+    labels: np.ndarray
+    """int64 (N, n)."""
+    sizes: np.ndarray
+    """int64 (N, capacity)."""
+    stats: np.ndarray
+    """float64 (N, capacity, stat_dim)."""
+    active: np.ndarray
+    """int64 (N, capacity)."""
+    where: np.ndarray
+    """int64 (N, capacity)."""
+    cluster_count: np.ndarray
+    """int64 (N, 1)."""
 
 
 @numba.njit(cache=True)
-def _place(family_id, params, x, i, choice, k, labels, sizes, stats, active, where, meta):
-    if choice == k:
-        slot = free_slot(where)
-    else:
-        slot = active[choice]
-    assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta)
+def empty_population(num_particles, n, empty_row):
+    """A :class:`Population` of ``num_particles`` empty partitions of ``n`` points."""
+    capacity = n + 2
+    stats = np.empty((num_particles, capacity, empty_row.shape[0]))
+    for p in range(num_particles):
+        for slot in range(capacity):
+            stats[p, slot, :] = empty_row
+    return Population(np.zeros((num_particles, n), dtype=np.int64),
+                      np.zeros((num_particles, capacity), dtype=np.int64), stats,
+                      np.zeros((num_particles, capacity), dtype=np.int64),
+                      np.full((num_particles, capacity), -1, dtype=np.int64),
+                      np.zeros((num_particles, 1), dtype=np.int64))
 
 
 @numba.njit(cache=True)
-def _rejuvenate(family_id, params, x, order, n_placed, cursor, block, log_prior_predictive,
-                log_v_table, log_w_table, labels, sizes, stats, empty_row, active, where, meta,
-                scratch):
+def particle(population, empty_row, p):
+    """Particle ``p`` of ``population`` as a :class:`Partition` (views of its rows)."""
+    return Partition(population.labels[p], population.sizes[p], population.stats[p], empty_row,
+                     population.active[p], population.where[p], population.cluster_count[p])
+
+
+@numba.njit(cache=True)
+def copy_particle(placed, source, target):
+    """Copy partition ``source`` (of the points ``placed``) into ``target`` (:class:`Partition`).
+
+    Free slots keep the empty statistics row, size 0 and ``where = -1`` (the invariants every
+    state function relies on): the target's old clusters are reset first, then the source's
+    are copied, so the cost is O(K + number of placed points), not O(capacity).
+    """
+    empty_row = target.empty_row
+    for j in range(target.cluster_count[0]):
+        slot = target.active[j]
+        target.stats[slot, :] = empty_row
+        target.sizes[slot] = 0
+        target.where[slot] = -1
+    for j in range(source.cluster_count[0]):
+        slot = source.active[j]
+        target.stats[slot, :] = source.stats[slot, :]
+        target.sizes[slot] = source.sizes[slot]
+        target.where[slot] = j
+        target.active[j] = slot
+    target.cluster_count[0] = source.cluster_count[0]
+    for position in range(placed.shape[0]):
+        i = placed[position]
+        target.labels[i] = source.labels[i]
+
+
+@numba.njit(cache=True)
+def _resample_population(placed, ancestors, population, spare, empty_row):
+    """``spare[p] = population[ancestors[p]]`` for every particle (caller swaps the two)."""
+    for p in range(ancestors.shape[0]):
+        copy_particle(placed, particle(population, empty_row, ancestors[p]),
+                      particle(spare, empty_row, p))
+
+
+@numba.njit(cache=True)
+def _draw_option(log_weights, count, scratch):
+    """Index drawn ∝ ``exp(log_weights[:count])`` without modifying ``log_weights``."""
+    _, total = exp_shifted(log_weights, count, scratch)
+    return sample_weights(scratch, count, total, np.random.random())
+
+
+@numba.njit(cache=True)
+def _place(model, partition, i, choice, k):
+    """Put point ``i`` into block ``choice`` of the partition (``choice == k``: a new block)."""
+    slot = free_slot(partition.where) if choice == k else partition.active[choice]
+    add(model, partition, i, slot)
+
+
+@numba.njit(cache=True)
+def _rejuvenate(model, partition, order, n_placed, cursor, block, log_prior_predictive,
+                log_v_table, log_w_table, scratch):
     """Gibbs-update ``block`` of the first ``n_placed - 1`` placed points from ``cursor``."""
     pool = n_placed - 1
     count = min(pool, block)
     for r in range(count):
         i = order[(cursor + r) % pool]
-        old = unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active,
-                             where, meta)
-        was_singleton = sizes[old] == 0
-        k = gibbs_join_and_new(family_id, params, x, i, log_v_table, log_w_table, sizes, stats,
-                               active, meta, log_prior_predictive[i], scratch)
-        choice = _draw_from_log_weights(scratch, k + 1)
+        old = remove(model, partition, i)
+        was_singleton = partition.sizes[old] == 0
+        k = gibbs_join_and_new(model.family_id, model.params, model.x, i, log_v_table,
+                               log_w_table, partition.sizes, partition.stats, partition.active,
+                               partition.cluster_count, log_prior_predictive[i], scratch)
+        choice = sample_log_weights(scratch, k + 1, np.random.random())
         if choice == k:
-            slot = old if was_singleton else free_slot(where)
+            slot = old if was_singleton else free_slot(partition.where)
         else:
-            slot = active[choice]
-        assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta)
+            slot = partition.active[choice]
+        add(model, partition, i, slot)
 
 
-# ============================================================================ the SMC loop
+@numba.njit(cache=True)
+def _log_target(partition, log_v_table, log_w_table, model):
+    p = partition
+    return log_target(model.family_id, model.params, log_v_table, log_w_table, p.sizes, p.stats,
+                      p.active, p.cluster_count)
+
+
+# ============================================================================ the SMC sampler
 VARIANTS = {"correct": 0, "cumulative_weights": 1, "drop_first_term": 2,
             "weight_after_move": 3}
+
+
+class StepTables(NamedTuple):
+    """Per-step prior tables of :func:`smc_partition_run` (built by :func:`step_tables`)."""
+
+    log_v_steps: np.ndarray
+    """float64 (n + 1, n + 2): ``log_v_steps[t, K] = log V_t(t, K)`` under the step-``t``
+    prior parameter."""
+    log_w_steps: np.ndarray
+    """float64 (n + 1, n + 2) or (1, n + 2): ``log W_t(m)`` per step (one row when the weights
+    do not depend on ``t``)."""
+    final_log_v: np.ndarray
+    """float64 (n + 2,): the target prior's ``log V(n, ·)``."""
+    final_log_w: np.ndarray
+    """float64 (n + 2,): the target prior's ``log W``."""
+    reweight_final: bool
+    """Reweight by ``EPPF_final / EPPF_{α_n}`` at the end (annealing)."""
+
+
+class SMCOptions(NamedTuple):
+    """Options of :func:`smc_partition_run`."""
+
+    num_particles: int
+    rejuvenation: int
+    """Past labels Gibbs-updated per step (Ülker's Q; 0 = Lomeli's StandardSMC)."""
+    ess_threshold: float
+    scheme: int
+    """``RESAMPLING_SCHEMES`` code."""
+    variant: int
+    """``VARIANTS`` code: 0 correct; negative controls: 1 evidence from the cumulative weights
+    (``log mean_p w_cum``), 2 the first point's term dropped, 3 weighting after the move."""
 
 
 @numba.njit(cache=True)
@@ -459,9 +517,15 @@ def _row(table, t):
 
 
 @numba.njit(cache=True)
-def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predictive, log_v_steps,
-                      log_w_steps, final_log_v, final_log_w, reweight_final, num_particles,
-                      rejuvenation, ess_threshold, scheme, variant, start, initial_labels):
+def _seating(tables, t):
+    return SeatingStep(tables.log_v_steps[t], tables.log_v_steps[t - 1],
+                       _row(tables.log_w_steps, t), _row(tables.log_w_steps, t - 1), 0,
+                       tables.log_w_steps.shape[0] > 1)
+
+
+@numba.njit(cache=True)
+def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, options, start,
+                      initial_labels):
     """Sequential Monte Carlo over partitions (Lomeli's StandardSMC, Ülker's SMC-G/SMC-A).
 
     Step ``t = 1..n`` adds point ``order[t-1]``: incremental weights from
@@ -469,18 +533,17 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
     ESS-triggered resampling (:func:`reweight_and_resample`), then each particle draws the
     label from its allocation weights and, if ``rejuvenation > 0``, one Gibbs update of the next
     ``rejuvenation`` past labels (rotating, without overlap) under the step's target.  With
-    ``reweight_final`` the particles are reweighted by ``EPPF_final / EPPF_{α_n}`` at the end
-    (annealing, spec §3 step 5).
+    ``tables.reweight_final`` the particles are reweighted by ``EPPF_final / EPPF_{α_n}`` at
+    the end (annealing, spec §3 step 5).
 
     Parameters
     ----------
-    log_v_steps : ndarray, shape (n + 1, n_cols)
-        ``log_v_steps[t, K] = log V_t(t, K)`` under the step-``t`` prior parameter.
-    log_w_steps : ndarray, shape (n + 1, n_cols) or (1, n_cols)
-        ``log W_t(m)`` per step (one row when the weights do not depend on ``t``).
-    variant : int
-        0 correct; negative controls: 1 evidence from the cumulative weights
-        (``log mean_p w_cum``), 2 the first point's term dropped, 3 weighting after the move.
+    model : Model
+    empty_row : ndarray of float64, shape (stat_dim,)
+    order : ndarray of int64, shape (n,)
+    log_prior_predictive : ndarray of float64, shape (n,)
+    tables : StepTables
+    options : SMCOptions
     start : int
         Number of points already placed (0: a fresh run).  With ``start > 0`` particle ``p``
         starts from the equally weighted partition ``initial_labels[p]`` of the points
@@ -500,120 +563,85 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
     resampled : ndarray of bool, shape (n,)
     log_evidence_increments : ndarray, shape (n + 1,)
     """
+    x = model.x
     n = x.shape[0]
-    L = num_particles
+    L = options.num_particles
+    rejuvenation = options.rejuvenation
+    variant = options.variant
     cap = n + 2
-    s = empty_row.shape[0]
-    labels = np.zeros((L, n), dtype=np.int64)
-    sizes = np.zeros((L, cap), dtype=np.int64)
-    stats = np.empty((L, cap, s))
-    active = np.zeros((L, cap), dtype=np.int64)
-    where = np.full((L, cap), -1, dtype=np.int64)
-    meta = np.zeros((L, 1), dtype=np.int64)
-    labels2 = np.zeros((L, n), dtype=np.int64)
-    sizes2 = np.zeros((L, cap), dtype=np.int64)
-    stats2 = np.empty((L, cap, s))
-    active2 = np.zeros((L, cap), dtype=np.int64)
-    where2 = np.full((L, cap), -1, dtype=np.int64)
-    meta2 = np.zeros((L, 1), dtype=np.int64)
-    for p in range(L):
-        for slot in range(cap):
-            stats[p, slot, :] = empty_row
-            stats2[p, slot, :] = empty_row
+    population = empty_population(L, n, empty_row)
+    spare = empty_population(L, n, empty_row)
     log_weights = np.zeros(L)
     weights = np.empty(L)
     increments = np.empty(L)
     ancestors = np.arange(L)
     alloc = np.empty((L, cap))
     counts = np.zeros(L, dtype=np.int64)
+    everyone = np.ones(L, dtype=np.bool_)
     scratch = np.empty(cap)
     ess_history = np.ones(n + 1)
     resampled = np.zeros(n, dtype=np.bool_)
     log_increments = np.zeros(n + 1)
     log_evidence = 0.0
     cursor = 0
-    weights_change = log_w_steps.shape[0] > 1
     for p in range(L):
+        part = particle(population, empty_row, p)
         for position in range(start):
             i = order[position]
-            assign_point(family_id, params, x, i, initial_labels[p, i], labels[p], sizes[p],
-                         stats[p], active[p], where[p], meta[p])
+            add(model, part, i, initial_labels[p, i])
     for t in range(start + 1, n + 1):
         i = order[t - 1]
-        lv_now = log_v_steps[t]
-        lv_prev = log_v_steps[t - 1]
-        lw_now = _row(log_w_steps, t)
-        lw_prev = _row(log_w_steps, t - 1)
+        seating = _seating(tables, t)
         for p in range(L):
-            k = allocation_log_weights_at(family_id, params, x[i], log_prior_predictive[i],
-                                          lv_now, lw_now, lv_prev, lw_prev, weights_change,
-                                          sizes, stats, active, p, meta[p, 0], alloc[p])
-            counts[p] = k
-            increments[p] = log_sum_exp(alloc[p, : k + 1])
+            counts[p] = population.cluster_count[p, 0]
+        allocation_log_weights(model, seating, population.stats, population.sizes,
+                               population.active, counts, everyone, x[i],
+                               log_prior_predictive[i], True, alloc)
+        for p in range(L):
+            increments[p] = log_sum_exp(alloc[p], counts[p] + 1)
         placed = order[: t - 1]
         if variant == 3:
             # Negative control: propose, move, then weight with the moved state.
             for p in range(L):
                 k = counts[p]
-                choice = _draw_from_log_weights(alloc[p], k + 1)
+                part = particle(population, empty_row, p)
+                choice = _draw_option(alloc[p], k + 1, scratch)
                 log_q = alloc[p, choice] - increments[p]
-                before = log_target(family_id, params, lv_prev, lw_prev, sizes[p], stats[p],
-                                    active[p], meta[p])
-                _place(family_id, params, x, i, choice, k, labels[p], sizes[p], stats[p],
-                       active[p], where[p], meta[p])
+                before = _log_target(part, seating.log_v_prev, seating.log_w_prev, model)
+                _place(model, part, i, choice, k)
                 if rejuvenation > 0 and t > 1:
-                    _rejuvenate(family_id, params, x, order, t, cursor, rejuvenation,
-                                log_prior_predictive, lv_now, lw_now, labels[p], sizes[p],
-                                stats[p], empty_row, active[p], where[p], meta[p], scratch)
-                after = log_target(family_id, params, lv_now, lw_now, sizes[p], stats[p],
-                                   active[p], meta[p])
+                    _rejuvenate(model, part, order, t, cursor, rejuvenation,
+                                log_prior_predictive, seating.log_v_now, seating.log_w_now,
+                                scratch)
+                after = _log_target(part, seating.log_v_now, seating.log_w_now, model)
                 increments[p] = after - before - log_q
             increment, ess, did = reweight_and_resample(log_weights, increments,
-                                                        ess_threshold, scheme, weights,
-                                                        ancestors)
+                                                        options.ess_threshold, options.scheme,
+                                                        weights, ancestors)
             if did:
-                placed_now = order[:t]
-                for p in range(L):
-                    a = ancestors[p]
-                    copy_particle(placed_now, labels[a], sizes[a], stats[a], active[a],
-                                  where[a], meta[a], labels2[p], sizes2[p], stats2[p],
-                                  active2[p], where2[p], meta2[p], empty_row)
-                labels, labels2 = labels2, labels
-                sizes, sizes2 = sizes2, sizes
-                stats, stats2 = stats2, stats
-                active, active2 = active2, active
-                where, where2 = where2, where
-                meta, meta2 = meta2, meta
+                _resample_population(order[:t], ancestors, population, spare, empty_row)
+                population, spare = spare, population
         else:
-            before_all = log_sum_exp(log_weights)
+            before_all = log_sum_exp(log_weights, L)
             increment, ess, did = reweight_and_resample(log_weights, increments,
-                                                        ess_threshold, scheme, weights,
-                                                        ancestors)
+                                                        options.ess_threshold, options.scheme,
+                                                        weights, ancestors)
             if variant == 1:
                 # Negative control: log of the mean cumulative weight since the last resampling.
                 increment = before_all + increment - np.log(L)
             if did:
-                for p in range(L):
-                    a = ancestors[p]
-                    copy_particle(placed, labels[a], sizes[a], stats[a], active[a], where[a],
-                                  meta[a], labels2[p], sizes2[p], stats2[p], active2[p],
-                                  where2[p], meta2[p], empty_row)
-                labels, labels2 = labels2, labels
-                sizes, sizes2 = sizes2, sizes
-                stats, stats2 = stats2, stats
-                active, active2 = active2, active
-                where, where2 = where2, where
-                meta, meta2 = meta2, meta
+                _resample_population(placed, ancestors, population, spare, empty_row)
+                population, spare = spare, population
             for p in range(L):
                 a = ancestors[p]
                 k = counts[a]
-                choice = _draw_from_log_weights(alloc[a], k + 1)
-                _place(family_id, params, x, i, choice, k, labels[p], sizes[p], stats[p],
-                       active[p], where[p], meta[p])
+                part = particle(population, empty_row, p)
+                choice = _draw_option(alloc[a], k + 1, scratch)
+                _place(model, part, i, choice, k)
                 if rejuvenation > 0 and t > 1:
-                    _rejuvenate(family_id, params, x, order, t, cursor, rejuvenation,
-                                log_prior_predictive, lv_now, lw_now, labels[p], sizes[p],
-                                stats[p], empty_row, active[p], where[p], meta[p], scratch)
+                    _rejuvenate(model, part, order, t, cursor, rejuvenation,
+                                log_prior_predictive, seating.log_v_now, seating.log_w_now,
+                                scratch)
         if rejuvenation > 0 and t > 1:
             cursor = (cursor + rejuvenation) % (t - 1)
         if not (variant == 2 and t == 1):
@@ -621,34 +649,69 @@ def smc_partition_run(family_id, params, x, empty_row, order, log_prior_predicti
         log_increments[t - 1] = increment
         ess_history[t - 1] = ess
         resampled[t - 1] = did
-    if reweight_final:
+    if tables.reweight_final:
+        last_w = _row(tables.log_w_steps, n)
         for p in range(L):
-            increments[p] = log_prior_ratio(final_log_v, final_log_w, log_v_steps[n],
-                                            _row(log_w_steps, n), sizes[p], active[p], meta[p])
-        before = log_sum_exp(log_weights)
+            increments[p] = log_prior_ratio(tables.final_log_v, tables.final_log_w,
+                                            tables.log_v_steps[n], last_w,
+                                            particle(population, empty_row, p))
+        before = log_sum_exp(log_weights, L)
         for p in range(L):
             log_weights[p] += increments[p]
         after = normalise_log_weights(log_weights, weights)
         log_increments[n] = after - before
         log_evidence += after - before
         ess_history[n] = relative_ess(weights)
-    return labels, log_weights, log_evidence, ess_history, resampled, log_increments
+    return (population.labels, log_weights, log_evidence, ess_history, resampled,
+            log_increments)
 
 
 @numba.njit(cache=True)
-def smc_partition_log_evidence_runs(num_runs, family_id, params, x, empty_row, order,
-                                    log_prior_predictive, log_v_steps, log_w_steps, final_log_v,
-                                    final_log_w, reweight_final, num_particles, rejuvenation,
-                                    ess_threshold, scheme, variant):
+def smc_partition_log_evidence_runs(num_runs, model, empty_row, order, log_prior_predictive,
+                                    tables, options):
     """``num_runs`` independent runs of :func:`smc_partition_run`; their log evidences."""
     out = np.empty(num_runs)
     for r in range(num_runs):
-        result = smc_partition_run(family_id, params, x, empty_row, order, log_prior_predictive,
-                                   log_v_steps, log_w_steps, final_log_v, final_log_w,
-                                   reweight_final, num_particles, rejuvenation, ess_threshold,
-                                   scheme, variant, 0, np.zeros((1, 1), dtype=np.int64))
+        result = smc_partition_run(model, empty_row, order, log_prior_predictive, tables,
+                                   options, 0, np.zeros((1, 1), dtype=np.int64))
         out[r] = result[2]
     return out
+
+
+# --------------------------------------------------------------------------- references
+def reference_normalise_log_weights(log_weights):
+    """Plain NumPy reference of ``normalise_log_weights``: returns ``(weights, log_sum)``."""
+    log_weights = np.where(np.isnan(log_weights), -np.inf, np.asarray(log_weights, float))
+    if np.all(log_weights == -np.inf):
+        return np.full(log_weights.shape, 1.0 / log_weights.size), -np.inf
+    peak = log_weights.max()
+    weights = np.exp(log_weights - peak)
+    total = weights.sum()
+    return weights / total, float(peak + np.log(total))
+
+
+def reference_relative_ess(weights):
+    """Plain NumPy reference of ``relative_ess``."""
+    weights = np.asarray(weights, float)
+    return float(1.0 / (weights.size * np.sum(weights**2)))
+
+
+def reference_conditional_multinomial_resample(weights, rng: np.random.Generator):
+    """Plain NumPy reference of ``conditional_multinomial_resample`` (explicit Generator)."""
+    weights = np.asarray(weights, float)
+    ancestors = np.empty(weights.size, dtype=np.int64)
+    ancestors[0] = 0
+    ancestors[1:] = rng.choice(weights.size, size=weights.size - 1, p=weights / weights.sum())
+    return ancestors
+
+
+def reference_systematic_resample(weights, uniform):
+    """Plain NumPy reference of ``systematic_resample``."""
+    weights = np.asarray(weights, float)
+    n = weights.size
+    positions = (np.arange(n) + uniform) / n
+    ancestors = np.searchsorted(np.cumsum(weights), positions, side="right")
+    return np.minimum(ancestors, n - 1).astype(np.int64)
 
 
 # ============================================================================ Python wrapper
@@ -711,17 +774,11 @@ def step_tables(prior, n: int, anneal: dict | None = None, start: int = 0):
 
     Returns
     -------
-    log_v_steps : ndarray, shape (n + 1, n + 2)
-    log_w_steps : ndarray, shape (n + 1, n + 2) (annealed) or (1, n + 2)
-    final_log_v, final_log_w : ndarray, shape (n + 2,)
-        The target prior's tables for ``n`` points.
-    reweight_final : bool
+    StepTables
 
     With ``start > 0`` (continuing a population that targets the true prior for ``start``
     points), row ``start`` holds the target prior's tables.
     """
-    import dataclasses
-
     cols = n + 2
     log_v_steps = np.full((n + 1, cols), -np.inf)
     log_v_steps[0, 0] = 0.0
@@ -729,7 +786,8 @@ def step_tables(prior, n: int, anneal: dict | None = None, start: int = 0):
     if anneal is None:
         for t in range(1, n + 1):
             log_v_steps[t, : t + 2] = prior.tables(t)[0]
-        return log_v_steps, final_log_w[None, :].copy(), final_log_v, final_log_w, False
+        return StepTables(log_v_steps, final_log_w[None, :].copy(), final_log_v, final_log_w,
+                          False)
     name = concentration_name(prior)
     target = float(getattr(prior, name))
     schedule = annealing_schedule(n, float(anneal["start"]), target, float(anneal["rate"]))
@@ -743,7 +801,12 @@ def step_tables(prior, n: int, anneal: dict | None = None, start: int = 0):
         log_v_steps[start] = -np.inf
         log_v_steps[start, : start + 2] = prior.tables(start)[0]
         log_w_steps[start] = final_log_w
-    return log_v_steps, log_w_steps, final_log_v, final_log_w, True
+    return StepTables(log_v_steps, log_w_steps, final_log_v, final_log_w, True)
+
+
+def _options(num_particles, rejuvenation, ess_threshold, resampling, variant) -> SMCOptions:
+    return SMCOptions(int(num_particles), int(rejuvenation), float(ess_threshold),
+                      RESAMPLING_SCHEMES[resampling], VARIANTS[variant])
 
 
 def _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling, anneal):
@@ -763,7 +826,17 @@ def _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling,
             f"got {anneal!r}")
 
 
-def _prepare_run(prior, family, x, order, anneal, start=0):
+class PreparedRun(NamedTuple):
+    """What :func:`run_smc` computes once per data set / order (``_prepare_run``)."""
+
+    model: Model
+    empty_row: np.ndarray
+    order: np.ndarray
+    log_prior_predictive: np.ndarray
+    tables: StepTables
+
+
+def _prepare_run(prior, family, x, order, anneal, start=0) -> PreparedRun:
     x = np.ascontiguousarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"x must be prepared data of shape (n, data_dim); got {x.shape}")
@@ -782,7 +855,8 @@ def _prepare_run(prior, family, x, order, anneal, start=0):
     empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
     log_prior_predictive = np.array(
         [dispatch.log_predictive(family_id, params, empty_row, x[i]) for i in range(n)])
-    return family_id, params, x, empty_row, order, log_prior_predictive, tables
+    return PreparedRun(Model(family_id, params, x), empty_row, order, log_prior_predictive,
+                       tables)
 
 
 def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, order=None,
@@ -833,22 +907,18 @@ def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, o
     _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling, anneal)
     if prepared is None:
         prepared = _prepare_run(prior, family, x, order, anneal, start)
-    family_id, params, x, empty_row, order, log_prior_predictive, tables = prepared
+    x = prepared.model.x
     if start:
         initial_labels = np.ascontiguousarray(initial_labels, dtype=np.int64)
         if initial_labels.shape != (num_particles, x.shape[0]):
             raise ValueError(f"initial_labels must have shape ({num_particles}, {x.shape[0]})")
     else:
         initial_labels = np.zeros((1, 1), dtype=np.int64)
-    log_v_steps, log_w_steps, final_log_v, final_log_w, reweight_final = tables
+    options = _options(num_particles, rejuvenation, ess_threshold, resampling, variant)
     seed_numba_from(rng)
     labels, log_weights, log_evidence, ess, resampled, increments = smc_partition_run(
-        family_id, params, x, empty_row, order, log_prior_predictive, log_v_steps, log_w_steps,
-        final_log_v, final_log_w, reweight_final, int(num_particles), int(rejuvenation),
-        float(ess_threshold), RESAMPLING_SCHEMES[resampling], VARIANTS[variant], int(start),
-        initial_labels)
-    from pymc_splitmerge.core.relabel import canonical_labels
-
+        prepared.model, prepared.empty_row, prepared.order, prepared.log_prior_predictive,
+        prepared.tables, options, int(start), initial_labels)
     normalised, _ = reference_normalise_log_weights(log_weights)
     return SMCResult(canonical_labels(labels), np.log(normalised), float(log_evidence), ess,
                      resampled, increments)
@@ -860,12 +930,9 @@ def log_evidence_runs(prior, family, x, num_particles: int, num_runs: int,
                       resampling: str = "systematic", variant: str = "correct") -> np.ndarray:
     """Log evidence estimates of ``num_runs`` independent runs (one numba call)."""
     _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling, anneal)
-    family_id, params, x, empty_row, order, log_prior_predictive, tables = _prepare_run(
-        prior, family, x, order, anneal)
-    log_v_steps, log_w_steps, final_log_v, final_log_w, reweight_final = tables
+    prepared = _prepare_run(prior, family, x, order, anneal)
+    options = _options(num_particles, rejuvenation, ess_threshold, resampling, variant)
     seed_numba_from(rng)
     return smc_partition_log_evidence_runs(
-        int(num_runs), family_id, params, x, empty_row, order, log_prior_predictive,
-        log_v_steps, log_w_steps, final_log_v, final_log_w, reweight_final, int(num_particles),
-        int(rejuvenation), float(ess_threshold), RESAMPLING_SCHEMES[resampling],
-        VARIANTS[variant])
+        int(num_runs), prepared.model, prepared.empty_row, prepared.order,
+        prepared.log_prior_predictive, prepared.tables, options)

@@ -24,7 +24,11 @@ process mixtures.  AISTATS.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -116,8 +120,10 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     resampling : {"systematic", "multinomial"}
     random_seed : int or numpy.random.Generator, optional
     cores : int, optional
-        Accepted for compatibility with :func:`pymc.sample_smc`; chains run one after another
-        in this process (each run is a single numba call).
+        Number of processes running chains in parallel (default: as many as chains and CPU
+        cores allow, like :func:`pymc.sample_smc`); ``cores=1`` runs them one after another in
+        this process.  Every chain draws from its own generator spawned from ``random_seed``,
+        so the result does not depend on ``cores``.
     progressbar : bool
         Print one line per finished chain.
     previous : InferenceData or DataTree, optional
@@ -143,7 +149,6 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     ...     idata = psm.sample_smc(draws=500, chains=4)
     >>> idata.sample_stats["log_marginal_likelihood"]                      # doctest: +SKIP
     """
-    del cores
     model = pm.modelcontext(model)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
     partition = _partition_variable(model)
@@ -173,6 +178,32 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     if order is None or fixed_order is not None:
         prepared = smc_kernel._prepare_run(prior, family, x, fixed_order, anneal, start)
 
+    if cores is None:
+        cores = min(chains, os.cpu_count() or 1)
+    if int(cores) != cores or cores < 1:
+        raise ValueError(f"cores must be a positive integer or None; got {cores!r}")
+    # one independent generator per chain, so that the chains do not depend on how they are
+    # scheduled (cores = 1 and cores > 1 give identical results for the same random_seed)
+    chain_seeds = rng.integers(0, 2**63 - 1, size=chains)
+    tasks = []
+    for chain in range(chains):
+        initial_labels = None
+        if start:
+            initial_labels = np.zeros((draws, n), dtype=np.int64)
+            initial_labels[:, :start] = initial[chain]
+        tasks.append(_ChainTask(prior, family, x, int(draws), int(chain_seeds[chain]),
+                                rejuvenation, anneal, ess_threshold, resampling, prepared,
+                                start, initial_labels))
+    workers = min(int(cores), chains)
+    if workers > 1:
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
+            outputs = list(executor.map(_run_chain, tasks,
+                                        chunksize=max(1, -(-chains // workers))))
+    else:
+        outputs = [_run_chain(task) for task in tasks]
+
     labels = np.empty((chains, draws, n), dtype=np.int64)
     log_evidence = np.empty(chains)
     ess = np.empty((chains, n + 1))
@@ -180,34 +211,17 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     increments = np.empty((chains, n + 1))
     final_ess = np.empty(chains)
     seconds = np.empty(chains)
-    for chain in range(chains):
-        clock = time.process_time()
-        chain_prepared = prepared
-        if chain_prepared is None:
-            permutation = np.r_[np.arange(start), start + rng.permutation(n - start)]
-            chain_prepared = smc_kernel._prepare_run(prior, family, x, permutation, anneal,
-                                                     start)
-        initial_labels = None
-        if start:
-            initial_labels = np.zeros((draws, n), dtype=np.int64)
-            initial_labels[:, :start] = initial[chain]
-        result = smc_kernel.run_smc(prior, family, x, draws, rng, rejuvenation=rejuvenation,
-                                    anneal=anneal, ess_threshold=ess_threshold,
-                                    resampling=resampling, prepared=chain_prepared,
-                                    start=start, initial_labels=initial_labels)
-        weights = np.exp(result.log_weights)
-        weights /= weights.sum()
-        final_ess[chain] = 1.0 / (draws * np.sum(weights**2))
-        ancestors = smc_kernel.reference_systematic_resample(weights, rng.random())
-        labels[chain] = result.labels[ancestors]
-        log_evidence[chain] = previous_log_evidence[chain] + result.log_evidence
-        ess[chain] = result.ess
-        resampled[chain] = result.resampled
-        increments[chain] = result.log_evidence_increments
-        seconds[chain] = time.process_time() - clock
+    for chain, output in enumerate(outputs):
+        labels[chain] = output["labels"]
+        log_evidence[chain] = previous_log_evidence[chain] + output["log_evidence"]
+        ess[chain] = output["ess"]
+        resampled[chain] = output["resampled"]
+        increments[chain] = output["increments"]
+        final_ess[chain] = output["final_ess"]
+        seconds[chain] = output["seconds"]
         if progressbar:
             print(f"sample_smc: chain {chain + 1}/{chains}: log p(y) = "
-                  f"{log_evidence[chain]:.3f}, {int(result.resampled.sum())} resamplings, "
+                  f"{log_evidence[chain]:.3f}, {int(resampled[chain].sum())} resamplings, "
                   f"{seconds[chain]:.2f} s")
 
     name = partition.name
@@ -236,6 +250,48 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         tuple(f"{observed_name}_dim_{d}" for d in range(observed_array.ndim)), observed_array)})
     return _container({"posterior": posterior, "sample_stats": sample_stats,
                        "observed_data": observed_data})
+
+
+class _ChainTask(NamedTuple):
+    """Everything one chain needs (picklable: sent to a worker process when cores > 1)."""
+
+    prior: object
+    family: object
+    x: np.ndarray
+    draws: int
+    seed: int
+    rejuvenation: int
+    anneal: dict | None
+    ess_threshold: float
+    resampling: str
+    prepared: object
+    start: int
+    initial_labels: np.ndarray | None
+
+
+def _run_chain(task: _ChainTask) -> dict:
+    """One SMC chain: the run, then a final systematic resampling to equal weights."""
+    clock = time.process_time()
+    rng = np.random.default_rng(task.seed)
+    prepared = task.prepared
+    n = task.x.shape[0]
+    if prepared is None:  # order="random": a fresh permutation of the new points per chain
+        permutation = np.r_[np.arange(task.start),
+                            task.start + rng.permutation(n - task.start)]
+        prepared = smc_kernel._prepare_run(task.prior, task.family, task.x, permutation,
+                                           task.anneal, task.start)
+    result = smc_kernel.run_smc(
+        task.prior, task.family, task.x, task.draws, rng, rejuvenation=task.rejuvenation,
+        anneal=task.anneal, ess_threshold=task.ess_threshold, resampling=task.resampling,
+        prepared=prepared, start=task.start, initial_labels=task.initial_labels)
+    weights = np.exp(result.log_weights)
+    weights /= weights.sum()
+    ancestors = smc_kernel.reference_systematic_resample(weights, rng.random())
+    return {"labels": result.labels[ancestors], "log_evidence": result.log_evidence,
+            "ess": result.ess, "resampled": result.resampled,
+            "increments": result.log_evidence_increments,
+            "final_ess": 1.0 / (task.draws * np.sum(weights**2)),
+            "seconds": time.process_time() - clock}
 
 
 def _previous_population(previous, name, observed_name, observed_array, chains, draws, prior):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_splitmerge.kernels.anchors import AnchorProposal, validate_anchor_options
-from pymc_splitmerge.kernels.pgsm import MOVE_NAMES, pgsm_step, validate_pgsm_options
+from pymc_splitmerge.kernels.pgsm import MOVE_NAMES, pgsm_move, validate_pgsm_options
 from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["PGSMStep"]
@@ -15,7 +15,7 @@ class PGSMStep(PartitionStep):
     """Particle Gibbs split-merge sampler for a partition variable.
 
     Each draw applies one PGSM transition
-    (:func:`pymc_splitmerge.kernels.pgsm.pgsm_step`): anchors, closure, conditional SMC
+    (:func:`pymc_splitmerge.kernels.pgsm.pgsm_move`): anchors, closure, conditional SMC
     with the current restricted partition pinned as the reference particle, and an exact
     particle-Gibbs update of the restricted partition (no accept/reject step); then
     ``n_gibbs_sweeps`` collapsed Gibbs sweeps.
@@ -94,7 +94,7 @@ class PGSMStep(PartitionStep):
         log_v_table, log_w_table = tables
         if self.tune:
             self.anchor_proposal.adapt(state, log_w_table)
-        info = pgsm_step(
+        info = pgsm_move(
             state, log_v_table, log_w_table, self.rng, num_particles=self.num_particles,
             resampling_threshold=self.resampling_threshold, annealing=self.annealing,
             anchor_proposal=self.anchor_proposal)
