@@ -166,12 +166,13 @@ def leaf_log_marginal(family_id, params, stats_row):
         raise ValueError("unknown family_id")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def leaf_log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out):
     """Predictive of ``x_row`` for the clusters ``slots[:n_slots]`` (into ``out``).
 
     A family's own ``log_predictive_many`` leaf when it has one (view-free), else a
-    loop over its ``log_predictive``.
+    loop over its ``log_predictive``.  Inlined (numba IR) into its caller
+    ``dispatch.log_predictive_many``, the kernels' hot loop.
     """
     if family_id == FAMILY_NORMAL_INVERSE_WISHART:
         niw_log_predictive_many(params, stats, slots, n_slots, x_row, out)

@@ -194,13 +194,16 @@ def leaf_dispatch_source(entries: tuple[FamilyEntry, ...] = FAMILIES) -> str:
             lines.append(f"    {keyword} family_id == {entry.constant}:")
             lines.append(f"        {'return ' if returns else ''}{call}")
         lines += ["    else:", '        raise ValueError("unknown family_id")']
-    lines += ["", "", "@njit(cache=True)",
+    # inlined into dispatch.log_predictive_many (the kernels' hot loop): a call boundary
+    # there costs reference-count updates of its five array arguments on every call
+    lines += ["", "", '@njit(cache=True, inline="always")',
               ("def leaf_log_predictive_many(family_id, params, stats, slots, n_slots, x_row, "
                "out):"),
               '    """Predictive of ``x_row`` for the clusters ``slots[:n_slots]`` (into ``out``).',
               "",
               "    A family's own ``log_predictive_many`` leaf when it has one (view-free), else a",
-              "    loop over its ``log_predictive``.",
+              "    loop over its ``log_predictive``.  Inlined (numba IR) into its caller",
+              "    ``dispatch.log_predictive_many``, the kernels' hot loop.",
               '    """']
     for index, entry in enumerate(leaves):
         keyword = "if" if index == 0 else "elif"
