@@ -19,7 +19,12 @@ of the loop.  Normal-Inverse-Wishart is measured at D = 2, 16 and 64.
 ``DIR`` (e.g. ``git archive <commit> | tar -x -C DIR``): each family module of
 ``DIR/pymc_splitmerge/components`` is imported under another name, its rows are built with
 its own ``add_point``, and the ratios old / new of the predictive and of the update are
-printed (the before/after figures of ``docs/benchmarks.md``).
+printed (the before/after figures of ``docs/benchmarks.md``).  It also imports the whole
+``components`` package of ``DIR`` under another name and times, interleaved in the same run
+(best of three), the *dispatch* of both trees: ``dispatch.log_predictive``,
+``dispatch.log_predictive_many`` over 8 clusters (the kernels' hot loop) and a
+``dispatch.add_point`` + ``dispatch.remove_point`` pair, with ratios old / new (the
+before/after of a change to the switch itself, e.g. the generated one of issue 11).
 
 Times are CPU time of the thread (``time.thread_time``): on a shared machine the wall
 time includes waiting for a core.  Run with ``python benchmarks/components.py [--baseline
@@ -30,11 +35,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import shutil
 import sys
 import tempfile
 import time
+import types
 
 import numpy as np
 from numba import njit
@@ -147,6 +154,12 @@ def _cases(rng):
 def _load_baseline(directory):
     """Import the family modules of an older source tree under the names ``baseline_*``."""
     source = os.path.join(directory, "pymc_splitmerge", "components")
+    ids = os.path.join(source, "_family_ids.py")  # trees before the registry (issue 11)
+    if os.path.exists(ids) and "pymc_splitmerge.components._family_ids" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("pymc_splitmerge.components._family_ids",
+                                                      ids)
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[spec.name])
     target = tempfile.mkdtemp(prefix="baseline_components_")
     sys.path.insert(0, target)
     modules = {}
@@ -176,6 +189,96 @@ def _baseline_times(old_module, family, raw, cluster_size, leaf):
     update = _time_per_call(
         lambda r: _loop_update(add, remove, params, row, queries, r), 1000)
     return predictive, update
+
+
+def _load_baseline_package(directory):
+    """The ``components`` package of an older tree, imported as ``baseline_pymc_splitmerge``."""
+    alias = "baseline_pymc_splitmerge"
+    root = tempfile.mkdtemp(prefix="baseline_package_")
+    destination = os.path.join(root, alias, "components")
+    shutil.copytree(os.path.join(directory, "pymc_splitmerge", "components"), destination,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for file_name in os.listdir(destination):
+        if file_name.endswith(".py"):
+            path = os.path.join(destination, file_name)
+            with open(path) as handle:
+                text = handle.read()
+            with open(path, "w") as handle:
+                handle.write(text.replace("pymc_splitmerge.", f"{alias}."))
+    package = types.ModuleType(alias)  # without the old top-level __init__ (PyMC layer)
+    package.__path__ = [os.path.join(root, alias)]
+    sys.modules[alias] = package
+    return importlib.import_module(f"{alias}.components")
+
+
+def _dispatch_loops(dispatch_module):
+    """numba loops over one tree's dispatch functions (predictive, batch, add + remove)."""
+    log_predictive = dispatch_module.log_predictive
+    log_predictive_many = dispatch_module.log_predictive_many
+    add_point = dispatch_module.add_point
+    remove_point = dispatch_module.remove_point
+
+    @njit
+    def predictive(family_id, params, stats_row, queries, repetitions):
+        total = 0.0
+        for r in range(repetitions):
+            total += log_predictive(family_id, params, stats_row, queries[r % queries.shape[0]])
+        return total
+
+    @njit
+    def many(family_id, params, stats, slots, queries, out, repetitions):
+        total = 0.0
+        for r in range(repetitions):
+            log_predictive_many(family_id, params, stats, slots, slots.shape[0],
+                                queries[r % queries.shape[0]], out)
+            total += out[0]
+        return total
+
+    @njit
+    def update(family_id, params, stats_row, queries, repetitions):
+        for r in range(repetitions):
+            add_point(family_id, params, stats_row, queries[r % queries.shape[0]])
+            remove_point(family_id, params, stats_row, queries[r % queries.shape[0]])
+        return stats_row[0]
+
+    return predictive, many, update
+
+
+def _dispatch_times(loops, family, raw):
+    """(predictive, batch of 8, add + remove) seconds per call through one tree's dispatch."""
+    predictive, many, update = loops
+    x = family.prepare_data(raw)
+    queries = np.ascontiguousarray(x[CLUSTER_SIZE:])
+    params, family_id = family.params, int(family.family_id)
+    stats = np.stack([family.stats_of(x[6 * k:6 * k + 6]) for k in range(8)])
+    slots = np.arange(8, dtype=np.int64)
+    out = np.empty(8)
+    row = family.stats_of(x[:CLUSTER_SIZE])
+    return (_time_per_call(lambda r: predictive(family_id, params, row, queries, r), 1000),
+            _time_per_call(lambda r: many(family_id, params, stats, slots, queries, out, r),
+                           1000),
+            _time_per_call(lambda r: update(family_id, params, row.copy(), queries, r), 1000))
+
+
+def compare_dispatch(directory) -> None:
+    """Old / new dispatch times, interleaved, best of three (see the module docstring)."""
+    old_components = _load_baseline_package(directory)
+    loops = {"new": _dispatch_loops(dispatch), "old": _dispatch_loops(old_components.dispatch)}
+    header = (f"{'dispatch, old tree vs this tree':32s} {'pred new':>8s} {'old/new':>7s} "
+              f"{'many8 new':>9s} {'old/new':>7s} {'add+rm new':>10s} {'old/new':>7s}")
+    print()
+    print(header)
+    print("-" * len(header))
+    for name, family, _, _, raw in _cases(np.random.default_rng(0)):
+        old_family = getattr(old_components, type(family).__name__)(**family.hyperparameters)
+        best = {"new": np.full(3, np.inf), "old": np.full(3, np.inf)}
+        for _ in range(3):
+            for tree, member in (("new", family), ("old", old_family)):
+                best[tree] = np.minimum(best[tree], _dispatch_times(loops[tree], member, raw))
+        ratio = best["old"] / best["new"]
+        print(f"{name:32s} {best['new'][0] * 1e9:8.1f} {ratio[0]:7.2f} "
+              f"{best['new'][1] * 1e9:9.1f} {ratio[1]:7.2f} {best['new'][2] * 1e9:10.1f} "
+              f"{ratio[2]:7.2f}", flush=True)
 
 
 def main() -> None:
@@ -226,6 +329,8 @@ def main() -> None:
             line += (f" {old_leaf * 1e9:11.1f} {old_leaf / leaf_time:7.2f} "
                      f"{old_update * 1e9:17.1f} {old_update / update_time:7.2f}")
         print(line, flush=True)
+    if args.baseline:
+        compare_dispatch(args.baseline)
 
 
 if __name__ == "__main__":

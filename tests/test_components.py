@@ -1,9 +1,12 @@
-"""Tests of the conjugate component families (components/).
+"""Family-specific tests of the conjugate component families (components/).
 
-Every numba routine is compared with the plain numpy/scipy reference of its module, and every
-log marginal likelihood with a computation that does not share its algebra: the candidate's
-(Besag) identity p(x) = p(x | theta) p(theta) / p(theta | x) with scipy densities, a joint
-Gaussian density, or numerical integration.
+The generic checks every registered family passes (numba core against the module's
+numpy/scipy references, pytensor graph, samplers, validation) are in
+``tests/test_family_contract.py``.  Here every log marginal likelihood is compared with a
+computation that does not share its algebra: the candidate's (Besag) identity
+p(x) = p(x | theta) p(theta) / p(theta | x) with scipy densities, a joint Gaussian density,
+or numerical integration; plus the Normal-Inverse-Wishart downdate and the hyperparameter
+and data validation of each family.
 """
 
 from __future__ import annotations
@@ -21,153 +24,14 @@ from pymc_splitmerge.components import (
     NormalInverseGamma,
     NormalInverseWishart,
     NormalKnownCovariance,
-    dispatch,
 )
 from pymc_splitmerge.components import beta_bernoulli as beta_bernoulli_module
-from pymc_splitmerge.components import dirichlet_categorical as dirichlet_categorical_module
-from pymc_splitmerge.components import gamma_poisson as gamma_poisson_module
-from pymc_splitmerge.components import grid as grid_module
-from pymc_splitmerge.components import normal_inverse_gamma as normal_inverse_gamma_module
 from pymc_splitmerge.components import normal_inverse_wishart as niw_module
-from pymc_splitmerge.components import normal_known_covariance as nkc_module
-
-RTOL = 1e-9
-ATOL = 1e-9
 
 
 def _spd(rng, dim):
     a = rng.normal(size=(dim, dim))
     return a @ a.T + dim * np.eye(dim)
-
-
-def _grid_data(rng, n, size=25):
-    phi = np.linspace(0.01, 0.99, size)
-    depth = rng.integers(5, 40, size=n)
-    reads = rng.binomial(depth, 0.3)
-    return stats.binom.logpmf(reads[:, None], depth[:, None], phi[None, :])
-
-
-def _make_cases():
-    """(id, family, module, raw data) for every family and its layout variants."""
-    rng = np.random.default_rng(20240601)
-    cases = []
-    cases.append(("niw-1d", NormalInverseWishart(mu0=0.5, kappa0=0.7, nu0=2.5, psi0=1.3),
-                  niw_module, rng.normal(1.0, 2.0, size=9)))
-    cases.append(("niw-2d", NormalInverseWishart(mu0=rng.normal(size=2), kappa0=0.4, nu0=3.5,
-                                                 psi0=_spd(rng, 2)),
-                  niw_module, rng.normal(size=(9, 2)) @ _spd(rng, 2)))
-    cases.append(("niw-4d", NormalInverseWishart(mu0=rng.normal(size=4), kappa0=0.9, nu0=6.0,
-                                                 psi0=_spd(rng, 4)),
-                  niw_module, rng.normal(size=(9, 4)) @ _spd(rng, 4)))
-    dim = 3
-    cases.append(("niw-3d", NormalInverseWishart(mu0=rng.normal(size=dim), kappa0=0.5,
-                                                 nu0=dim + 1.5, psi0=_spd(rng, dim)),
-                  niw_module, rng.normal(size=(9, dim)) @ _spd(rng, dim)))
-    cases.append(("nkc-1d", NormalKnownCovariance(mu0=0.3, sigma0=2.0, sigma=0.5),
-                  nkc_module, rng.normal(1.0, 1.0, size=8)))
-    cases.append(("nkc-3d", NormalKnownCovariance(mu0=rng.normal(size=dim),
-                                                  sigma0=_spd(rng, dim), sigma=_spd(rng, dim)),
-                  nkc_module, rng.normal(size=(8, dim)) * 2.0))
-    cases.append(("nig", NormalInverseGamma(mu0=1.0, kappa0=0.4, alpha0=2.0, beta0=1.5),
-                  normal_inverse_gamma_module, rng.normal(3.0, 2.0, size=9)))
-    cases.append(("beta-bernoulli", BetaBernoulli(a=rng.uniform(0.5, 2.0, size=6), b=0.8),
-                  beta_bernoulli_module, rng.integers(0, 2, size=(10, 6))))
-    cases.append(("dirichlet-symmetric", DirichletCategorical(0.7, [2, 3, 5]),
-                  dirichlet_categorical_module,
-                  np.column_stack([rng.integers(0, k, size=10) for k in (2, 3, 5)])))
-    cases.append(("dirichlet-full",
-                  DirichletCategorical([[0.5, 1.5], [1.0, 2.0, 0.3, 0.9]], [2, 4]),
-                  dirichlet_categorical_module,
-                  np.column_stack([rng.integers(0, k, size=10) for k in (2, 4)])))
-    cases.append(("gamma-poisson-equal-rates", GammaPoisson(shape=[0.5, 2.0, 3.0], rate=0.7),
-                  gamma_poisson_module, rng.poisson([1.0, 4.0, 45.0], size=(9, 3))))
-    cases.append(("gamma-poisson-rates", GammaPoisson(shape=1.5, rate=[0.2, 1.0, 3.0]),
-                  gamma_poisson_module, rng.poisson([0.5, 8.0, 60.0], size=(9, 3))))
-    cases.append(("grid", GridComponent(rng.normal(size=25) - 7.0), grid_module,
-                  _grid_data(rng, 9)))
-    prepared = []
-    for name, family, module, raw in cases:
-        prepared.append(pytest.param(family, module, family.prepare_data(raw), id=name))
-    return prepared
-
-
-CASES = _make_cases()
-
-
-@pytest.mark.parametrize(("family", "module", "x"), CASES)
-def test_log_marginal_matches_reference(family, module, x):
-    for n in (1, 2, len(x)):
-        numba_value = family.log_marginal_of(x[:n])
-        assert np.isclose(numba_value, module.reference_log_marginal(family, x[:n]),
-                          rtol=RTOL, atol=ATOL)
-
-
-@pytest.mark.parametrize(("family", "module", "x"), CASES)
-def test_log_predictive_matches_reference(family, module, x):
-    for n in (0, 1, 4, len(x) - 1):
-        row = family.stats_of(x[:n])
-        for new in (x[-1], x[0]):
-            assert np.isclose(family.log_predictive(new, row),
-                              module.reference_log_predictive(family, new, x[:n]),
-                              rtol=RTOL, atol=ATOL)
-
-
-@pytest.mark.parametrize(("family", "module", "x"), CASES)
-def test_chain_rule_in_two_orders(family, module, x):
-    rng = np.random.default_rng(7)
-    expected = module.reference_log_marginal(family, x)
-    for _ in range(2):
-        order = rng.permutation(len(x))
-        row = family.empty_stats
-        total = 0.0
-        for i in order:
-            total += dispatch.log_predictive(family.family_id, family.params, row, x[i])
-            dispatch.add_point(family.family_id, family.params, row, x[i])
-        assert np.isclose(total, expected, rtol=RTOL, atol=ATOL)
-        assert np.isclose(dispatch.log_marginal(family.family_id, family.params, row), expected,
-                          rtol=RTOL, atol=ATOL)
-
-
-@pytest.mark.parametrize(("family", "module", "x"), CASES)
-def test_add_remove_round_trip(family, module, x):
-    rng = np.random.default_rng(11)
-    params, family_id = family.params, family.family_id
-    empty = family.empty_stats
-    assert dispatch.log_marginal(family_id, params, empty) == 0.0
-    assert family.log_marginal_of(x[:0]) == 0.0
-    # all points in, all points out (random order): the empty row exactly or to 1e-10
-    row = family.empty_stats
-    for i in rng.permutation(len(x)):
-        dispatch.add_point(family_id, params, row, x[i])
-    for i in rng.permutation(len(x)):
-        dispatch.remove_point(family_id, params, row, x[i])
-    np.testing.assert_allclose(row, empty, rtol=0, atol=1e-10)
-    # a base cluster plus some points, then removal of those points: the base statistics
-    base = family.stats_of(x[:4])
-    row = base.copy()
-    for i in range(4, len(x)):
-        dispatch.add_point(family_id, params, row, x[i])
-    assert np.allclose(row, family.stats_of(x), rtol=1e-10, atol=1e-10)
-    for i in rng.permutation(np.arange(4, len(x))):
-        dispatch.remove_point(family_id, params, row, x[i])
-    # the trailing history entries (update counters) legitimately differ
-    cluster = family.cluster_columns
-    np.testing.assert_allclose(row[cluster], base[cluster], rtol=1e-10, atol=1e-10)
-
-
-@pytest.mark.parametrize(("family", "module", "x"), CASES)
-def test_batch_helpers_match_single_calls(family, module, x):
-    params, family_id = family.params, family.family_id
-    stats_table = np.stack([family.stats_of(x[:n]) for n in range(4)])
-    slots = np.array([3, 0, 2, 1, 3], dtype=np.int64)
-    out = np.full(6, 123.0)
-    dispatch.log_predictive_many(family_id, params, stats_table, slots, 4, x[-1], out)
-    expected = [family.log_predictive(x[-1], stats_table[s]) for s in slots[:4]]
-    np.testing.assert_allclose(out[:4], expected, rtol=1e-12, atol=1e-12)
-    assert np.all(out[4:] == 123.0)
-    index = np.array([5, 1, 3], dtype=np.int64)
-    row = dispatch.stats_from_rows(family_id, params, family.empty_stats, x, index)
-    assert np.allclose(row, family.stats_of(x[[1, 3, 5]]), rtol=1e-10, atol=1e-10)
 
 
 # ------------------------------------------------------------------ independent checks

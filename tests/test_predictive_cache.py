@@ -4,7 +4,8 @@ Each family stores its posterior predictive in closed form in the statistics row
 it in ``add_point`` / ``remove_point`` (``docs/contracts.md`` section 2).  The numpy/scipy
 references of the family modules stay the judges: along long random add/remove sequences
 every cached ``log_predictive`` and ``log_marginal`` must equal the reference computed from the
-raw member rows to 1e-10.  The Normal-Inverse-Wishart inverse factor is also checked through
+raw member rows to 1e-10 (for every registered family in ``tests/test_family_contract.py``;
+here for wide Beta-Bernoulli and Dirichlet-categorical rows).  The Normal-Inverse-Wishart inverse factor is also checked through
 its loss-of-definiteness fallback and its periodic refresh against drift, and
 ``PartitionState.check`` must still see a corrupted cache (negative control for the history
 entries it skips).
@@ -14,13 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_components import CASES
+from test_family_contract import check_random_add_remove_sequence
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
     DirichletCategorical,
     NormalInverseWishart,
-    dispatch,
 )
 from pymc_splitmerge.components import beta_bernoulli as beta_bernoulli_module
 from pymc_splitmerge.components import dirichlet_categorical as dirichlet_categorical_module
@@ -53,49 +53,10 @@ def _close(value, expected):
     return abs(value - expected) <= TOLERANCE * max(1.0, abs(expected))
 
 
-@pytest.mark.parametrize(("family", "module", "x"), CASES + _wide_cases())
+@pytest.mark.parametrize(("family", "module", "x"), _wide_cases())
 def test_random_add_remove_sequences_match_reference(family, module, x):
     """Every cached evaluation equals the reference along a random add/remove sequence."""
-    rng = np.random.default_rng(2024)
-    params, family_id = family.params, family.family_id
-    row = family.empty_stats
-    members: list[int] = []
-    n_checks = 0
-    for step in range(600):
-        remove = members and (rng.random() < 0.45 or len(members) >= 14)
-        if remove:
-            i = members.pop(int(rng.integers(len(members))))
-            dispatch.remove_point(family_id, params, row, x[i])
-        else:  # a point may join several times: the statistics are those of a multiset
-            i = int(rng.integers(len(x)))
-            members.append(i)
-            dispatch.add_point(family_id, params, row, x[i])
-        if step % 15 == 0 or not members:
-            cluster = x[members]
-            for query in (x[int(rng.integers(len(x)))], x[0]):
-                value = dispatch.log_predictive(family_id, params, row, query)
-                expected = module.reference_log_predictive(family, query, cluster)
-                assert _close(value, expected), (step, value, expected)
-            value = dispatch.log_marginal(family_id, params, row)
-            assert _close(value, module.reference_log_marginal(family, cluster)), step
-            n_checks += 1
-    assert n_checks >= 40
-    # the same points in a fresh row give the same cluster part (history entries aside)
-    cluster_part = family.cluster_columns
-    np.testing.assert_allclose(row[cluster_part], family.stats_of(x[members])[cluster_part],
-                               rtol=1e-9, atol=1e-9)
-
-
-@pytest.mark.parametrize(("family", "module", "x"), CASES)
-def test_empty_row_holds_the_prior_predictive(family, module, x):
-    """``empty_stats`` carries the prior predictive's cached form, and emptying restores it."""
-    row = family.empty_stats
-    for query in x[:3]:
-        assert _close(family.log_predictive(query, row),
-                      module.reference_log_predictive(family, query, x[:0]))
-    dispatch.add_point(family.family_id, family.params, row, x[1])
-    dispatch.remove_point(family.family_id, family.params, row, x[1])
-    np.testing.assert_array_equal(row, family.empty_stats)
+    check_random_add_remove_sequence(family, module, x)
 
 
 def _niw_family(dim, rng):

@@ -5,13 +5,25 @@ A component family describes the law of the observations of one cluster,
     x_i | theta ~ F(theta),    theta ~ H(hyperparameters),
 
 with theta integrated out.  Every family reduces a cluster to a fixed-length row of
-*sufficient statistics* (float64, ``stat_dim`` entries) that can be updated in O(1)-ish
-time when a point joins (``add_point``) or leaves (``remove_point``), and from which the
-log marginal likelihood ``log p(x_cluster)`` and the log posterior predictive
-``log p(x_new | x_cluster)`` are computed.  The numeric work is done by numba leaf functions
-in each family module, reached through :mod:`pymc_splitmerge.components.dispatch`; this
-module only holds the Python-side object: hyperparameter handling (numeric or symbolic),
-validation, data preparation and conveniences.
+*sufficient statistics* (float64, ``stat_dim`` entries, followed by the cached form of the
+posterior predictive, ``docs/contracts.md`` section 2) that is updated when a point joins
+(``add_point``) or leaves (``remove_point``), and from which the log marginal likelihood
+``log p(x_cluster)`` and the log posterior predictive ``log p(x_new | x_cluster)`` are
+computed.
+
+One family is one module (``docs/contracts.md``, "Adding a family"): the module holds the
+numba leaf functions (declared on the class as :attr:`ComponentFamily.numba_leaves`), the
+plain numpy/scipy references ``reference_log_marginal`` / ``reference_log_predictive``, the
+:class:`ComponentFamily` subclass with its validation, its prior/posterior samplers and its
+pytensor log marginal (:meth:`ComponentFamily.log_marginal_graph`, written against the
+tensor namespace handed in by the caller so that this layer never imports pytensor), and
+small worked examples (:meth:`ComponentFamily.examples`) on which the generic contract tests
+run.  The numeric id is given by the one table of families,
+:mod:`pymc_splitmerge.components.registry`, from which the numba switch
+(:mod:`pymc_splitmerge.components._leaf_dispatch`, generated) is written.  This module only
+holds the shared Python-side machinery: hyperparameter handling (numeric or symbolic),
+validation, data preparation, forward simulation of clusters and conveniences that call the
+numba core through :mod:`pymc_splitmerge.components.dispatch`.
 
 Hyperparameters
 ---------------
@@ -37,11 +49,35 @@ posterior scale matrix): after :meth:`with_values` the rows must be recomputed
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["ComponentFamily", "is_numeric_value"]
+__all__ = ["ComponentFamily", "NumbaLeaves", "is_numeric_value"]
+
+
+class NumbaLeaves(NamedTuple):
+    """The ``@njit(cache=True)`` functions of an elementary family (its numba core).
+
+    Signatures (``params`` the family's packed constants, ``stats_row`` a statistics row,
+    ``x_row`` a prepared observation)::
+
+        add_point(params, stats_row, x_row)              in place
+        remove_point(params, stats_row, x_row)           in place; exact reset when emptied
+        log_predictive(params, stats_row, x_row) -> float
+        log_marginal(params, stats_row) -> float         0.0 for an empty row
+        log_predictive_many(params, stats, slots, n_slots, x_row, out)   optional
+
+    The generated switch :mod:`pymc_splitmerge.components._leaf_dispatch` imports them by
+    module and name (``python -m pymc_splitmerge.components.registry`` rewrites it); a
+    family without ``log_predictive_many`` gets a loop over ``log_predictive``.
+    """
+
+    add_point: Any
+    remove_point: Any
+    log_predictive: Any
+    log_marginal: Any
+    log_predictive_many: Any = None
 
 
 def is_numeric_value(value: Any) -> bool:
@@ -80,17 +116,24 @@ def _format_value(value: Any) -> str:
 class ComponentFamily:
     """A conjugate component family with its hyperparameters (numeric or symbolic).
 
-    Subclasses define ``hyperparameter_names``, ``family_id`` and the hooks
-    ``_validate``, ``_data_dim_from_hyperparameters``, ``_finalize``, ``_pack_params``,
-    ``_pack_empty_stats`` and (optionally) ``_check_data``.
+    Subclasses define ``hyperparameter_names``, ``numba_leaves``, the hooks ``_validate``,
+    ``_data_dim_from_hyperparameters``, ``_finalize``, ``_pack_params``,
+    ``_pack_empty_stats``, (optionally) ``_check_data`` / ``_check_data_domain``, the
+    samplers ``_sample_parameters`` / ``_sample_observations`` / ``_parameter_shapes``,
+    :meth:`log_marginal_graph` and :meth:`examples`; they are listed in
+    :mod:`pymc_splitmerge.components.registry` (``docs/contracts.md``, "Adding a family").
 
     Attributes
     ----------
     hyperparameter_names : tuple of str
         Constructor keyword names, in order.
     family_id : int
-        Constant per class, one of the ``FAMILY_*`` constants of
-        :mod:`pymc_splitmerge.components.dispatch`.
+        Constant per class, assigned by :mod:`pymc_splitmerge.components.registry` (the
+        ``FAMILY_*`` constants of :mod:`pymc_splitmerge.components.dispatch`); -1 for a class
+        that is not registered (the numba core refuses it).
+    numba_leaves : NumbaLeaves or None
+        The family's numba functions; None for :class:`ProductFamily`, which the top-level
+        dispatch handles itself.
     history_entries : int
         Trailing entries of a statistics row that depend on the row's history (update
         counters), not on the cluster; compare rows without them.
@@ -98,6 +141,7 @@ class ComponentFamily:
 
     hyperparameter_names: tuple[str, ...] = ()
     family_id: int = -1
+    numba_leaves: NumbaLeaves | None = None
     #: Number of trailing entries of a statistics row that record the history of the row
     #: (an update counter for the periodic drift refresh) rather than the cluster: two rows
     #: of the same points may differ there, and only there beyond rounding.
@@ -155,7 +199,18 @@ class ComponentFamily:
         raise NotImplementedError
 
     def _check_data(self, x2d: np.ndarray) -> None:
-        """Family-specific domain check of prepared data (raise ``ValueError``)."""
+        """Family-specific check of prepared data, numeric hyperparameters known (``ValueError``).
+
+        Defaults to :meth:`_check_data_domain`.
+        """
+        self._check_data_domain(x2d)
+
+    def _check_data_domain(self, x2d: np.ndarray) -> None:
+        """Domain check of data that needs no numeric hyperparameter (``ValueError``).
+
+        Also run on the data of a family whose hyperparameters are symbolic
+        (:meth:`check_data_symbolic`).
+        """
 
     _accepts_bool = True
 
@@ -369,6 +424,7 @@ class ComponentFamily:
         -------
         ndarray of float64, shape (stat_dim,)
         """
+        # imported here: dispatch imports every family module, which imports this module
         from pymc_splitmerge.components import dispatch
 
         self._require_ready()
@@ -466,6 +522,122 @@ class ComponentFamily:
 
     def _parameter_shapes(self):
         raise NotImplementedError(f"{type(self).__name__} has no parameter sampler")
+
+    def sample_data(self, rng: np.random.Generator, labels: Any,
+                    observed: Any = None) -> np.ndarray:
+        """Data given a partition: one parameter draw per cluster, then its points i.i.d.
+
+        The one forward simulator of the package (``ConjugateMixture`` draws and the Geweke
+        tests both call it).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        labels : array_like of int, shape (n,)
+            Cluster labels; clusters are visited in increasing label order.
+        observed : ndarray of shape (n, data_dim), optional
+            Prepared observed data.  When given, each cluster's parameters are drawn from
+            their posterior given the observed rows of that cluster (posterior predictive
+            replicate); otherwise from the prior (prior predictive).
+
+        Returns
+        -------
+        ndarray of float64, shape (n, data_dim)
+        """
+        self._require_ready()
+        labels = np.asarray(labels)
+        out = np.empty((labels.shape[0], self._data_dim))
+        for label in np.unique(labels):
+            rows = np.flatnonzero(labels == label)
+            parameters = self.sample_parameters(rng, None if observed is None else observed[rows])
+            out[rows] = self.sample_observations(rng, parameters, rows.shape[0])
+        return out
+
+    @classmethod
+    def has_observation_sampler(cls) -> bool:
+        """Whether the class draws observations given parameters (:meth:`sample_observations`)."""
+        return cls._sample_observations is not ComponentFamily._sample_observations
+
+    # --- the PyMC layer's pytensor log marginal, written here against a passed namespace ---
+    def log_marginal_graph(self, graph: Any, hyperparameters: dict[str, Any], x2d: Any):
+        """Log marginal likelihood of every label slot, as a pytensor graph.
+
+        Written with the tensor namespace the caller hands in, so that this layer never
+        imports pytensor (``docs/contracts.md``, layers).
+
+        Parameters
+        ----------
+        graph : object
+            Built by :mod:`pymc_splitmerge.distributions.mixture`: ``graph.pt`` is
+            ``pytensor.tensor``; ``graph.counts`` (float, shape (L,)) the number of points
+            per slot, ``graph.n_slots`` = L and ``graph.dim`` the width of ``x2d``; helpers
+            ``graph.segment_sum(values)`` (per-slot sums of per-point values, shape (L, ...)),
+            ``graph.vector(value)`` / ``graph.matrix(value)`` (a hyperparameter as a float64
+            vector of length ``dim`` / a (dim, dim) matrix, scalars broadcast),
+            ``graph.log_det_cholesky(matrices)`` -> (log-determinants, lower factors),
+            ``graph.is_finite(value)``, ``graph.labels`` (int, shape (n,), in range) and
+            ``graph.restrict(dim)`` (the same graph for a sub-family of ``dim`` columns).
+        hyperparameters : dict
+            Name -> tensor of every hyperparameter (numeric ones as constants; a ragged
+            Dirichlet concentration as a list of arrays).
+        x2d : tensor of shape (n, dim)
+            Observations in the prepared layout.
+
+        Returns
+        -------
+        per_slot : tensor of shape (L,)
+            ``log m(x_{z = j})`` for every slot (the value at empty slots is masked).
+        conditions : list of boolean scalar tensors
+            The hyperparameters' domain (``check_parameters``).
+        """
+        raise NotImplementedError(
+            f"ConjugateMixture has no pytensor log marginal for {type(self).__name__}: "
+            "implement log_marginal_graph (docs/contracts.md, 'Adding a family')")
+
+    @classmethod
+    def examples(cls, rng: np.random.Generator) -> list[tuple[str, ComponentFamily, np.ndarray]]:
+        """Small instances with raw data covering the family's layouts.
+
+        The generic contract tests (``tests/test_family_contract.py``) run on them for every
+        registered family.
+
+        Returns
+        -------
+        list of (label, family, raw data)
+            Raw data are accepted by ``family.prepare_data``; at least 8 rows each.
+        """
+        raise NotImplementedError(f"{cls.__name__} provides no examples")
+
+    def check_data_symbolic(self, data: Any) -> np.ndarray:
+        """Shape, finiteness and domain checks of data for symbolic hyperparameters.
+
+        The checks of :meth:`prepare_data` that need no numeric hyperparameter (the data
+        dimension is not bound).
+
+        Returns
+        -------
+        ndarray of float64, shape (n, dim)
+        """
+        name = type(self).__name__
+        array = np.asarray(data)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: data must be numeric (got dtype {array.dtype})")
+        if array.ndim == 1:
+            array = array.reshape(-1, 1)
+        if array.ndim != 2 or array.shape[1] < 1:
+            raise ValueError(f"{name}: data must be a 2-D array (n, dim), got shape {array.shape}")
+        x2d = np.ascontiguousarray(array, dtype=np.float64)
+        if not np.all(np.isfinite(x2d)):
+            row, column = np.argwhere(~np.isfinite(x2d))[0]
+            raise ValueError(
+                f"{name}: data contains NaN or infinite values (first at row {row}, column "
+                f"{column}); remove or impute them"
+            )
+        if self._data_dim is not None and x2d.shape[1] != self._data_dim:
+            raise ValueError(f"{name}: data rows must have {self._data_dim} entries, got "
+                             f"{x2d.shape[1]}")
+        self._check_data_domain(x2d)
+        return x2d
 
     def log_marginal_of(self, x2d: Any) -> float:
         """Log marginal likelihood of a set of prepared rows, shape (n, data_dim)."""

@@ -36,9 +36,9 @@ import numpy as np
 from numba import njit
 from scipy import special
 
-from pymc_splitmerge.components._family_ids import FAMILY_BETA_BERNOULLI
 from pymc_splitmerge.components.base import (
     ComponentFamily,
+    NumbaLeaves,
     _broadcast_vector,
     _require_positive,
     _require_vector,
@@ -47,9 +47,9 @@ from pymc_splitmerge.components.base import (
 __all__ = [
     "BetaBernoulli",
     "beta_bernoulli_add_point",
-    "beta_bernoulli_remove_point",
-    "beta_bernoulli_log_predictive",
     "beta_bernoulli_log_marginal",
+    "beta_bernoulli_log_predictive",
+    "beta_bernoulli_remove_point",
     "reference_log_marginal",
     "reference_log_predictive",
 ]
@@ -182,10 +182,32 @@ class BetaBernoulli(ComponentFamily):
     """
 
     hyperparameter_names = ("a", "b")
-    family_id = FAMILY_BETA_BERNOULLI
+    numba_leaves = NumbaLeaves(
+        add_point=beta_bernoulli_add_point, remove_point=beta_bernoulli_remove_point,
+        log_predictive=beta_bernoulli_log_predictive, log_marginal=beta_bernoulli_log_marginal,
+    )
 
     def __init__(self, a=1.0, b=1.0):
         super().__init__(a=a, b=b)
+
+    def log_marginal_graph(self, graph, hyperparameters, x2d):
+        """``sum_j log B(a_j + c_j, b_j + n - c_j) - log B(a_j, b_j)`` per slot in pytensor."""
+        pt, counts = graph.pt, graph.counts
+        a = graph.vector(hyperparameters["a"])
+        b = graph.vector(hyperparameters["b"])
+
+        def betaln(first, second):
+            return pt.gammaln(first) + pt.gammaln(second) - pt.gammaln(first + second)
+
+        ones = graph.segment_sum(x2d)  # (L, J)
+        per_slot = pt.sum(betaln(a[None] + ones, b[None] + counts[:, None] - ones)
+                          - betaln(a, b)[None], axis=1)
+        return per_slot, [pt.all(pt.gt(a, 0)), pt.all(pt.gt(b, 0))]
+
+    @classmethod
+    def examples(cls, rng):
+        return [("beta-bernoulli", cls(a=rng.uniform(0.5, 2.0, size=6), b=0.8),
+                 rng.integers(0, 2, size=(10, 6)))]
 
     def _parameter_shapes(self):
         return {"probability": (self._data_dim,)}
@@ -232,7 +254,7 @@ class BetaBernoulli(ComponentFamily):
         _refresh_cache(self._pack_params(full), row)
         return row
 
-    def _check_data(self, x2d):
+    def _check_data_domain(self, x2d):
         bad = (x2d != 0.0) & (x2d != 1.0)
         if np.any(bad):
             row, column = np.argwhere(bad)[0]

@@ -46,15 +46,18 @@ import numpy as np
 from numba import njit
 from scipy import special
 
-from pymc_splitmerge.components._family_ids import FAMILY_DIRICHLET_CATEGORICAL
-from pymc_splitmerge.components.base import ComponentFamily
+from pymc_splitmerge.components.base import (
+    ComponentFamily,
+    NumbaLeaves,
+    is_numeric_value,
+)
 
 __all__ = [
     "DirichletCategorical",
     "dirichlet_categorical_add_point",
-    "dirichlet_categorical_remove_point",
-    "dirichlet_categorical_log_predictive",
     "dirichlet_categorical_log_marginal",
+    "dirichlet_categorical_log_predictive",
+    "dirichlet_categorical_remove_point",
     "reference_log_marginal",
     "reference_log_predictive",
 ]
@@ -168,11 +171,66 @@ class DirichletCategorical(ComponentFamily):
     """
 
     hyperparameter_names = ("concentration", "n_categories")
-    family_id = FAMILY_DIRICHLET_CATEGORICAL
+    numba_leaves = NumbaLeaves(
+        add_point=dirichlet_categorical_add_point,
+        remove_point=dirichlet_categorical_remove_point,
+        log_predictive=dirichlet_categorical_log_predictive,
+        log_marginal=dirichlet_categorical_log_marginal,
+    )
     _accepts_bool = True
 
     def __init__(self, concentration=1.0, n_categories=2):
         super().__init__(concentration=concentration, n_categories=n_categories)
+
+    def log_marginal_graph(self, graph, hyperparameters, x2d):
+        """Dirichlet-multinomial per attribute and label slot in pytensor.
+
+        ``n_categories`` must be numeric (it fixes the layout); the concentration may be
+        symbolic: a scalar, one value per attribute, or full vectors (rectangular (J, K)
+        tensor or a ragged list of numeric arrays).
+        """
+        pt, counts, dim, n_slots = graph.pt, graph.counts, graph.dim, graph.n_slots
+        if not is_numeric_value(self.hyperparameters["n_categories"]):
+            raise TypeError(f"{type(self).__name__}: n_categories must be numeric (static)")
+        categories = np.asarray(self.hyperparameters["n_categories"], dtype=np.float64)
+        categories = np.broadcast_to(categories, (dim,)).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(categories)])
+        attribute = np.repeat(np.arange(dim), categories)
+        total = int(offsets[-1])
+        concentration = hyperparameters["concentration"]
+        if isinstance(concentration, list):  # ragged numeric full Dirichlet vectors
+            alpha = pt.as_tensor_variable(
+                np.concatenate([np.asarray(v, dtype=np.float64) for v in concentration]))
+        else:
+            concentration = pt.as_tensor_variable(concentration).astype("float64")
+            if concentration.ndim == 0:
+                alpha = pt.alloc(concentration, total)
+            elif concentration.ndim == 1:
+                alpha = concentration[attribute]
+            else:  # rectangular (J, K) full Dirichlet
+                alpha = concentration.reshape((-1,))
+        codes = pt.clip(x2d.astype("int64"), 0, categories[None, :] - 1)
+        flat = graph.labels[:, None] * total + offsets[None, :-1] + codes  # (n, J)
+        ones = pt.ones(flat.shape, dtype="float64").reshape((-1,))
+        table = pt.inc_subtensor(pt.zeros((n_slots * total,))[flat.reshape((-1,))], ones)
+        table = table.reshape((n_slots, total))
+        membership = np.zeros((total, dim))
+        membership[np.arange(total), attribute] = 1.0
+        alpha_totals = pt.dot(alpha, membership)  # (J,)
+        per_slot = (
+            pt.sum(pt.gammaln(alpha_totals)[None]
+                   - pt.gammaln(alpha_totals[None] + counts[:, None]), axis=1)
+            + pt.sum(pt.gammaln(alpha[None] + table) - pt.gammaln(alpha)[None], axis=1)
+        )
+        return per_slot, [pt.all(pt.gt(alpha, 0))]
+
+    @classmethod
+    def examples(cls, rng):
+        """Symmetric per-attribute concentration and ragged full Dirichlet vectors."""
+        return [("dirichlet-symmetric", cls(0.7, [2, 3, 5]),
+                 np.column_stack([rng.integers(0, k, size=10) for k in (2, 3, 5)])),
+                ("dirichlet-full", cls([[0.5, 1.5], [1.0, 2.0, 0.3, 0.9]], [2, 4]),
+                 np.column_stack([rng.integers(0, k, size=10) for k in (2, 4)]))]
 
     def _parameter_shapes(self):
         return {"probabilities": (self._data_dim, int(np.max(self._full["n_categories"])))}
@@ -226,12 +284,12 @@ class DirichletCategorical(ComponentFamily):
             raise ValueError(
                 f"{name}: hyperparameter 'concentration' must be > 0, got {concentration!r}"
             )
-        if concentration.ndim == 1 and categories.ndim == 1:
-            if concentration.shape[0] != categories.shape[0]:
-                raise ValueError(
-                    f"{name}: 'concentration' has length {concentration.shape[0]} but "
-                    f"'n_categories' has length {categories.shape[0]}"
-                )
+        if (concentration.ndim == 1 and categories.ndim == 1
+                and concentration.shape[0] != categories.shape[0]):
+            raise ValueError(
+                f"{name}: 'concentration' has length {concentration.shape[0]} but "
+                f"'n_categories' has length {categories.shape[0]}"
+            )
         return {"concentration": concentration, "n_categories": categories}
 
     def _data_dim_from_hyperparameters(self, canonical):
@@ -286,7 +344,7 @@ class DirichletCategorical(ComponentFamily):
         _refresh_cache(self._pack_params(full), row)
         return row
 
-    def _check_data(self, x2d):
+    def _check_data_domain(self, x2d):
         categories = self._full["n_categories"] if self._full is not None else None
         bad = (x2d != np.round(x2d)) | (x2d < 0)
         if categories is not None:

@@ -41,9 +41,9 @@ import numpy as np
 from numba import njit
 from scipy import special, stats
 
-from pymc_splitmerge.components._family_ids import FAMILY_GAMMA_POISSON
 from pymc_splitmerge.components.base import (
     ComponentFamily,
+    NumbaLeaves,
     _broadcast_vector,
     _require_positive,
     _require_vector,
@@ -52,9 +52,9 @@ from pymc_splitmerge.components.base import (
 __all__ = [
     "GammaPoisson",
     "gamma_poisson_add_point",
-    "gamma_poisson_remove_point",
-    "gamma_poisson_log_predictive",
     "gamma_poisson_log_marginal",
+    "gamma_poisson_log_predictive",
+    "gamma_poisson_remove_point",
     "reference_log_marginal",
     "reference_log_predictive",
 ]
@@ -184,10 +184,36 @@ class GammaPoisson(ComponentFamily):
     """
 
     hyperparameter_names = ("shape", "rate")
-    family_id = FAMILY_GAMMA_POISSON
+    numba_leaves = NumbaLeaves(
+        add_point=gamma_poisson_add_point, remove_point=gamma_poisson_remove_point,
+        log_predictive=gamma_poisson_log_predictive, log_marginal=gamma_poisson_log_marginal,
+    )
 
     def __init__(self, shape=1.0, rate=1.0):
         super().__init__(shape=shape, rate=rate)
+
+    def log_marginal_graph(self, graph, hyperparameters, x2d):
+        """Negative-binomial marginal per attribute and label slot in pytensor."""
+        pt, counts = graph.pt, graph.counts
+        shape = graph.vector(hyperparameters["shape"])
+        rate = graph.vector(hyperparameters["rate"])
+        totals = graph.segment_sum(x2d)  # (L, J)
+        log_factorials = graph.segment_sum(pt.sum(pt.gammaln(x2d + 1.0), axis=1))
+        per_slot = pt.sum(
+            pt.gammaln(shape[None] + totals) - pt.gammaln(shape)[None]
+            + (shape * pt.log(rate))[None]
+            - (shape[None] + totals) * pt.log(rate[None] + counts[:, None]),
+            axis=1,
+        ) - log_factorials
+        return per_slot, [pt.all(pt.gt(shape, 0)), pt.all(pt.gt(rate, 0))]
+
+    @classmethod
+    def examples(cls, rng):
+        """Equal rates (two logarithms per refresh) and per-attribute rates; counts >= 32."""
+        return [("gamma-poisson-equal-rates", cls(shape=[0.5, 2.0, 3.0], rate=0.7),
+                 rng.poisson([1.0, 4.0, 45.0], size=(9, 3))),
+                ("gamma-poisson-rates", cls(shape=1.5, rate=[0.2, 1.0, 3.0]),
+                 rng.poisson([0.5, 8.0, 60.0], size=(9, 3)))]
 
     def _parameter_shapes(self):
         return {"rate": (self._data_dim,)}
@@ -206,9 +232,9 @@ class GammaPoisson(ComponentFamily):
         for key in ("shape", "rate"):
             out[key] = _require_vector(name, key, values[key])
             _require_positive(name, key, out[key])
-        if out["shape"].ndim == 1 and out["rate"].ndim == 1:
-            if out["shape"].shape != out["rate"].shape:
-                raise ValueError(f"{name}: 'shape' and 'rate' have different lengths")
+        if (out["shape"].ndim == 1 and out["rate"].ndim == 1
+                and out["shape"].shape != out["rate"].shape):
+            raise ValueError(f"{name}: 'shape' and 'rate' have different lengths")
         return out
 
     def _data_dim_from_hyperparameters(self, canonical):
@@ -234,7 +260,7 @@ class GammaPoisson(ComponentFamily):
         _refresh_cache(self._pack_params(full), row)
         return row
 
-    def _check_data(self, x2d):
+    def _check_data_domain(self, x2d):
         bad = (x2d < 0) | (x2d != np.round(x2d))
         if np.any(bad):
             row, column = np.argwhere(bad)[0]

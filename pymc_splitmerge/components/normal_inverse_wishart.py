@@ -77,9 +77,9 @@ import numpy as np
 from numba import njit, uint64
 from scipy import linalg, special, stats
 
-from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_INVERSE_WISHART
 from pymc_splitmerge.components.base import (
     ComponentFamily,
+    NumbaLeaves,
     _require_positive,
     _require_scale_matrix,
 )
@@ -592,11 +592,65 @@ class NormalInverseWishart(ComponentFamily):
     """
 
     hyperparameter_names = ("mu0", "kappa0", "nu0", "psi0")
-    family_id = FAMILY_NORMAL_INVERSE_WISHART
+    numba_leaves = NumbaLeaves(
+        add_point=niw_add_point, remove_point=niw_remove_point,
+        log_predictive=niw_log_predictive, log_marginal=niw_log_marginal,
+        log_predictive_many=niw_log_predictive_many,
+    )
     history_entries = 1
 
     def __init__(self, mu0=0.0, kappa0=1.0, nu0=3.0, psi0=1.0):
         super().__init__(mu0=mu0, kappa0=kappa0, nu0=nu0, psi0=psi0)
+
+    def log_marginal_graph(self, graph, hyperparameters, x2d):
+        """Eq. 31 per label slot in pytensor (see :meth:`ComponentFamily.log_marginal_graph`)."""
+        pt, counts, dim = graph.pt, graph.counts, graph.dim
+        mu0 = graph.vector(hyperparameters["mu0"])
+        kappa0 = pt.as_tensor_variable(hyperparameters["kappa0"]).astype("float64")
+        nu0 = pt.as_tensor_variable(hyperparameters["nu0"]).astype("float64")
+        psi0 = graph.matrix(hyperparameters["psi0"])
+        sums = graph.segment_sum(x2d)  # (L, D)
+        outer = graph.segment_sum(x2d[:, :, None] * x2d[:, None, :])  # (L, D, D)
+        safe = pt.maximum(counts, 1.0)
+        kappa_n = kappa0 + counts
+        nu_n = nu0 + counts
+        mean = sums / safe[:, None]
+        scatter = outer - sums[:, :, None] * sums[:, None, :] / safe[:, None, None]
+        deviation = mean - mu0[None, :]
+        psi_n = (psi0[None] + scatter
+                 + (kappa0 * counts / kappa_n)[:, None, None]
+                 * deviation[:, :, None] * deviation[:, None, :])
+        log_det0, _ = graph.log_det_cholesky(psi0)
+        log_det_n, _ = graph.log_det_cholesky(psi_n)
+        d_index = pt.arange(dim, dtype="float64")
+        log_gamma_ratio = pt.sum(
+            pt.gammaln(0.5 * (nu_n[:, None] - d_index[None, :]))
+            - pt.gammaln(0.5 * (nu0 - d_index))[None, :],
+            axis=1,
+        )
+        per_slot = (
+            -0.5 * counts * dim * _LOG_PI
+            + 0.5 * dim * (pt.log(kappa0) - pt.log(kappa_n))
+            + 0.5 * nu0 * log_det0
+            - 0.5 * nu_n * log_det_n
+            + log_gamma_ratio
+        )
+        conditions = [pt.gt(kappa0, 0), pt.gt(nu0, dim - 1), graph.is_finite(log_det0),
+                      pt.all(pt.eq(psi0, psi0.T))]
+        return per_slot, conditions
+
+    @classmethod
+    def examples(cls, rng):
+        """D = 1 (scalar hyperparameters), 2, 3 and 4 (full ones)."""
+        out = [("niw-1d", cls(mu0=0.5, kappa0=0.7, nu0=2.5, psi0=1.3),
+                rng.normal(1.0, 2.0, size=9))]
+        for dim, kappa0, extra in ((2, 0.4, 1.5), (3, 0.5, 1.5), (4, 0.9, 2.0)):
+            a = rng.normal(size=(dim, dim))
+            psi0 = a @ a.T + dim * np.eye(dim)
+            out.append((f"niw-{dim}d", cls(mu0=rng.normal(size=dim), kappa0=kappa0,
+                                           nu0=dim + extra, psi0=psi0),
+                        rng.normal(size=(9, dim)) @ psi0))
+        return out
 
     def _parameter_shapes(self):
         dim = self._data_dim

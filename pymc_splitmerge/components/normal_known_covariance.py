@@ -48,15 +48,14 @@ import numpy as np
 from numba import njit
 from scipy import stats
 
-from pymc_splitmerge.components._family_ids import FAMILY_NORMAL_KNOWN_COVARIANCE
-from pymc_splitmerge.components.base import ComponentFamily, _require_scale_matrix
+from pymc_splitmerge.components.base import ComponentFamily, NumbaLeaves, _require_scale_matrix
 
 __all__ = [
     "NormalKnownCovariance",
     "normal_known_covariance_add_point",
-    "normal_known_covariance_remove_point",
-    "normal_known_covariance_log_predictive",
     "normal_known_covariance_log_marginal",
+    "normal_known_covariance_log_predictive",
+    "normal_known_covariance_remove_point",
     "reference_log_marginal",
     "reference_log_predictive",
 ]
@@ -198,10 +197,55 @@ class NormalKnownCovariance(ComponentFamily):
     """
 
     hyperparameter_names = ("mu0", "sigma0", "sigma")
-    family_id = FAMILY_NORMAL_KNOWN_COVARIANCE
+    numba_leaves = NumbaLeaves(
+        add_point=normal_known_covariance_add_point,
+        remove_point=normal_known_covariance_remove_point,
+        log_predictive=normal_known_covariance_log_predictive,
+        log_marginal=normal_known_covariance_log_marginal,
+    )
 
     def __init__(self, mu0=0.0, sigma0=1.0, sigma=1.0):
         super().__init__(mu0=mu0, sigma0=sigma0, sigma=sigma)
+
+    def log_marginal_graph(self, graph, hyperparameters, x2d):
+        """Gaussian integral per label slot in pytensor, ``Lambda_n = Sigma0^-1 + n Sigma^-1``."""
+        pt, counts, dim = graph.pt, graph.counts, graph.dim
+        mu0 = graph.vector(hyperparameters["mu0"])
+        sigma0 = graph.matrix(hyperparameters["sigma0"])
+        sigma = graph.matrix(hyperparameters["sigma"])
+        sigma_inverse = pt.linalg.inv(sigma)
+        sigma0_inverse = pt.linalg.inv(sigma0)
+        log_det_sigma, _ = graph.log_det_cholesky(sigma)
+        log_det_sigma0, _ = graph.log_det_cholesky(sigma0)
+        sums = graph.segment_sum(x2d)  # (L, D)
+        quadratic = graph.segment_sum(pt.sum((x2d @ sigma_inverse) * x2d, axis=1))
+        precision_n = sigma0_inverse[None] + counts[:, None, None] * sigma_inverse[None]
+        b = (sigma0_inverse @ mu0)[None, :] + sums @ sigma_inverse  # sigma^-1 symmetric
+        log_det_n, chol_n = graph.log_det_cholesky(precision_n)
+        whitened = pt.linalg.solve_triangular(chol_n, b[:, :, None], lower=True)[:, :, 0]
+        per_slot = (
+            -0.5 * counts * dim * _LOG_2PI
+            - 0.5 * counts * log_det_sigma
+            - 0.5 * quadratic
+            - 0.5 * pt.dot(mu0, sigma0_inverse @ mu0)
+            + 0.5 * pt.sum(whitened**2, axis=1)
+            - 0.5 * log_det_sigma0
+            - 0.5 * log_det_n
+        )
+        return per_slot, [graph.is_finite(log_det_sigma), graph.is_finite(log_det_sigma0)]
+
+    @classmethod
+    def examples(cls, rng):
+        """D = 1 (scalars) and D = 3 (full covariance matrices)."""
+        dim = 3
+
+        def spd():
+            a = rng.normal(size=(dim, dim))
+            return a @ a.T + dim * np.eye(dim)
+
+        return [("nkc-1d", cls(mu0=0.3, sigma0=2.0, sigma=0.5), rng.normal(1.0, 1.0, size=8)),
+                ("nkc-3d", cls(mu0=rng.normal(size=dim), sigma0=spd(), sigma=spd()),
+                 rng.normal(size=(8, dim)) * 2.0)]
 
     def _parameter_shapes(self):
         return {"mean": (self._data_dim,)}

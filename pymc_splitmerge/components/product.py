@@ -11,8 +11,25 @@ statistics row is the concatenation of the groups' rows.  E.g. Normal-Inverse-Wi
 continuous columns and Dirichlet-categorical on the categorical ones (Jain & Neal 2000,
 section 4, use the same product form for mixed attributes).
 
-The numeric work goes through :mod:`pymc_splitmerge.components.dispatch` (``FAMILY_PRODUCT``,
-layout of the params there); every kernel handles a product like any family.
+The product's numba functions (``product_add_point``, ...) live here and call the
+generated switch over the elementary families
+(:mod:`pymc_splitmerge.components._leaf_dispatch`); the top-level functions of
+:mod:`pymc_splitmerge.components.dispatch` send ``FAMILY_PRODUCT`` to them, so every kernel
+handles a product like any family.  Nesting products is not supported (numba does not
+reliably compile a function that calls itself through a type-dependent branch, so the
+product level and the leaf level are separate functions).
+
+Params layout (float64)::
+
+    [n_sub, data_dim, scratch_offset,
+     n_sub entries of 7: (family_id, sub_dim, stat_offset, stat_dim, param_offset,
+                          param_length, column_offset),
+     column indices of each sub-family (sub_dim each, at column_offset),
+     the sub-families' params (at param_offset), scratch (max sub_dim)]
+
+and the statistics row is the concatenation of the sub-families' rows (at stat_offset).  The
+scratch tail receives the gathered columns of an observation for one sub-family, so a
+product's params must not be shared between threads.
 
 References
 ----------
@@ -22,18 +39,109 @@ process mixture model", section 4.
 
 from __future__ import annotations
 
+import importlib
 import numbers
 from typing import Any
 
 import numpy as np
+from numba import njit
 
-from pymc_splitmerge.components._family_ids import FAMILY_PRODUCT
+from pymc_splitmerge.components._leaf_dispatch import (
+    leaf_add_point,
+    leaf_log_marginal,
+    leaf_log_predictive,
+    leaf_remove_point,
+)
 from pymc_splitmerge.components.base import ComponentFamily
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.dirichlet_categorical import DirichletCategorical
+from pymc_splitmerge.components.gamma_poisson import GammaPoisson
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
 
-__all__ = ["ProductFamily", "reference_log_marginal"]
+__all__ = [
+    "PRODUCT_ENTRY",
+    "PRODUCT_HEADER",
+    "ProductFamily",
+    "product_add_point",
+    "product_log_marginal",
+    "product_log_predictive",
+    "product_remove_point",
+    "reference_log_marginal",
+    "reference_log_predictive",
+]
 
-_PRODUCT_HEADER = 3  # = dispatch.PRODUCT_HEADER (not imported: dispatch imports the families)
-_PRODUCT_ENTRY = 7
+PRODUCT_HEADER = 3
+"""Entries before the per-sub-family table of a product's params."""
+
+PRODUCT_ENTRY = 7
+"""Entries per sub-family in a product's params table."""
+
+
+# ------------------------------------------------------------------ numba core
+@njit(cache=True)
+def _gather(params, entry, x_row):
+    """Columns of sub-family ``entry`` of ``x_row``, copied to the scratch tail of params."""
+    sub_dim = int(params[entry + 1])
+    columns = int(params[entry + 6])
+    scratch = int(params[2])
+    for j in range(sub_dim):
+        params[scratch + j] = x_row[int(params[columns + j])]
+    return params[scratch:scratch + sub_dim]
+
+
+@njit(cache=True)
+def product_add_point(params, stats_row, x_row):
+    """Add ``x_row`` to every sub-family's part of ``stats_row`` (in place)."""
+    for i in range(int(params[0])):
+        entry = PRODUCT_HEADER + PRODUCT_ENTRY * i
+        stat_offset = int(params[entry + 2])
+        param_offset = int(params[entry + 4])
+        leaf_add_point(int(params[entry]),
+                       params[param_offset:param_offset + int(params[entry + 5])],
+                       stats_row[stat_offset:stat_offset + int(params[entry + 3])],
+                       _gather(params, entry, x_row))
+
+
+@njit(cache=True)
+def product_remove_point(params, stats_row, x_row):
+    """Remove ``x_row`` from every sub-family's part of ``stats_row`` (in place)."""
+    for i in range(int(params[0])):
+        entry = PRODUCT_HEADER + PRODUCT_ENTRY * i
+        stat_offset = int(params[entry + 2])
+        param_offset = int(params[entry + 4])
+        leaf_remove_point(int(params[entry]),
+                          params[param_offset:param_offset + int(params[entry + 5])],
+                          stats_row[stat_offset:stat_offset + int(params[entry + 3])],
+                          _gather(params, entry, x_row))
+
+
+@njit(cache=True)
+def product_log_predictive(params, stats_row, x_row):
+    """Sum of the sub-families' log predictives of their columns of ``x_row``."""
+    total = 0.0
+    for i in range(int(params[0])):
+        entry = PRODUCT_HEADER + PRODUCT_ENTRY * i
+        stat_offset = int(params[entry + 2])
+        param_offset = int(params[entry + 4])
+        total += leaf_log_predictive(
+            int(params[entry]), params[param_offset:param_offset + int(params[entry + 5])],
+            stats_row[stat_offset:stat_offset + int(params[entry + 3])],
+            _gather(params, entry, x_row))
+    return total
+
+
+@njit(cache=True)
+def product_log_marginal(params, stats_row):
+    """Sum of the sub-families' log marginal likelihoods (0.0 for an empty row)."""
+    total = 0.0
+    for i in range(int(params[0])):
+        entry = PRODUCT_HEADER + PRODUCT_ENTRY * i
+        stat_offset = int(params[entry + 2])
+        param_offset = int(params[entry + 4])
+        total += leaf_log_marginal(
+            int(params[entry]), params[param_offset:param_offset + int(params[entry + 5])],
+            stats_row[stat_offset:stat_offset + int(params[entry + 3])])
+    return total
 
 
 def _prefix(index: int) -> str:
@@ -90,7 +198,6 @@ class ProductFamily(ComponentFamily):
     rows concatenated (in the order given).
     """
 
-    family_id = FAMILY_PRODUCT
 
     def __init__(self, components):
         try:
@@ -155,7 +262,7 @@ class ProductFamily(ComponentFamily):
         count = len(self._components)
         subs = [(family, columns, family.params, family.empty_stats)
                 for family, columns in self._components]
-        table = np.zeros(_PRODUCT_HEADER + _PRODUCT_ENTRY * count)
+        table = np.zeros(PRODUCT_HEADER + PRODUCT_ENTRY * count)
         position = table.size
         column_offsets = []
         for _, columns, _, _ in subs:
@@ -168,12 +275,12 @@ class ProductFamily(ComponentFamily):
         scratch = position
         stat_offset = 0
         for i, (family, columns, params, empty) in enumerate(subs):
-            entry = _PRODUCT_HEADER + _PRODUCT_ENTRY * i
-            table[entry:entry + _PRODUCT_ENTRY] = [
+            entry = PRODUCT_HEADER + PRODUCT_ENTRY * i
+            table[entry:entry + PRODUCT_ENTRY] = [
                 family.family_id, columns.size, stat_offset, empty.size, param_offsets[i],
                 params.size, column_offsets[i]]
             stat_offset += empty.size
-        table[:_PRODUCT_HEADER] = [count, self._data_dim, scratch]
+        table[:PRODUCT_HEADER] = [count, self._data_dim, scratch]
         packed = np.concatenate(
             [table, *[columns.astype(np.float64) for _, columns, _, _ in subs],
              *[params for _, _, params, _ in subs],
@@ -216,10 +323,39 @@ class ProductFamily(ComponentFamily):
                               for (family, columns), new in zip(self._components, per_family,
                                                                 strict=True)])
 
-    def _check_data(self, x2d: np.ndarray) -> None:
+    def _check_data_domain(self, x2d: np.ndarray) -> None:
         for family, columns in self._components:
             if family.is_numeric:
                 family.prepare_data(x2d[:, columns])
+            else:
+                family.check_data_symbolic(x2d[:, columns])
+
+    def log_marginal_graph(self, graph, hyperparameters, x2d):
+        """Sum of the sub-families' graphs on their columns (domain conditions of all)."""
+        pt = graph.pt
+        per_slot, conditions = 0.0, []
+        for sub_hyper, (sub, columns) in zip(self.split_hyperparameters(hyperparameters),
+                                             self._components, strict=True):
+            sub_x = pt.specify_shape(x2d[:, columns], (x2d.type.shape[0], columns.size))
+            sub_slot, sub_conditions = sub.log_marginal_graph(
+                graph.restrict(int(columns.size)), sub_hyper, sub_x)
+            per_slot = per_slot + sub_slot
+            conditions += sub_conditions
+        return per_slot, conditions
+
+    @classmethod
+    def examples(cls, rng):
+        """Continuous, categorical, binary and count columns, interleaved."""
+        family = cls([
+            (NormalInverseWishart(mu0=0.0, kappa0=0.5, nu0=4.0, psi0=np.eye(2)), [3, 0]),
+            (DirichletCategorical(concentration=[[1.0, 2.0, 0.5]], n_categories=3), [1]),
+            (BetaBernoulli(a=0.5, b=1.5), [2, 4]),
+            (GammaPoisson(shape=2.0, rate=0.5), 5),
+        ])
+        n = 9
+        data = np.c_[rng.normal(size=n), rng.integers(0, 3, n), rng.integers(0, 2, n),
+                     rng.normal(size=n), rng.integers(0, 2, n), rng.poisson(3.0, n)]
+        return [("product", family, data)]
 
     def _parameter_shapes(self):
         return {_prefix(i) + name: shape for i, (family, _) in enumerate(self._components)
@@ -247,7 +383,22 @@ class ProductFamily(ComponentFamily):
         return f"ProductFamily([{inner}])"
 
 
+def _reference(sub: ComponentFamily):
+    """The module of a sub-family (its ``reference_*`` functions)."""
+    return importlib.import_module(type(sub).__module__)
+
+
 def reference_log_marginal(family: ProductFamily, x2d: np.ndarray) -> float:
-    """Sum of the sub-families' own log marginals on their columns (plain Python)."""
+    """Sum of the sub-families' plain references on their columns (no numba)."""
     x2d = np.asarray(x2d, dtype=np.float64).reshape(-1, family.data_dim)
-    return float(sum(sub.log_marginal_of(x2d[:, columns]) for sub, columns in family.components))
+    return float(sum(_reference(sub).reference_log_marginal(sub, x2d[:, columns])
+                     for sub, columns in family.components))
+
+
+def reference_log_predictive(family: ProductFamily, x_row, x2d: np.ndarray) -> float:
+    """Sum of the sub-families' plain reference predictives on their columns."""
+    x2d = np.asarray(x2d, dtype=np.float64).reshape(-1, family.data_dim)
+    x_row = np.reshape(x_row, -1)
+    return float(sum(_reference(sub).reference_log_predictive(sub, x_row[columns],
+                                                              x2d[:, columns])
+                     for sub, columns in family.components))

@@ -10,19 +10,10 @@ It is written in pytensor for every family (so ``model.compile_logp`` and gradie
 samplers for the hyperparameters see it): the sufficient statistics of the label slots
 ``0..L-1`` are scatter-adds of per-point statistics (``inc_subtensor`` on advanced
 indices), and each slot's log marginal is evaluated in closed form, vectorised over slots.
-Empty slots contribute exactly 0 (masked).
-
-==========================  ================================================================
-family                      per-cluster log marginal (see the family module for the maths)
-==========================  ================================================================
-NormalInverseWishart        PGSM eq. 31: Cholesky log-determinants of :math:`\Psi_0, \Psi_n`
-NormalKnownCovariance       Gaussian integral: :math:`\Lambda_n = \Sigma_0^{-1} + n\Sigma^{-1}`
-NormalInverseGamma          Murphy (2007) eq. 95
-BetaBernoulli               :math:`\sum_j \log B(a_j + c_j, b_j + n - c_j) - \log B(a_j, b_j)`
-DirichletCategorical        Dirichlet-multinomial per attribute
-GammaPoisson                negative-binomial marginal per attribute
-GridComponent               :math:`\operatorname{logsumexp}_g(\log\pi_g + \sum_i \ell_{ig})`
-==========================  ================================================================
+Empty slots contribute exactly 0 (masked).  The per-family formula is the family's own
+``log_marginal_graph`` (in its module under :mod:`pymc_splitmerge.components`, written
+against the tensor namespace this module hands in through :class:`SlotGraph`); this module
+holds no per-family maths.
 
 Hyperparameters may be numbers, ``pm.Data`` or random variables: the symbolic ones become
 inputs of the random-variable node (so PyMC sees the dependency), the numeric ones are
@@ -39,6 +30,8 @@ References
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pytensor.tensor as pt
@@ -49,17 +42,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_splitmerge.components import (
-    BetaBernoulli,
-    ComponentFamily,
-    DirichletCategorical,
-    GammaPoisson,
-    GridComponent,
-    NormalInverseGamma,
-    NormalInverseWishart,
-    NormalKnownCovariance,
-    ProductFamily,
-)
+from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.components.base import is_numeric_value
 from pymc_splitmerge.distributions.priors import (
     FiniteDirichletRV,
@@ -69,15 +52,13 @@ from pymc_splitmerge.distributions.priors import (
 __all__ = [
     "ConjugateMixture",
     "ConjugateMixtureRV",
+    "SlotGraph",
     "conjugate_mixture_log_likelihood",
-    "sample_clusters",
+    "number_of_label_slots",
     "observed_value",
     "prepare_observed_data",
-    "number_of_label_slots",
+    "sample_clusters",
 ]
-
-_LOG_PI = float(np.log(np.pi))
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -90,7 +71,7 @@ def observed_value(observed) -> np.ndarray:
     if isinstance(observed, Variable):
         try:
             return np.asarray(observed.eval())
-        except Exception as error:  # noqa: BLE001 - re-raised with advice
+        except Exception as error:
             raise TypeError(
                 "ConjugateMixture needs observed data whose value is known when the model is "
                 "built (an array or pm.Data); got a symbolic expression that cannot be "
@@ -99,48 +80,17 @@ def observed_value(observed) -> np.ndarray:
     return np.asarray(observed)
 
 
-def _symbolic_data_check(family: ComponentFamily, array: np.ndarray) -> np.ndarray:
-    """Shape/finiteness/domain checks of data for a family with symbolic hyperparameters."""
-    name = type(family).__name__
-    if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name}: data must be numeric (got dtype {array.dtype})")
-    if array.ndim == 1:
-        array = array.reshape(-1, 1)
-    if array.ndim != 2 or array.shape[1] < 1:
-        raise ValueError(f"{name}: data must be a 2-D array (n, dim), got shape {array.shape}")
-    x2d = np.ascontiguousarray(array, dtype=np.float64)
-    if not np.all(np.isfinite(x2d)):
-        row, column = np.argwhere(~np.isfinite(x2d))[0]
-        raise ValueError(
-            f"{name}: data contains NaN or infinite values (first at row {row}, column "
-            f"{column}); remove or impute them"
-        )
-    if isinstance(family, BetaBernoulli) and np.any((x2d != 0.0) & (x2d != 1.0)):
-        raise ValueError(f"{name}: data must be binary (0/1 or bool)")
-    if isinstance(family, GammaPoisson | DirichletCategorical):
-        if np.any((x2d < 0) | (x2d != np.round(x2d))):
-            raise ValueError(f"{name}: data must be non-negative integers")
-    if isinstance(family, NormalInverseGamma) and x2d.shape[1] != 1:
-        raise ValueError(f"{name} is univariate: data must have shape (n,) or (n, 1)")
-    if isinstance(family, ProductFamily):
-        if x2d.shape[1] != family.data_dim:
-            raise ValueError(f"{name}: data rows must have {family.data_dim} entries, got "
-                             f"{x2d.shape[1]}")
-        for sub, columns in family.components:
-            prepare_observed_data(sub, x2d[:, columns])
-    return x2d
-
-
 def prepare_observed_data(family: ComponentFamily, data) -> np.ndarray:
     """Validated float64 data of shape (n, data_dim) for ``family`` (numeric or symbolic).
 
     Numeric families use ``family.prepare_data`` (which also binds the data dimension);
-    families with symbolic hyperparameters get shape, finiteness and domain checks.
+    families with symbolic hyperparameters get shape, finiteness and domain checks
+    (``family.check_data_symbolic``).
     """
     array = observed_value(data)
     if family.is_numeric:
         return family.prepare_data(array)
-    return _symbolic_data_check(family, array)
+    return family.check_data_symbolic(array)
 
 
 def number_of_label_slots(partition: Variable, n: int) -> int:
@@ -153,226 +103,62 @@ def number_of_label_slots(partition: Variable, n: int) -> int:
     return n
 
 
-def _segment_sum(values, labels, n_slots: int):
-    """``out[j] = sum_{i: labels[i] = j} values[i]`` (scatter-add), shape (n_slots, ...)."""
-    values = pt.as_tensor_variable(values)
-    zeros = pt.zeros((n_slots, *[values.shape[d] for d in range(1, values.ndim)]),
-                     dtype=values.dtype)
-    return pt.inc_subtensor(zeros[labels], values)
+@dataclass(frozen=True)
+class SlotGraph:
+    """What a family's ``log_marginal_graph`` needs to write its formula per label slot.
 
+    See :meth:`pymc_splitmerge.components.base.ComponentFamily.log_marginal_graph`.
 
-def _is_finite(value):
-    return pt.all(pt.invert(pt.isnan(value) | pt.isinf(value)))
+    Attributes
+    ----------
+    pt : module
+        ``pytensor.tensor``.
+    labels : int tensor of shape (n,)
+        Labels clipped to ``[0, n_slots)``.
+    counts : float tensor of shape (n_slots,)
+        Points per slot.
+    n_slots : int
+    dim : int
+        Width of the data the family models.
+    """
 
+    pt: Any
+    labels: Any
+    counts: Any
+    n_slots: int
+    dim: int
 
-def _log_det_cholesky(matrices):
-    chol = pt.linalg.cholesky(matrices, lower=True)
-    return 2.0 * pt.sum(pt.log(pt.diagonal(chol, axis1=-2, axis2=-1)), axis=-1), chol
+    def restrict(self, dim: int) -> SlotGraph:
+        """The same slots for a sub-family of ``dim`` columns (``ProductFamily``)."""
+        return replace(self, dim=int(dim))
 
+    def segment_sum(self, values):
+        """``out[j] = sum_{i: labels[i] = j} values[i]`` (scatter-add), shape (n_slots, ...)."""
+        values = pt.as_tensor_variable(values)
+        zeros = pt.zeros((self.n_slots, *[values.shape[d] for d in range(1, values.ndim)]),
+                         dtype=values.dtype)
+        return pt.inc_subtensor(zeros[self.labels], values)
 
-def _as_vector(value, dim: int):
-    value = pt.as_tensor_variable(value).astype("float64")
-    if value.ndim == 0:
-        return pt.alloc(value, dim)
-    return value
+    def vector(self, value):
+        """A hyperparameter as a float64 vector of length ``dim`` (scalars broadcast)."""
+        value = pt.as_tensor_variable(value).astype("float64")
+        return pt.alloc(value, self.dim) if value.ndim == 0 else value
 
+    def matrix(self, value):
+        """A hyperparameter as a float64 (dim, dim) matrix (a scalar times the identity)."""
+        value = pt.as_tensor_variable(value).astype("float64")
+        return value * pt.eye(self.dim) if value.ndim == 0 else value
 
-def _as_matrix(value, dim: int):
-    value = pt.as_tensor_variable(value).astype("float64")
-    if value.ndim == 0:
-        return value * pt.eye(dim)
-    return value
+    @staticmethod
+    def log_det_cholesky(matrices):
+        """Log-determinants and lower Cholesky factors of (a stack of) SPD matrices."""
+        chol = pt.linalg.cholesky(matrices, lower=True)
+        return 2.0 * pt.sum(pt.log(pt.diagonal(chol, axis1=-2, axis2=-1)), axis=-1), chol
 
-
-# --------------------------------------------------------------------------- per family
-def _normal_inverse_wishart(hyper, x2d, labels, counts, n_slots, dim):
-    mu0 = _as_vector(hyper["mu0"], dim)
-    kappa0 = pt.as_tensor_variable(hyper["kappa0"]).astype("float64")
-    nu0 = pt.as_tensor_variable(hyper["nu0"]).astype("float64")
-    psi0 = _as_matrix(hyper["psi0"], dim)
-    sums = _segment_sum(x2d, labels, n_slots)  # (L, D)
-    outer = _segment_sum(x2d[:, :, None] * x2d[:, None, :], labels, n_slots)  # (L, D, D)
-    safe = pt.maximum(counts, 1.0)
-    kappa_n = kappa0 + counts
-    nu_n = nu0 + counts
-    mean = sums / safe[:, None]
-    scatter = outer - sums[:, :, None] * sums[:, None, :] / safe[:, None, None]
-    deviation = mean - mu0[None, :]
-    psi_n = (psi0[None] + scatter
-             + (kappa0 * counts / kappa_n)[:, None, None]
-             * deviation[:, :, None] * deviation[:, None, :])
-    log_det0, _ = _log_det_cholesky(psi0)
-    log_det_n, _ = _log_det_cholesky(psi_n)
-    d_index = pt.arange(dim, dtype="float64")
-    log_gamma_ratio = pt.sum(
-        pt.gammaln(0.5 * (nu_n[:, None] - d_index[None, :]))
-        - pt.gammaln(0.5 * (nu0 - d_index))[None, :],
-        axis=1,
-    )
-    per_slot = (
-        -0.5 * counts * dim * _LOG_PI
-        + 0.5 * dim * (pt.log(kappa0) - pt.log(kappa_n))
-        + 0.5 * nu0 * log_det0
-        - 0.5 * nu_n * log_det_n
-        + log_gamma_ratio
-    )
-    conditions = [pt.gt(kappa0, 0), pt.gt(nu0, dim - 1), _is_finite(log_det0),
-                  pt.all(pt.eq(psi0, psi0.T))]
-    return per_slot, conditions
-
-
-def _normal_known_covariance(hyper, x2d, labels, counts, n_slots, dim):
-    mu0 = _as_vector(hyper["mu0"], dim)
-    sigma0 = _as_matrix(hyper["sigma0"], dim)
-    sigma = _as_matrix(hyper["sigma"], dim)
-    sigma_inverse = pt.linalg.inv(sigma)
-    sigma0_inverse = pt.linalg.inv(sigma0)
-    log_det_sigma, _ = _log_det_cholesky(sigma)
-    log_det_sigma0, _ = _log_det_cholesky(sigma0)
-    sums = _segment_sum(x2d, labels, n_slots)  # (L, D)
-    quadratic = _segment_sum(pt.sum((x2d @ sigma_inverse) * x2d, axis=1), labels, n_slots)
-    precision_n = sigma0_inverse[None] + counts[:, None, None] * sigma_inverse[None]  # (L,D,D)
-    b = (sigma0_inverse @ mu0)[None, :] + sums @ sigma_inverse  # (L, D) (sigma^-1 symmetric)
-    log_det_n, chol_n = _log_det_cholesky(precision_n)
-    whitened = pt.linalg.solve_triangular(chol_n, b[:, :, None], lower=True)[:, :, 0]
-    per_slot = (
-        -0.5 * counts * dim * _LOG_2PI
-        - 0.5 * counts * log_det_sigma
-        - 0.5 * quadratic
-        - 0.5 * pt.dot(mu0, sigma0_inverse @ mu0)
-        + 0.5 * pt.sum(whitened**2, axis=1)
-        - 0.5 * log_det_sigma0
-        - 0.5 * log_det_n
-    )
-    conditions = [_is_finite(log_det_sigma), _is_finite(log_det_sigma0)]
-    return per_slot, conditions
-
-
-def _normal_inverse_gamma(hyper, x2d, labels, counts, n_slots, dim):
-    mu0, kappa0, alpha0, beta0 = (pt.as_tensor_variable(hyper[k]).astype("float64")
-                                  for k in ("mu0", "kappa0", "alpha0", "beta0"))
-    centred = x2d[:, 0] - mu0
-    s = _segment_sum(centred, labels, n_slots)
-    q = _segment_sum(centred**2, labels, n_slots)
-    kappa_n = kappa0 + counts
-    alpha_n = alpha0 + 0.5 * counts
-    beta_n = beta0 + 0.5 * (q - s**2 / kappa_n)
-    per_slot = (
-        pt.gammaln(alpha_n) - pt.gammaln(alpha0)
-        + alpha0 * pt.log(beta0) - alpha_n * pt.log(beta_n)
-        + 0.5 * (pt.log(kappa0) - pt.log(kappa_n))
-        - 0.5 * counts * _LOG_2PI
-    )
-    conditions = [pt.gt(kappa0, 0), pt.gt(alpha0, 0), pt.gt(beta0, 0)]
-    return per_slot, conditions
-
-
-def _betaln(a, b):
-    return pt.gammaln(a) + pt.gammaln(b) - pt.gammaln(a + b)
-
-
-def _beta_bernoulli(hyper, x2d, labels, counts, n_slots, dim):
-    a = _as_vector(hyper["a"], dim)
-    b = _as_vector(hyper["b"], dim)
-    ones = _segment_sum(x2d, labels, n_slots)  # (L, J)
-    per_slot = pt.sum(
-        _betaln(a[None] + ones, b[None] + counts[:, None] - ones) - _betaln(a, b)[None], axis=1
-    )
-    return per_slot, [pt.all(pt.gt(a, 0)), pt.all(pt.gt(b, 0))]
-
-
-def _gamma_poisson(hyper, x2d, labels, counts, n_slots, dim):
-    shape = _as_vector(hyper["shape"], dim)
-    rate = _as_vector(hyper["rate"], dim)
-    totals = _segment_sum(x2d, labels, n_slots)  # (L, J)
-    log_factorials = _segment_sum(pt.sum(pt.gammaln(x2d + 1.0), axis=1), labels, n_slots)
-    per_slot = pt.sum(
-        pt.gammaln(shape[None] + totals) - pt.gammaln(shape)[None]
-        + (shape * pt.log(rate))[None]
-        - (shape[None] + totals) * pt.log(rate[None] + counts[:, None]),
-        axis=1,
-    ) - log_factorials
-    return per_slot, [pt.all(pt.gt(shape, 0)), pt.all(pt.gt(rate, 0))]
-
-
-def _dirichlet_categorical_layout(family: DirichletCategorical, dim: int):
-    categories = np.asarray(family.hyperparameters["n_categories"], dtype=np.float64)
-    if not is_numeric_value(family.hyperparameters["n_categories"]):
-        raise TypeError("DirichletCategorical: n_categories must be numeric (static)")
-    categories = np.broadcast_to(categories, (dim,)).astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(categories)])
-    attribute = np.repeat(np.arange(dim), categories)
-    return categories, offsets, attribute
-
-
-def _dirichlet_categorical(hyper, x2d, labels, counts, n_slots, dim, family):
-    categories, offsets, attribute = _dirichlet_categorical_layout(family, dim)
-    total = int(offsets[-1])
-    concentration = hyper["concentration"]
-    if isinstance(concentration, list):  # ragged numeric full Dirichlet vectors
-        alpha = pt.as_tensor_variable(
-            np.concatenate([np.asarray(v, dtype=np.float64) for v in concentration]))
-    else:
-        concentration = pt.as_tensor_variable(concentration).astype("float64")
-        if concentration.ndim == 0:
-            alpha = pt.alloc(concentration, total)
-        elif concentration.ndim == 1:
-            alpha = concentration[attribute]
-        else:  # rectangular (J, K) full Dirichlet
-            alpha = concentration.reshape((-1,))
-    codes = pt.clip(x2d.astype("int64"), 0, categories[None, :] - 1)
-    flat = labels[:, None] * total + offsets[None, :-1] + codes  # (n, J)
-    ones = pt.ones(flat.shape, dtype="float64").reshape((-1,))
-    table = pt.inc_subtensor(pt.zeros((n_slots * total,))[flat.reshape((-1,))], ones)
-    table = table.reshape((n_slots, total))
-    membership = np.zeros((total, dim))
-    membership[np.arange(total), attribute] = 1.0
-    alpha_totals = pt.dot(alpha, membership)  # (J,)
-    per_slot = (
-        pt.sum(pt.gammaln(alpha_totals)[None] - pt.gammaln(alpha_totals[None] + counts[:, None]),
-               axis=1)
-        + pt.sum(pt.gammaln(alpha[None] + table) - pt.gammaln(alpha)[None], axis=1)
-    )
-    return per_slot, [pt.all(pt.gt(alpha, 0))]
-
-
-def _grid(hyper, x2d, labels, counts, n_slots, dim):
-    log_prior = pt.as_tensor_variable(hyper["log_prior_grid"]).astype("float64")
-    log_prior = log_prior - pt.logsumexp(log_prior)
-    sums = _segment_sum(x2d, labels, n_slots)  # (L, G)
-    per_slot = pt.logsumexp(log_prior[None] + sums, axis=1)
-    return per_slot, []
-
-
-_FAMILY_GRAPHS = {
-    NormalInverseWishart: _normal_inverse_wishart,
-    NormalKnownCovariance: _normal_known_covariance,
-    NormalInverseGamma: _normal_inverse_gamma,
-    BetaBernoulli: _beta_bernoulli,
-    GammaPoisson: _gamma_poisson,
-    GridComponent: _grid,
-}
-
-
-def _per_slot_log_marginal(family, hyperparameters, x2d, labels, counts, n_slots, dim):
-    """Log marginal of every label slot (and domain conditions) for one family."""
-    if isinstance(family, ProductFamily):  # sum of the sub-families on their columns
-        per_slot, conditions = 0.0, []
-        for sub_hyper, (sub, columns) in zip(family.split_hyperparameters(hyperparameters),
-                                             family.components, strict=True):
-            sub_x = pt.specify_shape(x2d[:, columns], (x2d.type.shape[0], columns.size))
-            sub_slot, sub_conditions = _per_slot_log_marginal(
-                sub, sub_hyper, sub_x, labels, counts, n_slots, int(columns.size))
-            per_slot = per_slot + sub_slot
-            conditions += sub_conditions
-        return per_slot, conditions
-    if isinstance(family, DirichletCategorical):
-        return _dirichlet_categorical(hyperparameters, x2d, labels, counts, n_slots, dim, family)
-    graph = next((g for cls, g in _FAMILY_GRAPHS.items() if isinstance(family, cls)), None)
-    if graph is None:
-        raise NotImplementedError(
-            f"ConjugateMixture has no pytensor log marginal for {type(family).__name__}")
-    return graph(hyperparameters, x2d, labels, counts, n_slots, dim)
+    @staticmethod
+    def is_finite(value):
+        """Whether every entry is finite (a boolean scalar)."""
+        return pt.all(pt.invert(pt.isnan(value) | pt.isinf(value)))
 
 
 def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: dict,
@@ -401,10 +187,10 @@ def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: d
     labels = pt.as_tensor_variable(labels)
     in_range = pt.all(pt.ge(labels, 0) & pt.lt(labels, n_slots))
     safe = pt.clip(labels, 0, n_slots - 1).astype("int64")
-    counts = _segment_sum(pt.ones(safe.shape, dtype="float64"), safe, n_slots)
-    per_slot, conditions = _per_slot_log_marginal(family, hyperparameters, x2d, safe, counts,
-                                                  n_slots, dim)
-    total = pt.sum(pt.switch(pt.gt(counts, 0), per_slot, 0.0))
+    graph = SlotGraph(pt=pt, labels=safe, counts=None, n_slots=int(n_slots), dim=dim)
+    graph = replace(graph, counts=graph.segment_sum(pt.ones(safe.shape, dtype="float64")))
+    per_slot, conditions = family.log_marginal_graph(graph, hyperparameters, x2d)
+    total = pt.sum(pt.switch(pt.gt(graph.counts, 0), per_slot, 0.0))
     total = pt.switch(in_range, total, -np.inf)
     if conditions:
         total = check_parameters(total, *conditions,
@@ -432,13 +218,7 @@ def sample_clusters(family: ComponentFamily, labels: np.ndarray, rng: np.random.
     -------
     ndarray of float64, shape (n, data_dim)
     """
-    labels = np.asarray(labels)
-    out = np.empty((labels.shape[0], family.data_dim))
-    for label in np.unique(labels):
-        rows = np.flatnonzero(labels == label)
-        parameters = family.sample_parameters(rng, None if observed is None else observed[rows])
-        out[rows] = family.sample_observations(rng, parameters, rows.shape[0])
-    return out
+    return family.sample_data(rng, labels, observed)
 
 
 def _in_posterior_predictive() -> bool:

@@ -61,7 +61,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.kernels.concentration import escobar_west_update
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior, sample_partitions
@@ -99,25 +98,17 @@ partition with the data)."""
 
 
 def _simulate_with_family(family, labels, n_clusters, rng, dim):
-    """Default simulator: the family's own prior parameter sampler and observation sampler."""
+    """Default simulator: the family's own forward sampler (``ComponentFamily.sample_data``)."""
     if family.data_dim is None:
         family = family.with_values()  # a copy, bound to ``dim`` (the user's stays unbound)
         family.prepare_data(np.zeros((0, dim)))
-    x = np.empty((labels.shape[0], dim))
-    for cluster in range(n_clusters):
-        members = np.flatnonzero(labels == cluster)
-        parameters = family.sample_parameters(rng)
-        x[members] = family.sample_observations(rng, parameters, members.shape[0])
-    return x
-
-
-def _has_family_sampler(family) -> bool:
-    method = type(family)._sample_observations
-    return method is not ComponentFamily._sample_observations
+    return family.sample_data(rng, labels)
 
 
 _DATA_SIMULATORS: dict[type, Callable] = {}
-"""Simulators registered with :func:`register_data_simulator` (override the family's own)."""
+"""Simulators registered with :func:`register_data_simulator`, for families without an
+observation sampler of their own (e.g. ``GridComponent``, whose data are log-likelihood
+vectors); they override the family's ``sample_data``."""
 
 
 def register_data_simulator(family_class: type, simulator: Callable) -> None:
@@ -143,7 +134,7 @@ def _simulator_for(family) -> Callable:
     for cls in type(family).__mro__:
         if cls in _DATA_SIMULATORS:
             return _DATA_SIMULATORS[cls]
-    if _has_family_sampler(family):
+    if family.has_observation_sampler():
         return _simulate_with_family
     raise TypeError(
         f"no data simulator for {type(family).__name__} (its family has no observation "
