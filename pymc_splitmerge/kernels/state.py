@@ -28,7 +28,7 @@ class Model(NamedTuple):
     """
 
     family_id: int
-    """Family id (``components._family_ids``) selecting the dispatch branch."""
+    """Family id (``components.registry``) selecting the dispatch branch."""
     params: np.ndarray
     """float64 (p,): the family's hyperparameters, flattened (``family.params``)."""
     x: np.ndarray
