@@ -10,18 +10,18 @@ from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWisha
 from pymc_splitmerge.kernels.sams import (
     propose_sams,
     reference_sequential_allocation,
-    sams_step,
+    sams_move,
     sequential_allocation,
 )
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
-    log_prior_split_ratio,
     metropolis_accept,
-    reference_log_prior_split_ratio,
     reference_two_way_log_probabilities,
     two_way_log_probabilities,
 )
+from pymc_splitmerge.priors.seating import log_split_weight
+from pymc_splitmerge.testing.kernel_references import reference_log_split_weight
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
@@ -89,8 +89,8 @@ def test_log_prior_split_ratio_matches_eppf(name):
     n = 7
     log_v_table, log_w_table = prior.tables(n)
     for n_clusters_merged, size_a, size_b in [(1, 3, 4), (2, 2, 3), (3, 1, 1), (2, 1, 5)]:
-        got = log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
-        expected = reference_log_prior_split_ratio(prior, n, n_clusters_merged, size_a, size_b)
+        got = log_split_weight(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
+        expected = reference_log_split_weight(prior, n, n_clusters_merged, size_a, size_b)
         if np.isneginf(expected):
             assert np.isneginf(got)
         else:
@@ -118,7 +118,7 @@ def test_finite_dirichlet_never_exceeds_k():
         if proposal.move == MOVE_SPLIT and state.n_clusters == 2:
             n_blocked += 1
             assert np.isneginf(proposal.log_accept_ratio)
-        sams_step(state, log_v_table, log_w_table, rng)
+        sams_move(state, log_v_table, log_w_table, rng)
         assert state.n_clusters <= 2
     assert n_blocked > 0
     state.check()
@@ -151,7 +151,7 @@ def test_split_and_merge_ratios_are_reciprocal():
 def test_one_step_invariance(name, problem):
     rng = np.random.default_rng([SEED, len(name), len(problem)])
     family, x = PROBLEMS[problem]()
-    samples, exact = one_step_draws(sams_step, PRIORS[name], family, x, 3000, rng)
+    samples, exact = one_step_draws(sams_move, PRIORS[name], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
 
@@ -159,12 +159,12 @@ def test_one_step_invariance(name, problem):
 def test_long_chain_matches_exact_posterior(name, problem):
     rng = np.random.default_rng([SEED, 7, len(name)])
     family, x = PROBLEMS[problem]()
-    samples, exact = chain_draws(sams_step, PRIORS[name], family, x, 3000, rng)
+    samples, exact = chain_draws(sams_move, PRIORS[name], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
 
 def _sampled_reverse(state, log_v_table, log_w_table, rng):
-    return sams_step(state, log_v_table, log_w_table, rng,
+    return sams_move(state, log_v_table, log_w_table, rng,
                      _negative_control="sampled_reverse_split")
 
 

@@ -65,11 +65,12 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 
 __all__ = [
-    "ANCHOR_PROPOSALS",
     "ADAPTATION_RULES",
+    "ANCHOR_PROPOSALS",
     "AnchorProposal",
     "sample_anchors",
     "sample_uniform_anchors",
+    "uniform_anchors",
     "validate_anchor_options",
 ]
 
@@ -94,8 +95,46 @@ def validate_anchor_options(kind, n_anchors: int) -> None:
         )
 
 
+@numba.njit(cache=True)
+def uniform_anchors(n_points, uniforms, out):
+    """The one uniform anchor draw: ``out.shape[0]`` distinct points, uniformly over ordered
+    tuples, from as many Uniform(0, 1) draws ``uniforms`` (numba; callable from kernels).
+
+    Sequential sampling without replacement: anchor ``t`` is the ``floor(u_t (n - t))``-th
+    point (in increasing order) not drawn yet.  For two anchors this is
+    ``i = floor(u_0 n)``, ``j = floor(u_1 (n - 1))`` shifted past ``i``.  Cost
+    ``O(m^2)`` for ``m`` anchors (no ``O(n)`` permutation).
+
+    Parameters
+    ----------
+    n_points : int
+        ``n >= m``.
+    uniforms : ndarray of float64, shape (>= m,)
+    out : ndarray of int64, shape (m,)
+        Receives the anchors, in the order drawn.
+    """
+    for t in range(out.shape[0]):
+        rank = min(int(uniforms[t] * (n_points - t)), n_points - t - 1)
+        # the rank-th point not drawn yet: shift past the drawn ones in increasing order
+        point = rank
+        changed = True
+        while changed:
+            changed = False
+            below = 0
+            for s in range(t):
+                if out[s] <= point:
+                    below += 1
+            if rank + below != point:
+                point = rank + below
+                changed = True
+        out[t] = point
+    return out
+
+
 def sample_uniform_anchors(n_points: int, rng: np.random.Generator, n_anchors: int = 2):
     """Draw ``n_anchors`` distinct point indices uniformly (random order).
+
+    :func:`uniform_anchors` driven by ``n_anchors`` uniforms of ``rng``.
 
     Returns
     -------
@@ -105,7 +144,7 @@ def sample_uniform_anchors(n_points: int, rng: np.random.Generator, n_anchors: i
         raise ValueError(
             f"need at least n_anchors={n_anchors} points to draw anchors; got {n_points}"
         )
-    return rng.choice(n_points, size=n_anchors, replace=False).astype(np.int64)
+    return uniform_anchors(n_points, rng.random(n_anchors), np.empty(n_anchors, dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- snapshot maths
