@@ -27,8 +27,6 @@ from pymc_splitmerge.kernels.gibbs import (
     build_gibbs_sweep,
     gibbs_sweep,
     point_conditional,
-    reference_gibbs_sweep,
-    reference_point_conditional,
 )
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables, assign_point
 from pymc_splitmerge.priors import (
@@ -44,6 +42,10 @@ from pymc_splitmerge.testing import (
     chisquare_partitions,
     exact_posterior,
     one_step_invariance_draws,
+)
+from pymc_splitmerge.testing.kernel_references import (
+    reference_gibbs_sweep,
+    reference_point_conditional,
 )
 
 N_SAMPLES = 3000

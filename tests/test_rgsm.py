@@ -6,12 +6,19 @@ import functools
 
 import numpy as np
 import pytest
+from splitmerge_problems import (
+    PRIORS,
+    PROBLEMS,
+    bernoulli_problem,
+    chain_draws,
+    niw_problem,
+    one_step_draws,
+)
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
 from pymc_splitmerge.kernels.rgsm import (
     propose_rgsm,
-    reference_restricted_scan,
     restricted_scan,
     rgsm_move,
     rgsm_update,
@@ -22,14 +29,7 @@ from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from splitmerge_problems import (
-    PRIORS,
-    PROBLEMS,
-    bernoulli_problem,
-    chain_draws,
-    niw_problem,
-    one_step_draws,
-)
+from pymc_splitmerge.testing.kernel_references import reference_restricted_scan
 
 SEED = 4211
 

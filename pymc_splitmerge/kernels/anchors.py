@@ -63,6 +63,8 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.logweights import log_sum_exp, normalise_log_weights, sample_weights
+from pymc_splitmerge.priors.seating import log_join_weight
 
 __all__ = [
     "ADAPTATION_RULES",
@@ -163,6 +165,7 @@ def _cluster_informed_log_scores(family_id, params, x, order, offsets, stats):
         log_marginals[k] = dispatch.log_marginal(family_id, params, stats[k])
     log_scores = np.empty((n_clusters, n_clusters))
     work = np.empty(stats.shape[1])
+    other_scores = np.empty(max(n_clusters - 1, 1))
     for a in range(n_clusters):
         for b in range(n_clusters):
             if a == b:
@@ -176,15 +179,12 @@ def _cluster_informed_log_scores(family_id, params, x, order, offsets, stats):
             log_scores[a, a] = 0.0
         else:
             # s_b̄ = mean of the other scores, in log space
-            peak = -np.inf
-            for b in range(n_clusters):
-                if b != a and log_scores[a, b] > peak:
-                    peak = log_scores[a, b]
-            total = 0.0
+            count = 0
             for b in range(n_clusters):
                 if b != a:
-                    total += np.exp(log_scores[a, b] - peak)
-            log_scores[a, a] = peak + np.log(total) - np.log(n_clusters - 1.0)
+                    other_scores[count] = log_scores[a, b]
+                    count += 1
+            log_scores[a, a] = log_sum_exp(other_scores, count) - np.log(n_clusters - 1.0)
     return log_scores
 
 
@@ -205,21 +205,20 @@ def _threshold_informed_log_scores(family_id, params, x, i, cluster_of, sizes, s
                 continue
             work[:] = stats[k]
             dispatch.remove_point(family_id, params, work, x[i])
-            log_scores[k] = (log_w_table[size + 1] - log_w_table[size]
+            log_scores[k] = (log_join_weight(log_w_table, size, 1)
                              + dispatch.log_predictive(family_id, params, work, x[i]))
         else:
-            log_scores[k] = (log_w_table[size + 1] - log_w_table[size]
+            log_scores[k] = (log_join_weight(log_w_table, size, 1)
                              + dispatch.log_predictive(family_id, params, stats[k], x[i]))
     return log_scores
 
 
 def _normalise(log_scores):
-    finite = np.isfinite(log_scores)
-    if not finite.any():
-        return None
-    shifted = np.where(finite, log_scores - log_scores[finite].max(), -np.inf)
-    weights = np.exp(shifted)
-    return weights / weights.sum()
+    """Probabilities ∝ ``exp(log_scores)`` (``core.logweights``), ``None`` if all are zero."""
+    weights = np.empty(log_scores.shape[0])
+    log_total = normalise_log_weights(np.ascontiguousarray(log_scores, dtype=np.float64),
+                                      weights)
+    return None if log_total == -np.inf else weights
 
 
 class AnchorProposal:
@@ -346,7 +345,8 @@ class AnchorProposal:
         own = snapshot["cluster_of"][first]
         if self.kind == "cluster_informed":
             probabilities = snapshot["probabilities"][own]
-            chosen = int(rng.choice(probabilities.shape[0], p=probabilities))
+            chosen = int(sample_weights(probabilities, probabilities.shape[0], 1.0,
+                                        rng.random()))
         else:
             log_scores = _threshold_informed_log_scores(
                 snapshot["family_id"], snapshot["params"], snapshot["x"], first,

@@ -69,8 +69,6 @@ __all__ = [
     "gibbs_sweep",
     "point_conditional",
     "point_log_weights",
-    "reference_gibbs_sweep",
-    "reference_point_conditional",
 ]
 
 SCANS = ("random", "systematic")
@@ -216,17 +214,23 @@ def build_gibbs_sweep(scan: str = "random", n_gibbs_sweeps: int = 1
     """
     if scan not in SCANS:
         raise ValueError(f"scan must be one of {SCANS}; got {scan!r}")
-    n_gibbs_sweeps = positive_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
-    random_scan = scan == "random"
+    return _GibbsSweep(scan == "random", positive_integer(n_gibbs_sweeps, "n_gibbs_sweeps"))
 
-    def sweep(model: Model, partition: Partition, tables: PriorTables,
-              rng: np.random.Generator) -> GibbsInfo:
+
+class _GibbsSweep:
+    """The transition of :func:`build_gibbs_sweep` (a class, not a closure, so that copies of
+    a step method (``copy.deepcopy``, pickling) copy it with the rest of the step)."""
+
+    def __init__(self, random_scan: bool, n_gibbs_sweeps: int):
+        self.random_scan = random_scan
+        self.n_gibbs_sweeps = n_gibbs_sweeps
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> GibbsInfo:
         seed_numba_from(rng)
-        n_changed, n_evaluations = _gibbs_sweeps(model, partition, tables, n_gibbs_sweeps,
-                                                 random_scan)
+        n_changed, n_evaluations = _gibbs_sweeps(model, partition, tables, self.n_gibbs_sweeps,
+                                                 self.random_scan)
         return GibbsInfo(int(n_changed), int(partition.cluster_count[0]), int(n_evaluations))
-
-    return sweep
 
 
 def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
@@ -292,81 +296,3 @@ def point_conditional(state, i: int, log_v_table, log_w_table):
     return slots, probabilities / probabilities.sum()
 
 
-# ----------------------------------------------------------------------------------------------
-# Plain numpy reference (independent maths: full log EPPF + log marginal likelihoods)
-# ----------------------------------------------------------------------------------------------
-
-
-def _reference_log_joint(labels, x, prior, family):
-    values, sizes = np.unique(labels, return_counts=True)
-    total = float(prior.log_eppf(sizes))
-    for value in values:
-        total += float(family.log_marginal_of(x[labels == value]))
-    return total
-
-
-def reference_point_conditional(labels, i: int, x, prior, family):
-    """Full conditional of point ``i`` from the joint ``p(c) p(x | c)`` (slow reference).
-
-    Each candidate placement is scored by the *complete* log EPPF plus the sum of the
-    clusters' log marginal likelihoods, so this shares no code with the kernel's ratio
-    formulas.
-
-    Parameters
-    ----------
-    labels : ndarray of int, shape (n,)
-    i : int
-    x : ndarray of shape (n, data_dim)
-        Prepared data.
-    prior : GibbsTypePrior
-    family : ComponentFamily
-        Numeric family.
-
-    Returns
-    -------
-    targets : ndarray of int, shape (K + 1,)
-        Labels of the clusters of ``c_{-i}`` (sorted), followed by ``-1`` for a new cluster.
-    probabilities : ndarray of float, shape (K + 1,)
-    """
-    labels = np.asarray(labels, dtype=np.int64)
-    others = np.delete(np.arange(labels.shape[0]), i)
-    targets = np.unique(labels[others])
-    fresh = int(labels.max()) + 1
-    candidates = np.append(targets, fresh)
-    log_joint = np.empty(candidates.shape[0])
-    for j, target in enumerate(candidates):
-        trial = labels.copy()
-        trial[i] = target
-        log_joint[j] = _reference_log_joint(trial, x, prior, family)
-    probabilities = np.exp(log_joint - np.max(log_joint))
-    return np.append(targets, -1), probabilities / probabilities.sum()
-
-
-def reference_gibbs_sweep(labels, x, prior, family, rng, scan: str = "random"):
-    """One collapsed Gibbs sweep in plain numpy (reference for tests and benchmarks).
-
-    Parameters
-    ----------
-    labels : ndarray of int, shape (n,)
-        Current labels (not modified).
-    x : ndarray of shape (n, data_dim)
-    prior : GibbsTypePrior
-    family : ComponentFamily
-    rng : numpy.random.Generator
-    scan : {"random", "systematic"}
-
-    Returns
-    -------
-    ndarray of int, shape (n,)
-        New labels (not canonical).
-    """
-    if scan not in SCANS:
-        raise ValueError(f"scan must be one of {SCANS}; got {scan!r}")
-    labels = np.asarray(labels, dtype=np.int64).copy()
-    n = labels.shape[0]
-    order = rng.permutation(n) if scan == "random" else np.arange(n)
-    for i in order:
-        targets, probabilities = reference_point_conditional(labels, i, x, prior, family)
-        choice = rng.choice(targets.shape[0], p=probabilities)
-        labels[i] = int(labels.max()) + 1 if targets[choice] < 0 else targets[choice]
-    return labels

@@ -69,7 +69,6 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     anchor_clusters_members,
     build_moves_then_gibbs,
     log_split_merge_ratio,
-    reference_two_way_log_probabilities,
     two_way_log_probabilities,
 )
 from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
@@ -78,7 +77,6 @@ __all__ = [
     "RGSMUpdateInfo",
     "build_rgsm_move",
     "propose_rgsm",
-    "reference_restricted_scan",
     "restricted_scan",
     "rgsm_move",
     "rgsm_proposal_core",
@@ -147,23 +145,6 @@ def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_
             sizes[1] += 1
         sides[t] = new_side
     return log_probability
-
-
-def reference_restricted_scan(family, x, anchor_i, anchor_j, members, launch_sides,
-                              final_sides, log_w_table) -> float:
-    """Plain reference: log probability that one restricted scan from ``launch_sides``
-    ends at ``final_sides`` (log marginals only, no incremental statistics)."""
-    sides = [int(s) for s in launch_sides]
-    log_probability = 0.0
-    for t, k in enumerate(members):
-        others = [(int(m), sides[u]) for u, m in enumerate(members) if u != t]
-        points_a = [int(anchor_i)] + [m for m, s in others if s == 0]
-        points_b = [int(anchor_j)] + [m for m, s in others if s == 1]
-        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
-                                                             x, log_w_table)
-        sides[t] = int(final_sides[t])
-        log_probability += log_pa if sides[t] == 0 else log_pb
-    return float(log_probability)
 
 
 @numba.njit(cache=True)
@@ -298,14 +279,21 @@ def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | N
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one restricted-Gibbs
         split-merge Metropolis–Hastings update (Algorithm 2), applied in place if accepted.
     """
-    n_intermediate_scans, control = _check_options(n_intermediate_scans, _negative_control)
+    return _RGSMMove(*_check_options(n_intermediate_scans, _negative_control))
 
-    def move(model: Model, partition: Partition, tables: PriorTables,
-             rng: np.random.Generator) -> SplitMergeInfo:
-        proposal = _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control)
+
+class _RGSMMove:
+    """The transition of :func:`build_rgsm_move` (a class: copied with its step)."""
+
+    def __init__(self, n_intermediate_scans: int, control: int):
+        self.n_intermediate_scans = n_intermediate_scans
+        self.control = control
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> SplitMergeInfo:
+        proposal = _rgsm_proposal(model, partition, tables, rng, self.n_intermediate_scans,
+                                  self.control)
         return accept_proposal(model, partition, proposal, rng)
-
-    return move
 
 
 def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,

@@ -65,7 +65,6 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     accept_proposal,
     anchor_clusters_members,
     log_split_merge_ratio,
-    reference_two_way_log_probabilities,
     two_way_log_probabilities,
 )
 from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
@@ -73,7 +72,6 @@ from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_t
 __all__ = [
     "build_sams_move",
     "propose_sams",
-    "reference_sequential_allocation",
     "sams_move",
     "sams_proposal_core",
     "sams_step",
@@ -136,27 +134,6 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
             dispatch.add_point(family_id, params, stats_b, x[k])
             size_b += 1
     return log_proposal, stats_a, stats_b, size_a, size_b
-
-
-def reference_sequential_allocation(family, x, anchor_i, anchor_j, order, sides,
-                                    log_w_table) -> float:
-    """Plain reference: log probability of the allocation ``sides`` along ``order``.
-
-    Uses ``family.log_marginal_of`` for every predictive (no incremental statistics).
-    """
-    points_a = [int(anchor_i)]
-    points_b = [int(anchor_j)]
-    log_proposal = 0.0
-    for k, side in zip(order, sides, strict=True):
-        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
-                                                             x, log_w_table)
-        if side == 0:
-            log_proposal += log_pa
-            points_a.append(int(k))
-        else:
-            log_proposal += log_pb
-            points_b.append(int(k))
-    return float(log_proposal)
 
 
 @numba.njit(cache=True)
@@ -281,15 +258,22 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one SAMS
         Metropolis–Hastings update, applied to ``partition`` in place if accepted.
     """
-    sampled_reverse = _check_options(anchor_proposal, _negative_control)
+    return _SAMSMove(anchor_proposal, _check_options(anchor_proposal, _negative_control))
 
-    def move(model: Model, partition: Partition, tables: PriorTables,
-             rng: np.random.Generator) -> SplitMergeInfo:
-        proposal = _sams_proposal(model, partition, tables, rng, anchor_proposal,
-                                  sampled_reverse)
+
+class _SAMSMove:
+    """The transition of :func:`build_sams_move` (a class: copied with its step, which holds
+    the same ``anchor_proposal`` and adapts it during tuning)."""
+
+    def __init__(self, anchor_proposal, sampled_reverse: bool):
+        self.anchor_proposal = anchor_proposal
+        self.sampled_reverse = sampled_reverse
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> SplitMergeInfo:
+        proposal = _sams_proposal(model, partition, tables, rng, self.anchor_proposal,
+                                  self.sampled_reverse)
         return accept_proposal(model, partition, proposal, rng)
-
-    return move
 
 
 def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,

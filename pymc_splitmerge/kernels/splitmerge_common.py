@@ -81,7 +81,6 @@ __all__ = [
     "build_moves_then_gibbs",
     "log_split_merge_ratio",
     "metropolis_accept",
-    "reference_two_way_log_probabilities",
     "two_way_log_probabilities",
 ]
 
@@ -222,24 +221,6 @@ def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b
     return log_a - log_total, log_b - log_total
 
 
-def reference_two_way_log_probabilities(family, x_row, points_a, points_b, x, log_w_table):
-    """Plain reference of :func:`two_way_log_probabilities` from log marginals.
-
-    The predictive is ``log m(cluster + x_row) - log m(cluster)`` through
-    ``family.log_marginal_of`` (independent of the incremental statistics).
-    """
-    x_row = np.asarray(x_row, dtype=np.float64)[None, :]
-    values = []
-    for points in (points_a, points_b):
-        rows = x[np.asarray(points, dtype=np.int64)]
-        log_predictive = (family.log_marginal_of(np.vstack([rows, x_row]))
-                          - family.log_marginal_of(rows))
-        m = len(points)
-        values.append(log_w_table[m + 1] - log_w_table[m] + log_predictive)
-    values = np.array(values)
-    return tuple(values - np.logaddexp(values[0], values[1]))
-
-
 @numba.njit(cache=True)
 def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, stats_a, size_a,
                           stats_b, size_b, empty_row, log_v_table, log_w_table,
@@ -349,14 +330,25 @@ def build_moves_then_gibbs(move: Transition, n_moves: int = 1, n_gibbs_sweeps: i
     callable
         ``transition(model, partition, tables, rng) -> MovesThenGibbsInfo``.
     """
+    if not callable(move):
+        raise TypeError("move must be a built transition move(model, partition, tables, rng)")
     n_moves = non_negative_integer(n_moves, "n_moves")
     n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
     sweep = build_gibbs_sweep(scan, n_gibbs_sweeps) if n_gibbs_sweeps > 0 else None
+    return _MovesThenGibbs(move, n_moves, sweep)
 
-    def transition(model: Model, partition: Partition, tables: PriorTables,
-                   rng: np.random.Generator) -> MovesThenGibbsInfo:
-        infos = tuple(move(model, partition, tables, rng) for _ in range(n_moves))
-        gibbs = sweep(model, partition, tables, rng) if sweep is not None else None
+
+class _MovesThenGibbs:
+    """The transition of :func:`build_moves_then_gibbs` (a class: copied with its step)."""
+
+    def __init__(self, move, n_moves: int, sweep):
+        self.move = move
+        self.n_moves = n_moves
+        self.sweep = sweep
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> MovesThenGibbsInfo:
+        infos = tuple(self.move(model, partition, tables, rng) for _ in range(self.n_moves))
+        gibbs = (self.sweep(model, partition, tables, rng) if self.sweep is not None
+                 else None)
         return MovesThenGibbsInfo(infos, gibbs)
-
-    return transition

@@ -218,6 +218,22 @@ class PartitionStep(BlockedStep):
             self._cached_family_values = _copy_values(family_values)
         return self._state, self._prior, self._tables
 
+    def build_transition(self):
+        """The kernel of this step, built once from its options by a ``kernels`` builder.
+
+        Called by the subclass's ``__init__`` (``self.transition = self.build_transition()``)
+        and again by :meth:`__copy__`, so that a copied step's kernel refers to the copy
+        (PyMC's population sampler shallow-copies the step of every chain).
+        """
+        raise NotImplementedError
+
+    def __copy__(self):
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        if "transition" in self.__dict__:
+            clone.transition = clone.build_transition()
+        return clone
+
     def run_transition(self, state: PartitionState, tables):
         """Apply the built kernel ``self.transition`` to ``state`` in place; return its info."""
         return self.transition(state.model, state.partition, PriorTables(*tables), self.rng)

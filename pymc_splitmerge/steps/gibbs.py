@@ -50,10 +50,14 @@ class CollapsedGibbsStep(PartitionStep):
                  model=None, rng=None, **kwargs):
         n_gibbs_sweeps = renamed_step_keyword(kwargs, "n_gibbs_sweeps", "n_sweeps",
                                               n_gibbs_sweeps, 1)
-        self.transition = build_gibbs_sweep(scan, n_gibbs_sweeps)
+        build_gibbs_sweep(scan, n_gibbs_sweeps)  # validates the options
         self.n_gibbs_sweeps = int(n_gibbs_sweeps)
         self.scan = scan
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
+
+    def build_transition(self):
+        return build_gibbs_sweep(self.scan, self.n_gibbs_sweeps)
 
     @property
     def n_sweeps(self) -> int:

@@ -79,8 +79,7 @@ class PGSMStep(PartitionStep):
         self.n_anchors = int(n_anchors)
         self.annealing = bool(annealing)
         self.anchor_proposal = AnchorProposal(anchor_proposal, n_anchors=self.n_anchors)
-        self.transition = build_moves_then_gibbs(self._build_move(), n_moves=1,
-                                                 n_gibbs_sweeps=self.n_gibbs_sweeps)
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < self.n_anchors:
             raise ValueError(
@@ -91,6 +90,10 @@ class PGSMStep(PartitionStep):
         super().reset_chain()  # sets tune=True until PyMC's stop_tuning()
         if hasattr(self, "anchor_proposal"):
             self.anchor_proposal.reset()
+
+    def build_transition(self):
+        return build_moves_then_gibbs(self._build_move(), n_moves=1,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     def _build_move(self):
         """The PGSM move ``move(model, partition, tables, rng) -> PGSMInfo``, built once.
@@ -103,14 +106,14 @@ class PGSMStep(PartitionStep):
             return build(num_particles=self.num_particles,
                          resampling_threshold=self.resampling_threshold,
                          annealing=self.annealing, anchor_proposal=self.anchor_proposal)
+        return self._pgsm_move_on_own_state  # a bound method: copied with the step
 
-        def move(model, partition, tables, rng):
-            return pgsm_kernels.pgsm_step(
-                self._state, tables.log_v, tables.log_w, rng, num_particles=self.num_particles,
-                resampling_threshold=self.resampling_threshold, annealing=self.annealing,
-                anchor_proposal=self.anchor_proposal)
-
-        return move
+    def _pgsm_move_on_own_state(self, model, partition, tables, rng):
+        """Interim PGSM move: ``kernels.pgsm.pgsm_step`` on the state this step is moving."""
+        return pgsm_kernels.pgsm_step(
+            self._state, tables.log_v, tables.log_w, rng, num_particles=self.num_particles,
+            resampling_threshold=self.resampling_threshold, annealing=self.annealing,
+            anchor_proposal=self.anchor_proposal)
 
     def kernel_step(self, state, prior, tables):
         if self.tune:

@@ -71,13 +71,16 @@ class RGSMStep(PartitionStep):
         if self.n_split_merge_updates < 1:
             raise ValueError("n_split_merge_updates must be >= 1 (it is m in RGSM(t, m, g))")
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
-        self.transition = build_moves_then_gibbs(build_rgsm_move(self.n_intermediate_scans),
-                                                 n_moves=self.n_split_merge_updates,
-                                                 n_gibbs_sweeps=self.n_gibbs_sweeps)
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
             raise ValueError(
                 f"RGSMStep needs a partition of at least 2 points; got {self.n_points}")
+
+    def build_transition(self):
+        return build_moves_then_gibbs(build_rgsm_move(self.n_intermediate_scans),
+                                      n_moves=self.n_split_merge_updates,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     @property
     def n_gibbs_scans(self) -> int:

@@ -65,12 +65,15 @@ class SAMSStep(PartitionStep):
             )
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
         self.anchor_proposal = AnchorProposal(kind=anchor_proposal, n_anchors=2)
-        self.transition = build_moves_then_gibbs(build_sams_move(self.anchor_proposal),
-                                                 n_moves=1, n_gibbs_sweeps=self.n_gibbs_sweeps)
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
             raise ValueError(
                 f"SAMSStep needs a partition of at least 2 points; got {self.n_points}")
+
+    def build_transition(self):
+        return build_moves_then_gibbs(build_sams_move(self.anchor_proposal), n_moves=1,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     def reset_chain(self) -> None:
         super().reset_chain()
