@@ -54,10 +54,10 @@ from jain_neal import integrated_autocorrelation_time
 
 from pymc_splitmerge.components import BetaBernoulli
 from pymc_splitmerge.datasets import jain_neal_bernoulli
-from pymc_splitmerge.kernels.arm import arm_step
+from pymc_splitmerge.kernels.arm import arm_move
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.rgsm import rgsm_update
-from pymc_splitmerge.kernels.sams import sams_step
+from pymc_splitmerge.kernels.sams import sams_move
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior
 
@@ -123,7 +123,7 @@ class ARMEnsemble:
                         pair = labels_a, labels_b
                         break
             if pair is not None:
-                info = arm_step(state, *tables, rng, pair[0], pair[1])
+                info = arm_move(state, *tables, rng, pair[0], pair[1])
                 made += 1
                 accepted += int(info.accepted)
             gibbs_sweep(state, *tables, rng)
@@ -136,7 +136,7 @@ def _single_chain_step(name):
 
     if name == "SAMS+Gibbs":
         def step(state, tables, rng):
-            sams_step(state, *tables, rng)
+            sams_move(state, *tables, rng)
             gibbs_sweep(state, *tables, rng)
         return step
 
@@ -159,7 +159,7 @@ def run_dataset(example: int, data_seed: int, iterations: int, samplers, seed: i
     starts = []
     for _ in range(N_CHAINS):  # the paper's shared initialisation: 50 Gibbs sweeps
         state = PartitionState(family, x, prior.sample(n, rng))
-        gibbs_sweep(state, *tables, rng, n_sweeps=WARM_UP_SWEEPS)
+        gibbs_sweep(state, *tables, rng, n_gibbs_sweeps=WARM_UP_SWEEPS)
         starts.append(state.labels())
     out = {}
     for index, name in enumerate(samplers):

@@ -85,9 +85,9 @@ from pymc_splitmerge.components import BetaBernoulli
 from pymc_splitmerge.datasets import jain_neal_bernoulli
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.pgsm import MOVE_NONE as PGSM_MOVE_NONE
-from pymc_splitmerge.kernels.pgsm import pgsm_step
+from pymc_splitmerge.kernels.pgsm import pgsm_move
 from pymc_splitmerge.kernels.rgsm import rgsm_update
-from pymc_splitmerge.kernels.sams import sams_step
+from pymc_splitmerge.kernels.sams import sams_move
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_NONE
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior
@@ -121,13 +121,13 @@ class Sampler:
             proposed = sum(int(update.move != MOVE_NONE) for update in info.updates)
             return proposed, info.n_accepted
         if self.kind == "sams":
-            info = sams_step(state, log_v_table, log_w_table, rng)
+            info = sams_move(state, log_v_table, log_w_table, rng)
             proposed, accepted = int(info.move != MOVE_NONE), int(info.accepted)
         else:  # pgsm
-            info = pgsm_step(state, log_v_table, log_w_table, rng, num_particles=NUM_PARTICLES)
+            info = pgsm_move(state, log_v_table, log_w_table, rng, num_particles=NUM_PARTICLES)
             proposed, accepted = 1, int(info.move != PGSM_MOVE_NONE)
         if self.n_gibbs_scans:
-            gibbs_sweep(state, log_v_table, log_w_table, rng, n_sweeps=self.n_gibbs_scans)
+            gibbs_sweep(state, log_v_table, log_w_table, rng, n_gibbs_sweeps=self.n_gibbs_scans)
         return proposed, accepted
 
 
@@ -264,9 +264,9 @@ def reference_run(problem: Problem, chains: int, draws: int, seed: int) -> dict:
         rng = np.random.default_rng([seed, problem.n_attributes, chain])
         state = problem.initial_state()
         for t in range(draws):
-            sams_step(state, *tables, rng)
+            sams_move(state, *tables, rng)
             rgsm_update(state, *tables, rng, 5, 1, 1)
-            pgsm_step(state, *tables, rng, num_particles=NUM_PARTICLES)
+            pgsm_move(state, *tables, rng, num_particles=NUM_PARTICLES)
             if t >= start:
                 largest.append(state.sizes.max() / state.n)
                 n_clusters.append(state.n_clusters)

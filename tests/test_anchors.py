@@ -14,8 +14,9 @@ from pymc_splitmerge.kernels.anchors import (
     AnchorProposal,
     sample_anchors,
     sample_uniform_anchors,
+    uniform_anchors,
 )
-from pymc_splitmerge.kernels.pgsm import pgsm_step
+from pymc_splitmerge.kernels.pgsm import pgsm_move
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, assert_partition_gof, exact_posterior
@@ -51,6 +52,25 @@ def test_uniform_anchors_are_uniform_over_pairs():
     counts, pairs = pair_frequencies(lambda: sample_uniform_anchors(5, rng), 5, 5000)
     assert chi2_pvalue(counts, np.full(len(pairs), 1 / len(pairs))) > GOF_PVALUE_THRESHOLD
     assert sample_anchors("uniform", 7, rng, n_anchors=3).shape == (3,)
+
+
+def test_uniform_anchor_draw_is_uniform_over_ordered_triples():
+    """``uniform_anchors`` (the one uniform draw) for 3 anchors: every ordered triple of
+    distinct points equally likely (exact cell probabilities, chi-square)."""
+    rng = np.random.default_rng(1)
+    n, draws = 5, 12000
+    triples = [(a, b, c) for a in range(n) for b in range(n) for c in range(n)
+               if len({a, b, c}) == 3]
+    index = {triple: k for k, triple in enumerate(triples)}
+    counts = np.zeros(len(triples))
+    out = np.empty(3, dtype=np.int64)
+    for _ in range(draws):
+        counts[index[tuple(uniform_anchors(n, rng.random(3), out))]] += 1
+    assert chi2_pvalue(counts, np.full(len(triples), 1 / len(triples))) > GOF_PVALUE_THRESHOLD
+    # deterministic: u -> 1 picks the last free points, u = 0 the first
+    assert list(uniform_anchors(4, np.array([0.0, 0.0, 0.0]), out)) == [0, 1, 2]
+    assert list(uniform_anchors(4, np.array([0.999, 0.999, 0.999]), out)) == [3, 2, 1]
+    assert list(uniform_anchors(4, np.array([0.3, 0.0, 0.999]), out)) == [1, 0, 3]
 
 
 def test_bad_options_raise():
@@ -157,6 +177,6 @@ def test_pgsm_with_frozen_informed_anchors_is_invariant(kind):
     for r in range(draws.shape[0]):
         state = PartitionState(fam, x, draws[r])
         for _ in range(2):
-            pgsm_step(state, log_v_table, log_w_table, rng, anchor_proposal=proposal)
+            pgsm_move(state, log_v_table, log_w_table, rng, anchor_proposal=proposal)
         out[r] = state.labels()
     assert_partition_gof(out, exact)

@@ -22,14 +22,14 @@ from conftest import PRIORS, PROBLEMS, bernoulli_problem, thinned_labels
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels.arm import (
-    arm_step,
+    arm_move,
     arm_transition_log_probabilities,
     propose_arm,
-    reference_arm_run,
 )
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_NONE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+from pymc_splitmerge.testing.kernel_references import reference_arm_run
 
 SEED = 20261126
 N_KERNEL_DRAWS = 3000
@@ -163,15 +163,15 @@ def test_arm_step_keeps_state_consistent_and_rejects_bad_library():
     accepted = 0
     for _ in range(200):
         labels_a, labels_b = prior.sample(7, rng), prior.sample(7, rng)
-        info = arm_step(state, log_v_table, log_w_table, rng, labels_a, labels_b)
+        info = arm_move(state, log_v_table, log_w_table, rng, labels_a, labels_b)
         accepted += info.accepted
         assert info.n_clusters == state.n_clusters <= 3
         assert (info.n_moved > 0) <= info.accepted
     state.check()
     assert accepted > 0
     with pytest.raises(ValueError, match="labels_a must be labels of shape"):
-        arm_step(state, log_v_table, log_w_table, rng, np.zeros(6, int), np.zeros(7, int))
-    info = arm_step(state, log_v_table, log_w_table, rng, np.zeros(7, int), np.zeros(7, int))
+        arm_move(state, log_v_table, log_w_table, rng, np.zeros(6, int), np.zeros(7, int))
+    info = arm_move(state, log_v_table, log_w_table, rng, np.zeros(7, int), np.zeros(7, int))
     assert info.move == MOVE_NONE and not info.accepted
 
 
@@ -189,7 +189,7 @@ def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, negative_cont
     for row in range(num_samples):
         state = PartitionState(family, x, starts[row])
         labels_a = starts[row] if own_state else library[2 * row]
-        arm_step(state, log_v_table, log_w_table, rng, labels_a, library[2 * row + 1],
+        arm_move(state, log_v_table, log_w_table, rng, labels_a, library[2 * row + 1],
                  _negative_control=negative_control)
         out[row] = state.labels()
     return out, exact

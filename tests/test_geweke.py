@@ -24,8 +24,8 @@ from pymc_splitmerge.components import (
     NormalInverseWishart,
 )
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-from pymc_splitmerge.kernels.pgsm import pgsm_step
-from pymc_splitmerge.kernels.sams import sams_step
+from pymc_splitmerge.kernels.pgsm import pgsm_move
+from pymc_splitmerge.kernels.sams import sams_move
 from pymc_splitmerge.priors import DirichletProcessPrior, PitmanYorPrior
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, assert_partition_gof, exact_prior
 from pymc_splitmerge.testing.geweke import (
@@ -188,13 +188,13 @@ def test_gibbs_with_normal_inverse_wishart_data():
 
 
 def test_sams_alone():
-    result = geweke_test(sams_step, DirichletProcessPrior, BINARY_FAMILY, 8, 3000,
+    result = geweke_test(sams_move, DirichletProcessPrior, BINARY_FAMILY, 8, 3000,
                          np.random.default_rng(300), alpha_prior=None, concentration=1.0)
     _check_result(result, random_alpha=False)
 
 
 def test_pgsm_alone():
-    kernel = partial(pgsm_step, num_particles=10)
+    kernel = partial(pgsm_move, num_particles=10)
     result = geweke_test(kernel, DirichletProcessPrior, BINARY_FAMILY, 8, 3000,
                          np.random.default_rng(400), alpha_prior=None, concentration=1.0)
     _check_result(result, random_alpha=False)

@@ -25,12 +25,11 @@ from pymc_splitmerge.components import (
     dispatch,
 )
 from pymc_splitmerge.kernels.gibbs import (
+    build_gibbs_sweep,
     gibbs_sweep,
     point_conditional,
-    reference_gibbs_sweep,
-    reference_point_conditional,
 )
-from pymc_splitmerge.kernels.state import PartitionState, assign_point
+from pymc_splitmerge.kernels.state import PartitionState, PriorTables, assign_point
 from pymc_splitmerge.priors import (
     DirichletProcessPrior,
     FiniteDirichletPrior,
@@ -42,6 +41,10 @@ from pymc_splitmerge.testing import (
     chisquare_partitions,
     exact_posterior,
     one_step_invariance_draws,
+)
+from pymc_splitmerge.testing.kernel_references import (
+    reference_gibbs_sweep,
+    reference_point_conditional,
 )
 
 N_SAMPLES = 3000
@@ -186,7 +189,7 @@ def test_sweep_keeps_state_consistent_and_reports():
     total_changed = 0
     for _ in range(20):
         before = state.labels()
-        info = gibbs_sweep(state, *prior.tables(x.shape[0]), rng, n_sweeps=1)
+        info = gibbs_sweep(state, *prior.tables(x.shape[0]), rng, n_gibbs_sweeps=1)
         state.check()
         assert info.n_clusters == state.n_clusters == np.unique(state.labels()).size
         assert info.n_predictive_evaluations >= x.shape[0] - 1
@@ -203,7 +206,7 @@ def test_same_generator_same_result():
     results = []
     for _ in range(2):
         state = PartitionState(family, x, np.zeros(x.shape[0], dtype=int))
-        gibbs_sweep(state, *tables, np.random.default_rng(9), n_sweeps=5)
+        gibbs_sweep(state, *tables, np.random.default_rng(9), n_gibbs_sweeps=5)
         results.append(state.labels())
     np.testing.assert_array_equal(results[0], results[1])
 
@@ -227,9 +230,44 @@ def test_bad_arguments():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="scan"):
         gibbs_sweep(state, *tables, rng, scan="sideways")
-    with pytest.raises(ValueError, match="n_sweeps"):
-        gibbs_sweep(state, *tables, rng, n_sweeps=0)
+    with pytest.raises(ValueError, match="n_gibbs_sweeps"):
+        gibbs_sweep(state, *tables, rng, n_gibbs_sweeps=0)
+    with pytest.raises(TypeError, match="n_gibbs_sweeps"):
+        gibbs_sweep(state, *tables, rng, n_gibbs_sweeps=1.5)
     with pytest.raises(ValueError, match="tables"):
         gibbs_sweep(state, *PRIORS["dp"].tables(3), rng)
     with pytest.raises(TypeError, match="Generator"):
         gibbs_sweep(state, *tables, 42)
+
+
+def test_old_keyword_n_sweeps_still_works_with_a_deprecation_warning():
+    family, data = make_family_and_data("gamma_poisson")
+    x = family.prepare_data(data)
+    tables = PRIORS["dp"].tables(x.shape[0])
+    results = []
+    for keyword in ("n_gibbs_sweeps", "n_sweeps"):
+        state = PartitionState(family, x, np.zeros(x.shape[0], dtype=int))
+        if keyword == "n_sweeps":
+            with pytest.warns(DeprecationWarning, match="n_sweeps is deprecated"):
+                gibbs_sweep(state, *tables, np.random.default_rng(9), n_sweeps=3)
+        else:
+            gibbs_sweep(state, *tables, np.random.default_rng(9), n_gibbs_sweeps=3)
+        results.append(state.labels())
+    np.testing.assert_array_equal(results[0], results[1])
+    with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
+        gibbs_sweep(state, *tables, np.random.default_rng(9), n_gibbs_sweeps=1, n_sweeps=1)
+
+
+def test_built_sweep_on_the_structures_equals_the_state_form():
+    """``build_gibbs_sweep(...)(model, partition, tables, rng)`` is the same transition."""
+    family, data = make_family_and_data("niw")
+    x = family.prepare_data(data)
+    tables = PRIORS["py"].tables(x.shape[0])
+    sweep = build_gibbs_sweep("systematic", 2)
+    first = PartitionState(family, x, np.zeros(x.shape[0], dtype=int))
+    second = PartitionState(family, x, np.zeros(x.shape[0], dtype=int))
+    info = sweep(first.model, first.partition, PriorTables(*tables), np.random.default_rng(5))
+    expected = gibbs_sweep(second, *tables, np.random.default_rng(5), "systematic", 2)
+    assert info == expected
+    np.testing.assert_array_equal(first.labels(), second.labels())
+    first.check()

@@ -70,7 +70,7 @@ def test_finite_gamma_poisson_matches_exact():
     with pm.Model():
         z = FiniteDirichlet("z", alpha=1.5, k=3, n=len(POISSON_DATA))
         ConjugateMixture("y", partition=z, component=family, observed=POISSON_DATA)
-        idata = pm.sample(draws=2400, step=steps.CollapsedGibbsStep(z, n_sweeps=2),
+        idata = pm.sample(draws=2400, step=steps.CollapsedGibbsStep(z, n_gibbs_sweeps=2),
                           random_seed=13, **SAMPLE_KWARGS)
     exact = exact_posterior(FiniteDirichletPrior(alpha=1.5, k=3), family, POISSON_DATA)
     assert_partition_gof(thinned_labels(idata, THIN), exact)
@@ -215,3 +215,16 @@ def test_clear_errors():
         pm.Normal("other", mu=a, sigma=1.0)
         with pytest.raises(ValueError, match="also influences"):
             steps.ConcentrationGibbs(a)
+
+
+def test_old_keyword_n_sweeps_still_works_with_a_deprecation_warning():
+    model, z, _ = small_model(alpha_prior="lognormal")
+    with model:
+        with pytest.warns(DeprecationWarning, match="n_sweeps is deprecated"):
+            step = steps.CollapsedGibbsStep(z, n_sweeps=3)
+        assert step.n_gibbs_sweeps == 3 and step.n_sweeps == 3
+        assert steps.CollapsedGibbsStep(z, n_gibbs_sweeps=2).n_gibbs_sweeps == 2
+        with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
+            steps.CollapsedGibbsStep(z, n_sweeps=1, n_gibbs_sweeps=1)
+        with pytest.raises(ValueError, match="n_gibbs_sweeps"):
+            steps.CollapsedGibbsStep(z, n_gibbs_sweeps=0)

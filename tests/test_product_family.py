@@ -196,7 +196,7 @@ class _SumOfSubFamilies:
 
 STEPS = {"gibbs": (lambda z: psm.CollapsedGibbsStep(z), 2000, 4),
          "sams": (lambda z: psm.SAMSStep(z), 4800, 12),
-         "rgsm": (lambda z: psm.RGSMStep(z, n_gibbs_scans=0), 4800, 12),
+         "rgsm": (lambda z: psm.RGSMStep(z, n_gibbs_sweeps=0), 4800, 12),
          "pgsm": (lambda z: psm.PGSMStep(z), 4800, 12)}
 SEEDS = {"gibbs": 11, "sams": 13, "rgsm": 15, "pgsm": 17}
 

@@ -6,22 +6,6 @@ import functools
 
 import numpy as np
 import pytest
-
-from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
-from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
-from pymc_splitmerge.kernels.rgsm import (
-    propose_rgsm,
-    reference_restricted_scan,
-    restricted_scan,
-    rgsm_step,
-    rgsm_update,
-)
-from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
-from pymc_splitmerge.kernels.state import PartitionState
-from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
-from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
-from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
-from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
 from conftest import (
     PRIORS,
     PROBLEMS,
@@ -31,6 +15,22 @@ from conftest import (
     one_step_draws,
     thinned_labels,
 )
+
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.kernels.rgsm import (
+    propose_rgsm,
+    restricted_scan,
+    rgsm_move,
+    rgsm_update,
+)
+from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
+from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+from pymc_splitmerge.testing.kernel_references import reference_restricted_scan
 
 SEED = 4211
 
@@ -85,7 +85,7 @@ def test_finite_dirichlet_never_exceeds_k():
         if proposal.move == MOVE_SPLIT and state.n_clusters == 2:
             n_blocked += 1
             assert np.isneginf(proposal.log_accept_ratio)
-        rgsm_step(state, log_v_table, log_w_table, rng, 2)
+        rgsm_move(state, log_v_table, log_w_table, rng, 2)
         assert state.n_clusters <= 2
     assert n_blocked > 0
     state.check()
@@ -99,7 +99,7 @@ def test_both_moves_are_proposed_and_accepted():
     state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
     accepted = {MOVE_SPLIT: 0, MOVE_MERGE: 0}
     for _ in range(300):
-        info = rgsm_step(state, log_v_table, log_w_table, rng, 3)
+        info = rgsm_move(state, log_v_table, log_w_table, rng, 3)
         accepted[info.move] += info.accepted
     assert accepted[MOVE_SPLIT] > 0 and accepted[MOVE_MERGE] > 0
     state.check()
@@ -112,11 +112,11 @@ def test_bad_options_raise():
     state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="n_intermediate_scans"):
-        rgsm_step(state, log_v_table, log_w_table, rng, -1)
+        rgsm_move(state, log_v_table, log_w_table, rng, -1)
     with pytest.raises(ValueError, match="n_split_merge_updates"):
         rgsm_update(state, log_v_table, log_w_table, rng, 1, 1.5, 0)
     with pytest.raises(ValueError, match="use prior.tables"):
-        rgsm_step(state, log_v_table[:-1], log_w_table, rng)
+        rgsm_move(state, log_v_table[:-1], log_w_table, rng)
 
 
 # --------------------------------------------------------------------------- exact invariance
@@ -127,7 +127,7 @@ def test_bad_options_raise():
 def test_one_step_invariance(name, problem):
     rng = np.random.default_rng([SEED, len(name), len(problem)])
     family, x = PROBLEMS[problem]()
-    kernel = functools.partial(rgsm_step, n_intermediate_scans=2)
+    kernel = functools.partial(rgsm_move, n_intermediate_scans=2)
     samples, exact = one_step_draws(kernel, PRIORS[name], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
@@ -137,7 +137,7 @@ def test_one_step_invariance(name, problem):
 def test_long_chain_matches_exact_posterior(name, problem, scans):
     rng = np.random.default_rng([SEED, 7, scans])
     family, x = PROBLEMS[problem]()
-    kernel = functools.partial(rgsm_step, n_intermediate_scans=scans)
+    kernel = functools.partial(rgsm_move, n_intermediate_scans=scans)
     samples, exact = chain_draws(kernel, PRIORS[name], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
@@ -146,7 +146,7 @@ def test_full_iteration_with_gibbs_scans_matches_exact_posterior():
     rng = np.random.default_rng([SEED, 11])
     family, x = bernoulli_problem()
     kernel = functools.partial(rgsm_update, n_intermediate_scans=5, n_split_merge_updates=1,
-                               n_gibbs_scans=1)
+                               n_gibbs_sweeps=1)
     samples, exact = chain_draws(kernel, PRIORS["mfm"], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
@@ -156,7 +156,7 @@ def test_negative_control_path_probability_is_rejected():
     control = "path_probability"
     rng = np.random.default_rng([SEED, 99])
     family, x = niw_problem()
-    kernel = functools.partial(rgsm_step, n_intermediate_scans=2, _negative_control=control)
+    kernel = functools.partial(rgsm_move, n_intermediate_scans=2, _negative_control=control)
     samples, exact = chain_draws(kernel, PRIORS["dp"], family, x, 3000, rng)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)
@@ -181,7 +181,7 @@ def test_rgsm_step_dirichlet_process_beta_bernoulli_matches_exact():
     with pm.Model():
         z = DirichletProcess("z", alpha=1.0, n=len(PM_BERNOULLI_DATA))
         ConjugateMixture("y", partition=z, component=family, observed=PM_BERNOULLI_DATA)
-        idata = pm.sample(draws=6000, step=RGSMStep(z, n_gibbs_scans=0), random_seed=31,
+        idata = pm.sample(draws=6000, step=RGSMStep(z, n_gibbs_sweeps=0), random_seed=31,
                           **PM_SAMPLE_KWARGS)
     exact = exact_posterior(DirichletProcessPrior(alpha=1.0), family, PM_BERNOULLI_DATA)
     assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
@@ -204,7 +204,7 @@ def test_rgsm_step_pitman_yor_niw_matches_exact():
     with pm.Model():
         z = PitmanYor("z", alpha=0.8, discount=0.3, n=len(PM_NIW_DATA))
         ConjugateMixture("y", partition=z, component=family, observed=PM_NIW_DATA)
-        step = RGSMStep(z, n_intermediate_scans=3, n_split_merge_updates=2, n_gibbs_scans=0)
+        step = RGSMStep(z, n_intermediate_scans=3, n_split_merge_updates=2, n_gibbs_sweeps=0)
         idata = pm.sample(draws=4000, step=step, random_seed=32, **PM_SAMPLE_KWARGS)
     exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, PM_NIW_DATA)
     assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
@@ -244,8 +244,14 @@ def test_rgsm_step_bad_options_raise():
             RGSMStep(z, n_intermediate_scans=-2)
         with pytest.raises(ValueError, match="n_split_merge_updates"):
             RGSMStep(z, n_split_merge_updates=0)
-        with pytest.raises(TypeError, match="n_gibbs_scans"):
-            RGSMStep(z, n_gibbs_scans="1")
+        with pytest.raises(TypeError, match="n_gibbs_sweeps"):
+            RGSMStep(z, n_gibbs_sweeps="1")
         step = RGSMStep(z)
-        assert (step.n_intermediate_scans, step.n_split_merge_updates, step.n_gibbs_scans) == (
+        assert (step.n_intermediate_scans, step.n_split_merge_updates, step.n_gibbs_sweeps) == (
             5, 1, 1)
+        # the old keyword name still works, with a DeprecationWarning
+        with pytest.warns(DeprecationWarning, match="n_gibbs_scans is deprecated"):
+            old = RGSMStep(z, n_gibbs_scans=0)
+        assert old.n_gibbs_sweeps == 0 and old.n_gibbs_scans == 0
+        with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
+            RGSMStep(z, n_gibbs_scans=0, n_gibbs_sweeps=1)

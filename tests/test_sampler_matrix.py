@@ -7,7 +7,7 @@ step), thins the draws and compares them with the enumerated exact posterior
 
 * Collapsed Gibbs: {Dirichlet process, Pitman–Yor, finite Dirichlet, MFM} × {BetaBernoulli,
   NormalInverseWishart, NormalKnownCovariance, GammaPoisson} (16 cases, n = 5..7).
-* SAMS, pure RGSM (``n_gibbs_scans=0``), PGSM, each alone: the four priors × {BetaBernoulli,
+* SAMS, pure RGSM (``n_gibbs_sweeps=0``), PGSM, each alone: the four priors × {BetaBernoulli,
   NormalInverseWishart} (24 cases).
 * Random concentration, for each of the four steps: DP ``alpha ~ Gamma`` with
   ``ConcentrationGibbs``; Pitman–Yor and finite-Dirichlet ``alpha ~ Gamma`` with
@@ -136,7 +136,7 @@ def numeric_prior_factory(prior_name, family_name, k=FINITE_K):
 STEP_FACTORIES = {
     "gibbs": lambda z: psm.CollapsedGibbsStep(z),
     "sams": lambda z: psm.SAMSStep(z),
-    "rgsm": lambda z: psm.RGSMStep(z, n_gibbs_scans=0),  # pure split-merge RGSM(5, 1, 0)
+    "rgsm": lambda z: psm.RGSMStep(z, n_gibbs_sweeps=0),  # pure split-merge RGSM(5, 1, 0)
     "pgsm": lambda z: psm.PGSMStep(z),
 }
 SPLIT_MERGE_STEPS = ("sams", "rgsm", "pgsm")
@@ -314,9 +314,9 @@ class SampledReverseSplitSAMSStep(psm.SAMSStep):
     """NOT invariant: the merge's reverse split probability comes from a *sampled* split."""
 
     def kernel_step(self, state, prior, tables):
-        from pymc_splitmerge.kernels.sams import sams_step
+        from pymc_splitmerge.kernels.sams import sams_move
 
-        info = sams_step(state, *tables, self.rng, _negative_control="sampled_reverse_split")
+        info = sams_move(state, *tables, self.rng, _negative_control="sampled_reverse_split")
         return {"sams_move": int(info.move), "sams_accepted": bool(info.accepted),
                 "sams_log_accept_ratio": float(info.log_accept_ratio)}
 

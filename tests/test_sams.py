@@ -4,29 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
-from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
-from pymc_splitmerge.kernels.sams import (
-    propose_sams,
-    reference_sequential_allocation,
-    sams_step,
-    sequential_allocation,
-)
-from pymc_splitmerge.kernels.splitmerge_common import (
-    MOVE_MERGE,
-    MOVE_SPLIT,
-    log_prior_split_ratio,
-    metropolis_accept,
-    reference_log_prior_split_ratio,
-    reference_two_way_log_probabilities,
-    two_way_log_probabilities,
-)
-from pymc_splitmerge.kernels.state import PartitionState
-from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
-from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
-from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
-from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
 from conftest import (
     PRIORS,
     PROBLEMS,
@@ -35,6 +12,36 @@ from conftest import (
     niw_problem,
     one_step_draws,
     thinned_labels,
+)
+
+from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
+from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.kernels.gibbs import gibbs_sweep
+from pymc_splitmerge.kernels.rgsm import rgsm_step
+from pymc_splitmerge.kernels.sams import (
+    build_sams_move,
+    propose_sams,
+    sams_move,
+    sams_step,
+    sequential_allocation,
+)
+from pymc_splitmerge.kernels.splitmerge_common import (
+    MOVE_MERGE,
+    MOVE_SPLIT,
+    build_moves_then_gibbs,
+    metropolis_accept,
+    two_way_log_probabilities,
+)
+from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
+from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.priors.seating import log_split_weight
+from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
+from pymc_splitmerge.testing.kernel_references import (
+    reference_log_split_weight,
+    reference_sequential_allocation,
+    reference_two_way_log_probabilities,
 )
 
 SEED = 20240611
@@ -90,8 +97,8 @@ def test_log_prior_split_ratio_matches_eppf(name):
     n = 7
     log_v_table, log_w_table = prior.tables(n)
     for n_clusters_merged, size_a, size_b in [(1, 3, 4), (2, 2, 3), (3, 1, 1), (2, 1, 5)]:
-        got = log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
-        expected = reference_log_prior_split_ratio(prior, n, n_clusters_merged, size_a, size_b)
+        got = log_split_weight(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
+        expected = reference_log_split_weight(prior, n, n_clusters_merged, size_a, size_b)
         if np.isneginf(expected):
             assert np.isneginf(got)
         else:
@@ -119,7 +126,7 @@ def test_finite_dirichlet_never_exceeds_k():
         if proposal.move == MOVE_SPLIT and state.n_clusters == 2:
             n_blocked += 1
             assert np.isneginf(proposal.log_accept_ratio)
-        sams_step(state, log_v_table, log_w_table, rng)
+        sams_move(state, log_v_table, log_w_table, rng)
         assert state.n_clusters <= 2
     assert n_blocked > 0
     state.check()
@@ -152,7 +159,7 @@ def test_split_and_merge_ratios_are_reciprocal():
 def test_one_step_invariance(name, problem):
     rng = np.random.default_rng([SEED, len(name), len(problem)])
     family, x = PROBLEMS[problem]()
-    samples, exact = one_step_draws(sams_step, PRIORS[name], family, x, 3000, rng)
+    samples, exact = one_step_draws(sams_move, PRIORS[name], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
 
@@ -160,12 +167,12 @@ def test_one_step_invariance(name, problem):
 def test_long_chain_matches_exact_posterior(name, problem):
     rng = np.random.default_rng([SEED, 7, len(name)])
     family, x = PROBLEMS[problem]()
-    samples, exact = chain_draws(sams_step, PRIORS[name], family, x, 3000, rng)
+    samples, exact = chain_draws(sams_move, PRIORS[name], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
 
 def _sampled_reverse(state, log_v_table, log_w_table, rng):
-    return sams_step(state, log_v_table, log_w_table, rng,
+    return sams_move(state, log_v_table, log_w_table, rng,
                      _negative_control="sampled_reverse_split")
 
 
@@ -261,3 +268,36 @@ def test_sams_step_bad_options_raise():
             SAMSStep(z, n_gibbs_sweeps=1.5)
         step = SAMSStep(z, n_gibbs_sweeps=1)
         assert step.competence(z) > 0
+
+
+# --------------------------------------------------------------------------- built kernels
+
+
+def test_moves_then_gibbs_is_the_moves_followed_by_the_sweeps():
+    """``build_moves_then_gibbs`` = the moves, then the sweeps, with the same randomness."""
+    family, x = niw_problem()
+    tables = PriorTables(*PRIORS["py"].tables(x.shape[0]))
+    composed = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    by_hand = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    transition = build_moves_then_gibbs(build_sams_move(), n_moves=2, n_gibbs_sweeps=2)
+    rng_composed, rng_by_hand = np.random.default_rng(SEED), np.random.default_rng(SEED)
+    for _ in range(20):
+        info = transition(composed.model, composed.partition, tables, rng_composed)
+        moves = tuple(sams_move(by_hand, *tables, rng_by_hand) for _ in range(2))
+        gibbs = gibbs_sweep(by_hand, *tables, rng_by_hand, n_gibbs_sweeps=2)
+        assert info.moves == moves and info.gibbs == gibbs
+        np.testing.assert_array_equal(composed.labels(), by_hand.labels())
+    composed.check()
+    with pytest.raises(ValueError, match="n_gibbs_sweeps"):
+        build_moves_then_gibbs(build_sams_move(), n_gibbs_sweeps=-1)
+
+
+def test_old_entry_point_names_warn_and_give_the_same_move():
+    family, x = bernoulli_problem()
+    tables = PRIORS["dp"].tables(x.shape[0])
+    states = [PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64)) for _ in range(2)]
+    with pytest.warns(DeprecationWarning, match="sams_step is deprecated"):
+        old = sams_step(states[0], *tables, np.random.default_rng(1))
+    assert old == sams_move(states[1], *tables, np.random.default_rng(1))
+    with pytest.warns(DeprecationWarning, match="rgsm_step is deprecated"):
+        rgsm_step(states[0], *tables, np.random.default_rng(2))

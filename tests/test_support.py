@@ -16,9 +16,9 @@ from pymc.exceptions import SamplingError
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-from pymc_splitmerge.kernels.pgsm import pgsm_step
+from pymc_splitmerge.kernels.pgsm import pgsm_move
 from pymc_splitmerge.kernels.rgsm import rgsm_update
-from pymc_splitmerge.kernels.sams import sams_step
+from pymc_splitmerge.kernels.sams import sams_move
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 
@@ -63,11 +63,11 @@ def test_start_with_labels_out_of_range_is_refused():
 
 KERNELS = {
     "gibbs": lambda state, tables, rng: gibbs_sweep(state, *tables, rng),
-    "sams": lambda state, tables, rng: sams_step(state, *tables, rng),
+    "sams": lambda state, tables, rng: sams_move(state, *tables, rng),
     "rgsm": lambda state, tables, rng: rgsm_update(state, *tables, rng),
-    "pgsm_two_anchors": lambda state, tables, rng: pgsm_step(state, *tables, rng,
+    "pgsm_two_anchors": lambda state, tables, rng: pgsm_move(state, *tables, rng,
                                                              num_particles=4),
-    "pgsm_three_anchors": lambda state, tables, rng: pgsm_step(state, *tables, rng,
+    "pgsm_three_anchors": lambda state, tables, rng: pgsm_move(state, *tables, rng,
                                                                num_particles=4, n_anchors=3),
 }
 

@@ -63,13 +63,16 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.logweights import log_sum_exp, normalise_log_weights, sample_weights
+from pymc_splitmerge.priors.seating import log_join_weight
 
 __all__ = [
-    "ANCHOR_PROPOSALS",
     "ADAPTATION_RULES",
+    "ANCHOR_PROPOSALS",
     "AnchorProposal",
     "sample_anchors",
     "sample_uniform_anchors",
+    "uniform_anchors",
     "validate_anchor_options",
 ]
 
@@ -94,8 +97,46 @@ def validate_anchor_options(kind, n_anchors: int) -> None:
         )
 
 
+@numba.njit(cache=True)
+def uniform_anchors(n_points, uniforms, out):
+    """The one uniform anchor draw: ``out.shape[0]`` distinct points, uniformly over ordered
+    tuples, from as many Uniform(0, 1) draws ``uniforms`` (numba; callable from kernels).
+
+    Sequential sampling without replacement: anchor ``t`` is the ``floor(u_t (n - t))``-th
+    point (in increasing order) not drawn yet.  For two anchors this is
+    ``i = floor(u_0 n)``, ``j = floor(u_1 (n - 1))`` shifted past ``i``.  Cost
+    ``O(m^2)`` for ``m`` anchors (no ``O(n)`` permutation).
+
+    Parameters
+    ----------
+    n_points : int
+        ``n >= m``.
+    uniforms : ndarray of float64, shape (>= m,)
+    out : ndarray of int64, shape (m,)
+        Receives the anchors, in the order drawn.
+    """
+    for t in range(out.shape[0]):
+        rank = min(int(uniforms[t] * (n_points - t)), n_points - t - 1)
+        # the rank-th point not drawn yet: shift past the drawn ones in increasing order
+        point = rank
+        changed = True
+        while changed:
+            changed = False
+            below = 0
+            for s in range(t):
+                if out[s] <= point:
+                    below += 1
+            if rank + below != point:
+                point = rank + below
+                changed = True
+        out[t] = point
+    return out
+
+
 def sample_uniform_anchors(n_points: int, rng: np.random.Generator, n_anchors: int = 2):
     """Draw ``n_anchors`` distinct point indices uniformly (random order).
+
+    :func:`uniform_anchors` driven by ``n_anchors`` uniforms of ``rng``.
 
     Returns
     -------
@@ -105,7 +146,7 @@ def sample_uniform_anchors(n_points: int, rng: np.random.Generator, n_anchors: i
         raise ValueError(
             f"need at least n_anchors={n_anchors} points to draw anchors; got {n_points}"
         )
-    return rng.choice(n_points, size=n_anchors, replace=False).astype(np.int64)
+    return uniform_anchors(n_points, rng.random(n_anchors), np.empty(n_anchors, dtype=np.int64))
 
 
 # --------------------------------------------------------------------------- snapshot maths
@@ -124,6 +165,7 @@ def _cluster_informed_log_scores(family_id, params, x, order, offsets, stats):
         log_marginals[k] = dispatch.log_marginal(family_id, params, stats[k])
     log_scores = np.empty((n_clusters, n_clusters))
     work = np.empty(stats.shape[1])
+    other_scores = np.empty(max(n_clusters - 1, 1))
     for a in range(n_clusters):
         for b in range(n_clusters):
             if a == b:
@@ -137,15 +179,12 @@ def _cluster_informed_log_scores(family_id, params, x, order, offsets, stats):
             log_scores[a, a] = 0.0
         else:
             # s_b̄ = mean of the other scores, in log space
-            peak = -np.inf
-            for b in range(n_clusters):
-                if b != a and log_scores[a, b] > peak:
-                    peak = log_scores[a, b]
-            total = 0.0
+            count = 0
             for b in range(n_clusters):
                 if b != a:
-                    total += np.exp(log_scores[a, b] - peak)
-            log_scores[a, a] = peak + np.log(total) - np.log(n_clusters - 1.0)
+                    other_scores[count] = log_scores[a, b]
+                    count += 1
+            log_scores[a, a] = log_sum_exp(other_scores, count) - np.log(n_clusters - 1.0)
     return log_scores
 
 
@@ -166,21 +205,20 @@ def _threshold_informed_log_scores(family_id, params, x, i, cluster_of, sizes, s
                 continue
             work[:] = stats[k]
             dispatch.remove_point(family_id, params, work, x[i])
-            log_scores[k] = (log_w_table[size + 1] - log_w_table[size]
+            log_scores[k] = (log_join_weight(log_w_table, size, 1)
                              + dispatch.log_predictive(family_id, params, work, x[i]))
         else:
-            log_scores[k] = (log_w_table[size + 1] - log_w_table[size]
+            log_scores[k] = (log_join_weight(log_w_table, size, 1)
                              + dispatch.log_predictive(family_id, params, stats[k], x[i]))
     return log_scores
 
 
 def _normalise(log_scores):
-    finite = np.isfinite(log_scores)
-    if not finite.any():
-        return None
-    shifted = np.where(finite, log_scores - log_scores[finite].max(), -np.inf)
-    weights = np.exp(shifted)
-    return weights / weights.sum()
+    """Probabilities ∝ ``exp(log_scores)`` (``core.logweights``), ``None`` if all are zero."""
+    weights = np.empty(log_scores.shape[0])
+    log_total = normalise_log_weights(np.ascontiguousarray(log_scores, dtype=np.float64),
+                                      weights)
+    return None if log_total == -np.inf else weights
 
 
 class AnchorProposal:
@@ -307,7 +345,8 @@ class AnchorProposal:
         own = snapshot["cluster_of"][first]
         if self.kind == "cluster_informed":
             probabilities = snapshot["probabilities"][own]
-            chosen = int(rng.choice(probabilities.shape[0], p=probabilities))
+            chosen = int(sample_weights(probabilities, probabilities.shape[0], 1.0,
+                                        rng.random()))
         else:
             log_scores = _threshold_informed_log_scores(
                 snapshot["family_id"], snapshot["params"], snapshot["x"], first,

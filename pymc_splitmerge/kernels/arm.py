@@ -68,32 +68,44 @@ References
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights, _sample_log_weights
-from pymc_splitmerge.kernels.pgsm import _log_sum_and_weights
+from pymc_splitmerge.core.logweights import exp_shifted, sample_weights
+from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
     MOVE_SPLIT,
     metropolis_accept,
 )
-from pymc_splitmerge.kernels.state import assign_point, free_slot, log_target, unassign_point
+from pymc_splitmerge.kernels.state import (
+    Model,
+    Partition,
+    PriorTables,
+    assign_point,
+    free_slot,
+    log_target,
+    prior_tables,
+    unassign_point,
+)
+from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 
 __all__ = [
     "ARMInfo",
     "ARMProposal",
+    "arm_move",
     "arm_run",
     "arm_step",
     "arm_transition_log_probabilities",
+    "build_arm_move",
     "disagreement_pair",
     "propose_arm",
-    "reference_arm_run",
 ]
 
 _NEGATIVE_CONTROLS = (None, "no_eq17")
@@ -130,16 +142,15 @@ class ARMProposal(NamedTuple):
     Attributes
     ----------
     move : int
-    arrays : tuple of ndarray or None
-        The candidate's state arrays (``PartitionState.arrays()`` order without
-        ``empty_row``): labels, sizes, stats, active, where, meta.
+    candidate : Partition or None
+        The candidate state (copies of the current arrays moved by Algorithm 3).
     log_accept_ratio : float
     log_forward, log_reverse : float
         ``log T(z* | z)`` and ``log T(z | z*)``.
     """
 
     move: int
-    arrays: tuple | None
+    candidate: Partition | None
     log_accept_ratio: float
     log_forward: float
     log_reverse: float
@@ -154,7 +165,7 @@ def _choose(log_weights, weights, count, forced, forced_index, uniform):
 
     ``forced``: the option is ``forced_index`` (``-1``: impossible, log probability -inf).
     """
-    log_total, total = _log_sum_and_weights(log_weights, count, weights)
+    log_total, total = exp_shifted(log_weights, count, weights)
     if forced:
         if forced_index < 0 or log_total == -np.inf:
             return -1, -np.inf
@@ -164,7 +175,7 @@ def _choose(log_weights, weights, count, forced, forced_index, uniform):
         return forced_index, value - log_total
     if log_total == -np.inf:
         return -1, -np.inf
-    choice = _sample_log_weights(log_weights, count, uniform)
+    choice = sample_weights(weights, count, total, uniform)
     return choice, math.log(weights[choice]) - math.log(total)
 
 
@@ -193,34 +204,52 @@ def _forced_option(point, target, labels, placed, settled, anchor_i, anchor_j, o
 
 @numba.njit(cache=True)
 def _point_join_log_weight(family_id, params, x_row, slot, sizes, stats, log_w_table):
-    m = sizes[slot]
-    value = (log_w_table[m + 1] - log_w_table[m]
+    value = (log_join_weight(log_w_table, sizes[slot], 1)
              + dispatch.log_predictive(family_id, params, stats[slot], x_row))
     return -np.inf if np.isnan(value) else value
 
 
 @numba.njit(cache=True)
-def _new_block_log_weight(family_id, params, log_v_table, log_w_table, k, size, row):
-    if log_v_table[k + 1] == -np.inf:
-        return -np.inf
-    value = (log_v_table[k + 1] - log_v_table[k] + log_w_table[size]
-             + dispatch.log_marginal(family_id, params, row))
-    return -np.inf if np.isnan(value) else value
+def _add_group(family_id, params, x, group_of, g, row, value):
+    """``value`` plus ``log m(y_{B u C}) - log m(y_B)`` for the points of group ``g`` added to
+    the statistics ``row`` of ``B`` (a product of sequential predictives; ``row`` is
+    updated)."""
+    for p in range(x.shape[0]):
+        if group_of[p] == g:
+            value += dispatch.log_predictive(family_id, params, row, x[p])
+            dispatch.add_point(family_id, params, row, x[p])
+    return value
 
 
 @numba.njit(cache=True)
-def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where, meta,
-            labels_a, labels_b, anchor_i, anchor_j, rank, forced, target, uniforms,
-            log_v_table, log_w_table, enforce_eq17):
-    """One run of Algorithm 3 from the state given by the arrays (mutated in place).
+def _choose_slot(log_weights, weights, option_slots, count, forced, forced_index, uniform,
+                 where):
+    """The one placement decision of both loops of Algorithm 3 (groups and single points).
+
+    Picks an option (:func:`_choose`) and turns it into a slot (``-1`` in ``option_slots``:
+    a fresh free slot).  Returns ``(slot, log probability)``, ``(-1, -inf)`` if impossible.
+    """
+    choice, log_p = _choose(log_weights, weights, count, forced, forced_index, uniform)
+    if choice < 0:
+        return -1, -np.inf
+    slot = option_slots[choice]
+    if slot < 0:
+        slot = free_slot(where)
+    return slot, log_p
+
+
+@numba.njit(cache=True)
+def arm_run(model, partition, tables, labels_a, labels_b, anchor_i, anchor_j, rank, forced,
+            target, uniforms, enforce_eq17):
+    """One run of Algorithm 3 from ``partition`` (mutated in place).
 
     Parameters
     ----------
-    family_id, params, x
-        The component family and prepared data, shape (n, data_dim).
-    labels, sizes, stats, empty_row, active, where, meta
-        Start state :math:`s` (``PartitionState`` arrays, contract order); on return the
-        state reached.
+    model : Model
+        The component family and prepared data.
+    partition : Partition
+        Start state :math:`s`; on return the state reached.
+    tables : PriorTables
     labels_a, labels_b : ndarray of int64, shape (n,)
         The library partitions, canonical labels, oriented so that
         ``labels_a[anchor_i] == labels_a[anchor_j]`` and
@@ -234,7 +263,6 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
         Labels of the target partition (read when ``forced``).
     uniforms : ndarray of float64, shape (>= n,)
         Uniform(0, 1) draws, one per sampled decision (unused when ``forced``).
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
     enforce_eq17 : bool
         ``False`` only for the negative control that drops eq. (17).
 
@@ -243,6 +271,9 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
     float
         ``log T(end | start)`` (``-inf`` when a forced run cannot reach ``target``).
     """
+    family_id, params, x = model
+    labels, sizes, stats, empty_row, active, where, cluster_count = partition
+    log_v_table, log_w_table = tables
     n = x.shape[0]
     capacity = sizes.shape[0]
     original = labels.copy()
@@ -289,7 +320,7 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
     for p in range(n):
         if inside[p]:
             unassign_point(family_id, params, x, p, labels, sizes, stats, empty_row, active,
-                           where, meta)
+                           where, cluster_count)
     placed = ~inside
     settled = np.zeros(n, dtype=np.bool_)
     settled[anchor_i] = True
@@ -303,13 +334,13 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
     for p in range(n):
         if group_of[p] == group_i:
             assign_point(family_id, params, x, p, slot_i, labels, sizes, stats, active, where,
-                         meta)
+                         cluster_count)
             placed[p] = True
     slot_j = slot_i if not is_split else free_slot(where)
     for p in range(n):
         if group_of[p] == group_j:
             assign_point(family_id, params, x, p, slot_j, labels, sizes, stats, active, where,
-                         meta)
+                         cluster_count)
             placed[p] = True
     # ---- step 3: group moves of g', largest first, ties by the earliest point in sigma
     others = np.empty(n_groups, dtype=np.int64)
@@ -330,28 +361,20 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
     for position in range(n_others):
         g = group_order[position]
         size_g = group_size[g]
-        k = meta[0]
+        k = cluster_count[0]
         for q in range(k):
             slot = active[q]
             row[:] = stats[slot]
-            m = sizes[slot]
-            # log m(y_{B u C}) - log m(y_B) as a product of sequential predictives
-            value = log_w_table[m + size_g] - log_w_table[m]
-            for p in range(n):
-                if group_of[p] == g:
-                    value += dispatch.log_predictive(family_id, params, row, x[p])
-                    dispatch.add_point(family_id, params, row, x[p])
+            value = log_join_weight(log_w_table, sizes[slot], size_g)
+            value = _add_group(family_id, params, x, group_of, g, row, value)
             log_weights[q] = -np.inf if np.isnan(value) else value
             option_slots[q] = slot
-        if log_v_table[k + 1] == -np.inf:
+        value = log_open_weight(log_v_table, log_w_table, k, size_g)
+        if value == -np.inf:
             log_weights[k] = -np.inf
         else:
             row[:] = empty_row
-            value = log_v_table[k + 1] - log_v_table[k] + log_w_table[size_g]
-            for p in range(n):
-                if group_of[p] == g:
-                    value += dispatch.log_predictive(family_id, params, row, x[p])
-                    dispatch.add_point(family_id, params, row, x[p])
+            value = _add_group(family_id, params, x, group_of, g, row, value)
             log_weights[k] = -np.inf if np.isnan(value) else value
         option_slots[k] = -1
         earmark = group_first[g]
@@ -359,19 +382,17 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
         if forced:
             forced_index = _forced_option(earmark, target, labels, placed, settled, anchor_i,
                                           anchor_j, option_slots, k + 1)
-        choice, log_p = _choose(log_weights, weights, k + 1, forced, forced_index,
-                                uniforms[decision] if not forced else 0.0)
+        slot, log_p = _choose_slot(log_weights, weights, option_slots, k + 1, forced,
+                                   forced_index, uniforms[decision] if not forced else 0.0,
+                                   where)
         decision += 1
-        if choice < 0:
+        if slot < 0:
             return -np.inf
         log_t += log_p
-        slot = option_slots[choice]
-        if slot < 0:
-            slot = free_slot(where)
         for p in range(n):
             if group_of[p] == g:
                 assign_point(family_id, params, x, p, slot, labels, sizes, stats, active,
-                             where, meta)
+                             where, cluster_count)
                 placed[p] = True
         settled[earmark] = True
     # ---- step 4: every other point in the order sigma
@@ -384,11 +405,11 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
             if g != group_i and g != group_j and group_first[g] == h:
                 continue  # an earmark
             unassign_point(family_id, params, x, h, labels, sizes, stats, empty_row, active,
-                           where, meta)
+                           where, cluster_count)
             placed[h] = False
             log_prior_predictive = dispatch.log_predictive(family_id, params, empty_row, x[h])
             k = _join_and_new_log_weights(family_id, params, x, h, log_v_table, log_w_table,
-                                          sizes, stats, active, meta, log_prior_predictive,
+                                          sizes, stats, active, cluster_count, log_prior_predictive,
                                           log_weights)
             for q in range(k):
                 option_slots[q] = active[q]
@@ -403,7 +424,7 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
                 settled[h] = True
                 continue
             unassign_point(family_id, params, x, h, labels, sizes, stats, empty_row, active,
-                           where, meta)
+                           where, cluster_count)
             placed[h] = False
             count = 0
             log_weights[count] = _point_join_log_weight(family_id, params, x[h], slot_i, sizes,
@@ -419,10 +440,12 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
                 log_weights[count] = _point_join_log_weight(family_id, params, x[h], home,
                                                             sizes, stats, log_w_table)
             else:
-                row[:] = empty_row
-                dispatch.add_point(family_id, params, row, x[h])
-                log_weights[count] = _new_block_log_weight(family_id, params, log_v_table,
-                                                           log_w_table, meta[0], 1, row)
+                value = log_open_weight(log_v_table, log_w_table, cluster_count[0], 1)
+                if value > -np.inf:
+                    row[:] = empty_row
+                    dispatch.add_point(family_id, params, row, x[h])
+                    value += dispatch.log_marginal(family_id, params, row)
+                log_weights[count] = -np.inf if np.isnan(value) else value
             option_slots[count] = home
             count += 1
         forced_index = -1
@@ -436,16 +459,14 @@ def arm_run(family_id, params, x, labels, sizes, stats, empty_row, active, where
                 forced_index = 1 if is_split else 0
             else:
                 forced_index = count - 1
-        choice, log_p = _choose(log_weights, weights, count, forced, forced_index,
-                                uniforms[decision] if not forced else 0.0)
+        slot, log_p = _choose_slot(log_weights, weights, option_slots, count, forced,
+                                   forced_index, uniforms[decision] if not forced else 0.0,
+                                   where)
         decision += 1
-        if choice < 0:
+        if slot < 0:
             return -np.inf
         log_t += log_p
-        slot = option_slots[choice]
-        if slot < 0:
-            slot = free_slot(where)
-        assign_point(family_id, params, x, h, slot, labels, sizes, stats, active, where, meta)
+        assign_point(family_id, params, x, h, slot, labels, sizes, stats, active, where, cluster_count)
         placed[h] = True
         settled[h] = True
         if not inside[h] and slot != original[h]:
@@ -494,15 +515,15 @@ def disagreement_pair(labels_a, labels_b, uniform):
 
 
 @numba.njit(cache=True)
-def _forced_log_probabilities(family_id, params, x, labels, sizes, stats, empty_row, active,
-                              where, meta, labels_a, labels_b, anchor_i, anchor_j, rank,
-                              targets, log_v_table, log_w_table, enforce_eq17, out):
+def _forced_log_probabilities(model, partition, tables, labels_a, labels_b, anchor_i, anchor_j,
+                              rank, targets, enforce_eq17, out):
     uniforms = np.zeros(1)
     for r in range(targets.shape[0]):
-        out[r] = arm_run(family_id, params, x, labels.copy(), sizes.copy(), stats.copy(),
-                         empty_row, active.copy(), where.copy(), meta.copy(), labels_a,
-                         labels_b, anchor_i, anchor_j, rank, True, targets[r], uniforms,
-                         log_v_table, log_w_table, enforce_eq17)
+        start = Partition(partition.labels.copy(), partition.sizes.copy(),
+                          partition.stats.copy(), partition.empty_row, partition.active.copy(),
+                          partition.where.copy(), partition.cluster_count.copy())
+        out[r] = arm_run(model, start, tables, labels_a, labels_b, anchor_i, anchor_j, rank,
+                         True, targets[r], uniforms, enforce_eq17)
 
 
 # ----------------------------------------------------------------------------- Python API
@@ -547,7 +568,7 @@ def arm_transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor
     -------
     ndarray of float64, shape (num_targets,)
     """
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
     n = state.n
     labels_a = _library_labels(labels_a, n, "labels_a")
     labels_b = _library_labels(labels_b, n, "labels_b")
@@ -556,18 +577,18 @@ def arm_transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor
     labels_a, labels_b = _oriented(labels_a, labels_b, anchor_i, anchor_j)
     targets = np.ascontiguousarray(np.atleast_2d(targets), dtype=np.int64)
     out = np.empty(targets.shape[0])
-    labels, sizes, stats, empty_row, active, where, meta = state.arrays()
-    _forced_log_probabilities(state.family_id, state.params, state.x, labels, sizes, stats,
-                              empty_row, active, where, meta, labels_a, labels_b,
+    _forced_log_probabilities(state.model, state.partition, tables, labels_a, labels_b,
                               int(anchor_i), int(anchor_j),
-                              np.ascontiguousarray(rank, dtype=np.int64), targets, log_v_table,
-                              log_w_table, bool(enforce_eq17), out)
+                              np.ascontiguousarray(rank, dtype=np.int64), targets,
+                              bool(enforce_eq17), out)
     return out
 
 
-def _copy_arrays(state_arrays):
-    labels, sizes, stats, _empty_row, active, where, meta = state_arrays
-    return labels.copy(), sizes.copy(), stats.copy(), active.copy(), where.copy(), meta.copy()
+def _copy_partition(partition: Partition) -> Partition:
+    """A copy of the mutable arrays (``empty_row`` shared: it is never written)."""
+    return Partition(partition.labels.copy(), partition.sizes.copy(), partition.stats.copy(),
+                     partition.empty_row, partition.active.copy(), partition.where.copy(),
+                     partition.cluster_count.copy())
 
 
 def _n_moved(old_labels, new_labels, capacity) -> int:
@@ -579,6 +600,48 @@ def _n_moved(old_labels, new_labels, capacity) -> int:
     pair = pair_counts[inverse.reshape(-1)]
     unchanged = (pair == old_counts[old_labels]) & (pair == new_counts[new_labels])
     return int(np.count_nonzero(~unchanged))
+
+
+def _check_negative_control(negative_control) -> bool:
+    """``enforce_eq17`` for the (testing-only) negative control name."""
+    if negative_control not in _NEGATIVE_CONTROLS:
+        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
+    return negative_control != "no_eq17"
+
+
+def _arm_proposal(model: Model, partition: Partition, tables: PriorTables, rng, labels_a,
+                  labels_b, enforce_eq17: bool) -> ARMProposal:
+    n = model.x.shape[0]
+    labels_a = _library_labels(labels_a, n, "labels_a")
+    labels_b = _library_labels(labels_b, n, "labels_b")
+    draws = rng.random(2 * n + 1)
+    anchor_i, anchor_j, count = disagreement_pair(labels_a, labels_b, draws[0])
+    if count == 0:
+        return ARMProposal(MOVE_NONE, None, float("nan"), float("nan"), float("nan"))
+    labels_a, labels_b = _oriented(labels_a, labels_b, anchor_i, anchor_j)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(draws[1:n + 1])] = np.arange(n)
+    uniforms = draws[n + 1:]
+    current = partition.labels
+    move = MOVE_SPLIT if current[anchor_i] == current[anchor_j] else MOVE_MERGE
+    candidate = _copy_partition(partition)
+    log_forward = arm_run(model, candidate, tables, labels_a, labels_b, anchor_i, anchor_j,
+                          rank, False, current, uniforms, enforce_eq17)
+    reverse = _copy_partition(candidate)
+    log_reverse = arm_run(model, reverse, tables, labels_a, labels_b, anchor_i, anchor_j, rank,
+                          True, current, uniforms, enforce_eq17)
+    log_ratio = (log_reverse + _log_target(model, candidate, tables) - log_forward
+                 - _log_target(model, partition, tables))
+    if math.isnan(log_ratio):
+        log_ratio = -math.inf
+    return ARMProposal(int(move), candidate, float(log_ratio), float(log_forward),
+                       float(log_reverse))
+
+
+def _log_target(model: Model, partition: Partition, tables: PriorTables) -> float:
+    return log_target(model.family_id, model.params, tables.log_v, tables.log_w,
+                      partition.sizes, partition.stats, partition.active,
+                      partition.cluster_count)
 
 
 def propose_arm(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b,
@@ -603,48 +666,77 @@ def propose_arm(state, log_v_table, log_w_table, rng: np.random.Generator, label
     -------
     ARMProposal
     """
-    if _negative_control not in _NEGATIVE_CONTROLS:
-        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    n = state.n
-    labels_a = _library_labels(labels_a, n, "labels_a")
-    labels_b = _library_labels(labels_b, n, "labels_b")
-    draws = rng.random(2 * n + 1)
-    anchor_i, anchor_j, count = disagreement_pair(labels_a, labels_b, draws[0])
-    if count == 0:
-        return ARMProposal(MOVE_NONE, None, float("nan"), float("nan"), float("nan"))
-    labels_a, labels_b = _oriented(labels_a, labels_b, anchor_i, anchor_j)
-    rank = np.empty(n, dtype=np.int64)
-    rank[np.argsort(draws[1:n + 1])] = np.arange(n)
-    uniforms = draws[n + 1:]
-    enforce = _negative_control != "no_eq17"
-    fid, params, x, empty_row = state.family_id, state.params, state.x, state.empty_row
-    current = state.arrays()
-    move = MOVE_SPLIT if current[0][anchor_i] == current[0][anchor_j] else MOVE_MERGE
-    labels, sizes, stats, active, where, meta = _copy_arrays(current)
-    log_forward = arm_run(fid, params, x, labels, sizes, stats, empty_row, active, where, meta,
-                          labels_a, labels_b, anchor_i, anchor_j, rank, False, current[0],
-                          uniforms, log_v_table, log_w_table, enforce)
-    candidate = (labels, sizes, stats, active, where, meta)
-    reverse = tuple(array.copy() for array in candidate)
-    r_labels, r_sizes, r_stats, r_active, r_where, r_meta = reverse
-    log_reverse = arm_run(fid, params, x, r_labels, r_sizes, r_stats, empty_row, r_active,
-                          r_where, r_meta, labels_a, labels_b, anchor_i, anchor_j, rank, True,
-                          current[0], uniforms, log_v_table, log_w_table, enforce)
-    log_ratio = (log_reverse
-                 + log_target(fid, params, log_v_table, log_w_table, sizes, stats, active, meta)
-                 - log_forward
-                 - log_target(fid, params, log_v_table, log_w_table, current[1], current[2],
-                              current[4], current[6]))
-    if math.isnan(log_ratio):
-        log_ratio = -math.inf
-    return ARMProposal(int(move), candidate, float(log_ratio), float(log_forward),
-                       float(log_reverse))
+    enforce_eq17 = _check_negative_control(_negative_control)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b,
+                         enforce_eq17)
 
 
-def arm_step(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b, *,
+LibrarySource = Callable[[Partition], "tuple[np.ndarray, np.ndarray] | None"]
+
+
+def build_arm_move(library: LibrarySource, *, _negative_control: str | None = None
+                   ) -> Callable[[Model, Partition, PriorTables, np.random.Generator], ARMInfo]:
+    """Validate the options once; return ``move(model, partition, tables, rng) -> ARMInfo``.
+
+    Parameters
+    ----------
+    library : callable
+        ``library(partition) -> (labels_a, labels_b)`` or ``None``: the two library
+        partitions :math:`z^a, z^b` of this move (``None``: no ARM move this time).  For an
+        exact kernel their law must not depend on ``partition`` (the step adapter draws them
+        from other chains or a frozen library; it may read ``partition`` to record history).
+    _negative_control : {None, "no_eq17"}
+        Testing only: ``"no_eq17"`` drops the uniqueness rule of eq. (17).
+
+    Returns
+    -------
+    callable
+        One ARM Metropolis–Hastings update, applied to ``partition`` in place if accepted.
+
+    References
+    ----------
+    Herlau, Mørup, Schmidt & Teh, Algorithm 3 and eq. (8).
+    """
+    if not callable(library):
+        raise TypeError("library must be a callable partition -> (labels_a, labels_b) or None")
+    return _ARMMove(library, _check_negative_control(_negative_control))
+
+
+class _ARMMove:
+    """The transition of :func:`build_arm_move` (a class: copied with its step, whose bound
+    method is usually the ``library``)."""
+
+    def __init__(self, library: LibrarySource, enforce_eq17: bool):
+        self.library = library
+        self.enforce_eq17 = enforce_eq17
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> ARMInfo:
+        pair = self.library(partition)
+        proposal = None
+        if pair is not None:
+            proposal = _arm_proposal(model, partition, tables, rng, pair[0], pair[1],
+                                     self.enforce_eq17)
+        if proposal is None or proposal.move == MOVE_NONE:
+            return ARMInfo(MOVE_NONE, False, float("nan"), 0,
+                           int(partition.cluster_count[0]))
+        accepted = metropolis_accept(proposal.log_accept_ratio, rng)
+        n_moved = 0
+        if accepted:
+            candidate = proposal.candidate
+            n_moved = _n_moved(partition.labels, candidate.labels, partition.sizes.shape[0])
+            for name in ("labels", "sizes", "stats", "active", "where", "cluster_count"):
+                getattr(partition, name)[:] = getattr(candidate, name)
+        return ARMInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio),
+                       n_moved, int(partition.cluster_count[0]))
+
+
+def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b, *,
              _negative_control: str | None = None) -> ARMInfo:
     """One ARM Metropolis–Hastings update of ``state`` (in place when accepted).
+
+    Convenience form of :func:`build_arm_move` on a ``PartitionState`` with a fixed pair.
 
     Parameters
     ----------
@@ -659,212 +751,17 @@ def arm_step(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a
     Returns
     -------
     ARMInfo
-
-    References
-    ----------
-    Herlau, Mørup, Schmidt & Teh, Algorithm 3 and eq. (8).
     """
-    proposal = propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b,
-                           _negative_control=_negative_control)
-    if proposal.move == MOVE_NONE:
-        return ARMInfo(MOVE_NONE, False, float("nan"), 0, state.n_clusters)
-    accepted = metropolis_accept(proposal.log_accept_ratio, rng)
-    n_moved = 0
-    if accepted:
-        labels, sizes, stats, _, active, where, meta = state.arrays()
-        new_labels, new_sizes, new_stats, new_active, new_where, new_meta = proposal.arrays
-        n_moved = _n_moved(labels, new_labels, sizes.shape[0])
-        labels[:] = new_labels
-        sizes[:] = new_sizes
-        stats[:] = new_stats
-        active[:] = new_active
-        where[:] = new_where
-        meta[:] = new_meta
-    return ARMInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio),
-                   n_moved, state.n_clusters)
+    move = build_arm_move(lambda partition: (labels_a, labels_b),
+                          _negative_control=_negative_control)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return move(state.model, state.partition, tables, rng)
 
 
-# ----------------------------------------------------------------------------- reference
+def arm_step(*args, **kwargs) -> ARMInfo:
+    """Deprecated name of :func:`arm_move`."""
+    warnings.warn("arm_step is deprecated; use arm_move (same arguments)", DeprecationWarning,
+                  stacklevel=2)
+    return arm_move(*args, **kwargs)
 
 
-def reference_arm_run(family, x, labels, labels_a, labels_b, anchor_i, anchor_j, rank,
-                      log_v_table, log_w_table, *, target=None, rng=None, enforce_eq17=True):
-    """Plain-Python Algorithm 3 over lists of point sets (slow reference for the tests).
-
-    Every weight is a difference of complete log marginals (``family.log_marginal_of``) and
-    table entries, so this shares no statistics code with :func:`arm_run`.
-
-    Parameters
-    ----------
-    family : ComponentFamily
-        Numeric family.
-    x : ndarray of shape (n, data_dim)
-        Prepared data.
-    labels : array of int, shape (n,)
-        Start partition.
-    labels_a, labels_b : array of int, shape (n,)
-        Library partitions, oriented (``labels_a`` joins the anchors, ``labels_b`` not).
-    anchor_i, anchor_j : int
-    rank : array of int, shape (n,)
-    log_v_table, log_w_table : ndarray of shape (n + 2,)
-    target : array of int, shape (n,), optional
-        Forced run to this partition; otherwise a sampled run with ``rng``.
-    rng : numpy.random.Generator, optional
-    enforce_eq17 : bool
-
-    Returns
-    -------
-    labels : ndarray of int64, shape (n,)
-        End partition (canonical), or ``None`` if a forced run cannot reach ``target``.
-    log_probability : float
-    """
-    n = len(labels)
-    labels = [int(v) for v in labels]
-    la = [int(v) for v in labels_a]
-    lb = [int(v) for v in labels_b]
-    forced = target is not None
-    i, j = int(anchor_i), int(anchor_j)
-    order = sorted(range(n), key=lambda p: rank[p])
-    is_split = labels[i] == labels[j]
-    inside = {p for p in range(n) if labels[p] in (labels[i], labels[j])}
-
-    def log_m(points):
-        return float(family.log_marginal_of(x[sorted(points)])) if points else 0.0
-
-    blocks: list[set] = []  # current blocks (lists of point sets)
-    original_block = {}
-    for value in sorted({labels[p] for p in range(n) if p not in inside}):
-        block = {p for p in range(n) if labels[p] == value}
-        blocks.append(block)
-        for p in block:
-            original_block[p] = frozenset(block)
-    groups: dict = {}
-    for p in order:
-        if p in inside:
-            groups.setdefault((la[p], lb[p], labels[p]), []).append(p)
-    group_list = list(groups.values())
-    group_i = next(g for g in group_list if i in g)
-    group_j = next(g for g in group_list if j in g)
-    if is_split:
-        blocks.append(set(group_i))
-        blocks.append(set(group_j))
-    else:
-        blocks.append(set(group_i) | set(group_j))
-    others = [g for g in group_list if g is not group_i and g is not group_j]
-    others.sort(key=lambda g: (-len(g), rank[g[0]]))
-    earmarks = {g[0] for g in others}
-    settled = {i, j}
-    if forced:
-        settled |= {p for p in range(n) if p not in inside
-                    and target[p] != target[i] and target[p] != target[j]}
-
-    def block_of(p):
-        return next((b for b in blocks if p in b), None)
-
-    def choose(log_weights, forced_block, options):
-        log_weights = np.asarray(log_weights, dtype=float)
-        top = np.max(log_weights)
-        if top == -np.inf:
-            return None, -np.inf
-        log_total = top + np.log(np.sum(np.exp(log_weights - top)))
-        if forced:
-            index = next((k for k, b in enumerate(options) if b is forced_block), None)
-            if index is None or log_weights[index] == -np.inf:
-                return None, -np.inf
-        else:
-            probabilities = np.exp(log_weights - log_total)
-            index = int(rng.choice(len(options), p=probabilities / probabilities.sum()))
-        return index, float(log_weights[index] - log_total)
-
-    def forced_block_for(point):
-        if target[point] == target[i]:
-            return block_of(i)
-        if target[point] == target[j]:
-            return block_of(j)
-        found = {id(block_of(p)): block_of(p) for p in settled
-                 if p != point and target[p] == target[point] and block_of(p) is not None}
-        if len(found) > 1:
-            return "impossible"
-        return next(iter(found.values())) if found else None  # None: a new block
-
-    def new_log_weight(points, n_blocks):
-        if log_v_table[n_blocks + 1] == -np.inf:
-            return -np.inf
-        return (log_v_table[n_blocks + 1] - log_v_table[n_blocks] + log_w_table[len(points)]
-                + log_m(points))
-
-    def join_log_weight(block, points):
-        return (log_w_table[len(block) + len(points)] - log_w_table[len(block)]
-                + log_m(block | set(points)) - log_m(block))
-
-    log_t = 0.0
-
-    def place(points, options, log_weights, forced_block):
-        nonlocal log_t
-        index, log_p = choose(log_weights, forced_block, options)
-        if index is None:
-            return False
-        log_t += log_p
-        if options[index] is None:
-            blocks.append(set(points))
-        else:
-            options[index].update(points)
-        return True
-
-    for group in others:
-        options = [*blocks, None]
-        log_weights = [join_log_weight(b, group) for b in blocks]
-        log_weights.append(new_log_weight(group, len(blocks)))
-        forced_block = forced_block_for(group[0]) if forced else None
-        if forced_block == "impossible" or not place(group, options, log_weights, forced_block):
-            return None, -np.inf
-        settled.add(group[0])
-    for h in order:
-        if h in (i, j) or h in earmarks:
-            continue
-        home = block_of(h)
-        if h not in inside:
-            gained = len(home) >= 2 and len(home & original_block[h]) == 1
-            if enforce_eq17 and gained:
-                if forced and target[h] in (target[i], target[j]):
-                    return None, -np.inf
-                settled.add(h)
-                continue
-        home.discard(h)
-        if not home:
-            blocks.remove(home)
-        forced_block = None
-        if h in inside:
-            options = [*blocks, None]
-            log_weights = [join_log_weight(b, [h]) for b in blocks]
-            log_weights.append(new_log_weight([h], len(blocks)))
-            forced_block = forced_block_for(h) if forced else None
-        else:
-            options = [block_of(i)] + ([block_of(j)] if is_split else [])
-            log_weights = [join_log_weight(b, [h]) for b in options]
-            if home:
-                options.append(home)
-                log_weights.append(join_log_weight(home, [h]))
-            else:
-                options.append(None)
-                log_weights.append(new_log_weight([h], len(blocks)))
-            if forced:
-                if target[h] == target[i]:
-                    forced_block = options[0]
-                elif target[h] == target[j]:
-                    forced_block = options[1] if is_split else options[0]
-                else:
-                    forced_block = options[-1]
-        if forced_block == "impossible":
-            return None, -np.inf
-        if not place([h], options, log_weights, forced_block):
-            return None, -np.inf
-        settled.add(h)
-    end = np.empty(n, dtype=np.int64)
-    for label, block in enumerate(blocks):
-        for p in block:
-            end[p] = label
-    end = canonical_labels(end)
-    if forced and not np.array_equal(end, canonical_labels(np.asarray(target))):
-        return None, -np.inf
-    return end, float(log_t)

@@ -22,8 +22,12 @@ components ``m_b + α/k`` and ``α/k (k - K)`` (zero once ``K = k``, which the t
 ``-inf``).
 
 The weights are read from the two tables of ``prior.tables(n)`` (``docs/contracts.md`` §1), so
-the inner loop never touches the prior object.  The state is updated in place through
-``kernels.state.unassign_point`` / ``assign_point``.
+the inner loop never touches the prior object; the seating weights are
+``priors.seating.log_join_weight`` / ``log_open_weight`` and the draw
+``core.logweights.sample_log_weights``.  :func:`build_gibbs_sweep` validates the options once
+and returns the transition ``sweep(model, partition, tables, rng)`` on the structures of
+``kernels.state``; the partition is updated in place through ``unassign_point`` /
+``assign_point``.
 
 References
 ----------
@@ -37,29 +41,42 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.logweights import sample_log_weights
 from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.kernels.options import positive_integer, renamed_keyword
 from pymc_splitmerge.kernels.rng import seed_numba_from
-from pymc_splitmerge.kernels.state import assign_point, unassign_point
+from pymc_splitmerge.kernels.state import (
+    Model,
+    Partition,
+    PriorTables,
+    assign_point,
+    prior_tables,
+    unassign_point,
+)
+from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 
 __all__ = [
+    "SCANS",
     "GibbsInfo",
+    "build_gibbs_sweep",
     "gibbs_sweep",
     "point_conditional",
-    "reference_point_conditional",
-    "reference_gibbs_sweep",
+    "point_log_weights",
 ]
 
-_SCANS = ("random", "systematic")
+SCANS = ("random", "systematic")
+"""Visiting orders of a sweep: a fresh random permutation per sweep, or ``0, 1, ..., n-1``."""
 
 
 class GibbsInfo(NamedTuple):
-    """What one call of :func:`gibbs_sweep` did.
+    """What one call of a Gibbs sweep transition did.
 
     Attributes
     ----------
@@ -80,53 +97,49 @@ class GibbsInfo(NamedTuple):
 
 @numba.njit(cache=True)
 def _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table, sizes, stats,
-                              active, meta, log_prior_predictive_i, log_weights):
+                              active, cluster_count, log_prior_predictive_i, log_weights):
     """Fill ``log_weights[0:K+1]`` for point ``i`` (already removed from the state).
 
-    ``log_weights[j]`` for ``j < K`` is the log weight of joining slot ``active[j]``;
-    ``log_weights[K]`` is the log weight of a new cluster.  NaN becomes ``-inf``.
+    Leaf loop on loose arrays (the sweep unpacks the structures once: field access of a
+    named tuple inside a hot loop costs numba up to 1.5x).  ``log_weights[j]`` for ``j < K``
+    is the log weight of joining slot ``active[j]``; ``log_weights[K]`` the log weight of a
+    new cluster.  NaN becomes ``-inf``.  Returns ``K``.
     """
-    k = meta[0]
+    k = cluster_count[0]
     dispatch.log_predictive_many(family_id, params, stats, active, k, x[i], log_weights)
     for j in range(k):
-        m = sizes[active[j]]
-        value = log_w_table[m + 1] - log_w_table[m] + log_weights[j]
-        log_weights[j] = value if value == value else -np.inf
-    log_v_next = log_v_table[k + 1]
-    if log_v_next == -np.inf:
-        log_weights[k] = -np.inf
-    else:
-        value = log_v_next - log_v_table[k] + log_w_table[1] + log_prior_predictive_i
-        log_weights[k] = value if value == value else -np.inf
+        value = log_join_weight(log_w_table, sizes[active[j]], 1) + log_weights[j]
+        log_weights[j] = -np.inf if np.isnan(value) else value
+    value = log_open_weight(log_v_table, log_w_table, k, 1) + log_prior_predictive_i
+    log_weights[k] = -np.inf if np.isnan(value) else value
     return k
 
 
 @numba.njit(cache=True)
-def _sample_log_weights(log_weights, count, uniform):
-    """Index in ``[0, count)`` drawn with probabilities ∝ ``exp(log_weights)`` (inverse CDF).
+def point_log_weights(model, partition, tables, i, log_prior_predictive_i, log_weights):
+    """:func:`_join_and_new_log_weights` on the structures (point ``i`` already removed).
 
-    Overwrites ``log_weights[0:count]`` with the cumulative unnormalised weights.  Returns -1
-    when every weight is zero.
+    Parameters
+    ----------
+    model : Model
+    partition : Partition
+        The state without point ``i``.
+    tables : PriorTables
+    i : int
+    log_prior_predictive_i : float
+        ``log p(x_i)`` under the empty statistics row.
+    log_weights : ndarray of float64, shape (>= K + 1,)
+        Output: joins of ``active[:K]`` then the new cluster.
+
+    Returns
+    -------
+    int
+        ``K``, the number of clusters without point ``i``.
     """
-    top = -np.inf
-    for j in range(count):
-        if log_weights[j] > top:
-            top = log_weights[j]
-    if top == -np.inf:
-        return -1
-    cumulative = 0.0
-    for j in range(count):
-        cumulative += np.exp(log_weights[j] - top)
-        log_weights[j] = cumulative
-    threshold = uniform * cumulative
-    for j in range(count):
-        if threshold < log_weights[j] and (j == 0 or log_weights[j] > log_weights[j - 1]):
-            return j
-    # uniform * total rounded up to total: the last index with positive weight
-    for j in range(count - 1, -1, -1):
-        if j == 0 or log_weights[j] > log_weights[j - 1]:
-            return j
-    return 0
+    return _join_and_new_log_weights(
+        model.family_id, model.params, model.x, i, tables.log_v, tables.log_w, partition.sizes,
+        partition.stats, partition.active, partition.cluster_count, log_prior_predictive_i,
+        log_weights)
 
 
 @numba.njit(cache=True)
@@ -136,8 +149,11 @@ def _prior_predictives(family_id, params, x, empty_row, out):
 
 
 @numba.njit(cache=True)
-def _gibbs_sweeps(family_id, params, x, log_v_table, log_w_table, n_sweeps, random_scan,
-                  labels, sizes, stats, empty_row, active, where, meta):
+def _gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
+    """``n_gibbs_sweeps`` sweeps over all points; returns ``(n_changed, n_evaluations)``."""
+    family_id, params, x = model
+    labels, sizes, stats, empty_row, active, where, cluster_count = partition
+    log_v_table, log_w_table = tables
     n = x.shape[0]
     log_prior_predictive = np.empty(n)
     _prior_predictives(family_id, params, x, empty_row, log_prior_predictive)
@@ -145,19 +161,19 @@ def _gibbs_sweeps(family_id, params, x, log_v_table, log_w_table, n_sweeps, rand
     order = np.arange(n)
     n_changed = 0
     n_evaluations = 0
-    for _ in range(n_sweeps):
+    for _ in range(n_gibbs_sweeps):
         if random_scan:
             order = np.random.permutation(n)
         for position in range(n):
             i = order[position]
             old = unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row,
-                                 active, where, meta)
+                                 active, where, cluster_count)
             was_singleton = sizes[old] == 0
             k = _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table,
-                                          sizes, stats, active, meta, log_prior_predictive[i],
-                                          log_weights)
+                                          sizes, stats, active, cluster_count,
+                                          log_prior_predictive[i], log_weights)
             n_evaluations += k
-            choice = _sample_log_weights(log_weights, k + 1, np.random.random())
+            choice = sample_log_weights(log_weights, k + 1, np.random.random())
             if choice < 0:
                 # Every placement has probability zero (infeasible state): put it back.
                 slot = old
@@ -167,13 +183,61 @@ def _gibbs_sweeps(family_id, params, x, log_v_table, log_w_table, n_sweeps, rand
                 slot = active[choice]
             if slot != old and not (was_singleton and choice == k):
                 n_changed += 1
-            assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where, meta)
+            assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
+                         cluster_count)
     return n_changed, n_evaluations
 
 
+def build_gibbs_sweep(scan: str = "random", n_gibbs_sweeps: int = 1
+                      ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
+                                    GibbsInfo]:
+    """Validate the options once; return the transition ``sweep(model, partition, tables, rng)``.
+
+    Parameters
+    ----------
+    scan : {"random", "systematic"}
+        ``"random"``: a fresh uniformly random visiting order each sweep (the kernel is then
+        reversible); ``"systematic"``: points ``0, 1, ..., n-1`` in order.
+    n_gibbs_sweeps : int
+        Number of sweeps per call (each sweep updates every point once).
+
+    Returns
+    -------
+    callable
+        ``sweep(model, partition, tables, rng) -> GibbsInfo`` applying the sweeps to
+        ``partition`` in place (``Model``, ``Partition``, ``PriorTables`` of
+        ``kernels.state``; one draw of the Generator ``rng`` seeds numba's state).
+
+    References
+    ----------
+    Neal (2000), Algorithm 3; MacEachern (1994).
+    """
+    if scan not in SCANS:
+        raise ValueError(f"scan must be one of {SCANS}; got {scan!r}")
+    return _GibbsSweep(scan == "random", positive_integer(n_gibbs_sweeps, "n_gibbs_sweeps"))
+
+
+class _GibbsSweep:
+    """The transition of :func:`build_gibbs_sweep` (a class, not a closure, so that copies of
+    a step method (``copy.deepcopy``, pickling) copy it with the rest of the step)."""
+
+    def __init__(self, random_scan: bool, n_gibbs_sweeps: int):
+        self.random_scan = random_scan
+        self.n_gibbs_sweeps = n_gibbs_sweeps
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> GibbsInfo:
+        seed_numba_from(rng)
+        n_changed, n_evaluations = _gibbs_sweeps(model, partition, tables, self.n_gibbs_sweeps,
+                                                 self.random_scan)
+        return GibbsInfo(int(n_changed), int(partition.cluster_count[0]), int(n_evaluations))
+
+
 def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
-                n_sweeps: int = 1) -> GibbsInfo:
-    """Apply ``n_sweeps`` collapsed Gibbs sweeps to ``state`` (in place).
+                n_gibbs_sweeps: int | None = None, *, n_sweeps: int | None = None) -> GibbsInfo:
+    """Apply ``n_gibbs_sweeps`` collapsed Gibbs sweeps to ``state`` (in place).
+
+    Convenience form of :func:`build_gibbs_sweep` on a ``PartitionState``.
 
     Parameters
     ----------
@@ -184,30 +248,19 @@ def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
     rng : numpy.random.Generator
         Source of randomness (one draw seeds numba's internal state).
     scan : {"random", "systematic"}
-        ``"random"``: a fresh uniformly random visiting order each sweep (the kernel is then
-        reversible); ``"systematic"``: points ``0, 1, ..., n-1`` in order.
-    n_sweeps : int
+    n_gibbs_sweeps : int, default 1
         Number of sweeps (each sweep updates every point once).
+    n_sweeps : int, optional
+        Deprecated name of ``n_gibbs_sweeps``.
 
     Returns
     -------
     GibbsInfo
-
-    References
-    ----------
-    Neal (2000), Algorithm 3; MacEachern (1994).
     """
-    if scan not in _SCANS:
-        raise ValueError(f"scan must be one of {_SCANS}; got {scan!r}")
-    if int(n_sweeps) != n_sweeps or n_sweeps < 1:
-        raise ValueError(f"n_sweeps must be a positive integer; got {n_sweeps!r}")
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    seed_numba_from(rng)
-    labels, sizes, stats, empty_row, active, where, meta = state.arrays()
-    n_changed, n_evaluations = _gibbs_sweeps(
-        state.family_id, state.params, state.x, log_v_table, log_w_table, int(n_sweeps),
-        scan == "random", labels, sizes, stats, empty_row, active, where, meta)
-    return GibbsInfo(int(n_changed), state.n_clusters, int(n_evaluations))
+    n_gibbs_sweeps = renamed_keyword(n_gibbs_sweeps, n_sweeps, "n_gibbs_sweeps", "n_sweeps", 1)
+    sweep = build_gibbs_sweep(scan, n_gibbs_sweeps)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return sweep(state.model, state.partition, tables, rng)
 
 
 def point_conditional(state, i: int, log_v_table, log_w_table):
@@ -226,98 +279,20 @@ def point_conditional(state, i: int, log_v_table, log_w_table):
         Slots of the clusters of ``c_{-i}``, followed by ``-1`` for a new cluster.
     probabilities : ndarray of float, shape (K + 1,)
     """
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    labels, sizes, stats, empty_row, active, where, meta = state.arrays()
-    fid, params, x = state.family_id, state.params, state.x
-    old = unassign_point(fid, params, x, i, labels, sizes, stats, empty_row, active, where, meta)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    model, partition = state.model, state.partition
+    old = unassign_point(*model, i, *partition)
     try:
-        log_weights = np.empty(sizes.shape[0])
-        log_prior_predictive = dispatch.log_predictive(fid, params, empty_row, x[i])
-        k = _join_and_new_log_weights(fid, params, x, i, log_v_table, log_w_table, sizes, stats,
-                                      active, meta, log_prior_predictive, log_weights)
-        slots = np.append(active[:k].copy(), -1)
+        log_weights = np.empty(partition.sizes.shape[0])
+        log_prior_predictive = dispatch.log_predictive(model.family_id, model.params,
+                                                       partition.empty_row, model.x[i])
+        k = point_log_weights(model, partition, tables, i, log_prior_predictive, log_weights)
+        slots = np.append(partition.active[:k].copy(), -1)
         log_weights = log_weights[: k + 1]
     finally:
-        assign_point(fid, params, x, i, old, labels, sizes, stats, active, where, meta)
+        assign_point(*model, i, old, partition.labels, partition.sizes, partition.stats,
+                     partition.active, partition.where, partition.cluster_count)
     probabilities = np.exp(log_weights - np.max(log_weights))
     return slots, probabilities / probabilities.sum()
 
 
-# ----------------------------------------------------------------------------------------------
-# Plain numpy reference (independent maths: full log EPPF + log marginal likelihoods)
-# ----------------------------------------------------------------------------------------------
-
-
-def _reference_log_joint(labels, x, prior, family):
-    values, sizes = np.unique(labels, return_counts=True)
-    total = float(prior.log_eppf(sizes))
-    for value in values:
-        total += float(family.log_marginal_of(x[labels == value]))
-    return total
-
-
-def reference_point_conditional(labels, i: int, x, prior, family):
-    """Full conditional of point ``i`` from the joint ``p(c) p(x | c)`` (slow reference).
-
-    Each candidate placement is scored by the *complete* log EPPF plus the sum of the
-    clusters' log marginal likelihoods, so this shares no code with the kernel's ratio
-    formulas.
-
-    Parameters
-    ----------
-    labels : ndarray of int, shape (n,)
-    i : int
-    x : ndarray of shape (n, data_dim)
-        Prepared data.
-    prior : GibbsTypePrior
-    family : ComponentFamily
-        Numeric family.
-
-    Returns
-    -------
-    targets : ndarray of int, shape (K + 1,)
-        Labels of the clusters of ``c_{-i}`` (sorted), followed by ``-1`` for a new cluster.
-    probabilities : ndarray of float, shape (K + 1,)
-    """
-    labels = np.asarray(labels, dtype=np.int64)
-    others = np.delete(np.arange(labels.shape[0]), i)
-    targets = np.unique(labels[others])
-    fresh = int(labels.max()) + 1
-    candidates = np.append(targets, fresh)
-    log_joint = np.empty(candidates.shape[0])
-    for j, target in enumerate(candidates):
-        trial = labels.copy()
-        trial[i] = target
-        log_joint[j] = _reference_log_joint(trial, x, prior, family)
-    probabilities = np.exp(log_joint - np.max(log_joint))
-    return np.append(targets, -1), probabilities / probabilities.sum()
-
-
-def reference_gibbs_sweep(labels, x, prior, family, rng, scan: str = "random"):
-    """One collapsed Gibbs sweep in plain numpy (reference for tests and benchmarks).
-
-    Parameters
-    ----------
-    labels : ndarray of int, shape (n,)
-        Current labels (not modified).
-    x : ndarray of shape (n, data_dim)
-    prior : GibbsTypePrior
-    family : ComponentFamily
-    rng : numpy.random.Generator
-    scan : {"random", "systematic"}
-
-    Returns
-    -------
-    ndarray of int, shape (n,)
-        New labels (not canonical).
-    """
-    if scan not in _SCANS:
-        raise ValueError(f"scan must be one of {_SCANS}; got {scan!r}")
-    labels = np.asarray(labels, dtype=np.int64).copy()
-    n = labels.shape[0]
-    order = rng.permutation(n) if scan == "random" else np.arange(n)
-    for i in order:
-        targets, probabilities = reference_point_conditional(labels, i, x, prior, family)
-        choice = rng.choice(targets.shape[0], p=probabilities)
-        labels[i] = int(labels.max()) + 1 if targets[choice] < 0 else targets[choice]
-    return labels

@@ -83,6 +83,13 @@ from pymc_splitmerge.kernels.smc import (
     resample_if_degenerate,
     sample_index,
 )
+from pymc_splitmerge.kernels.splitmerge_common import (  # the one set of move codes
+    MOVE_MERGE,
+    MOVE_NAMES,
+    MOVE_NONE,
+    MOVE_REALLOCATE,
+    MOVE_SPLIT,
+)
 from pymc_splitmerge.kernels.state import PriorTables, add, remove
 
 __all__ = [
@@ -94,6 +101,7 @@ __all__ = [
     "Lineage",
     "PGSMInfo",
     "PGSMOptions",
+    "build_pgsm_move",
     "closure_of",
     "csmc_sweep",
     "figure2_state",
@@ -104,11 +112,6 @@ __all__ = [
     "validate_pgsm_options",
 ]
 
-MOVE_NONE = 0
-MOVE_SPLIT = 1
-MOVE_MERGE = 2
-MOVE_REALLOCATE = 3
-MOVE_NAMES = ("none", "split", "merge", "reallocate")
 
 
 class PGSMInfo(NamedTuple):
@@ -676,30 +679,62 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
     ----------
     Bouchard-Côté, Doucet & Roth (2017), Algorithms 1-3.
     """
+    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
+    move = build_pgsm_move(num_particles=num_particles,
+                           resampling_threshold=resampling_threshold, n_anchors=n_anchors,
+                           annealing=annealing, anchor_proposal=anchor_proposal,
+                           _conditional=conditional)
+    return move(state.model, state.partition, PriorTables(log_v_table, log_w_table), rng,
+                anchors=anchors)
+
+
+def build_pgsm_move(*, num_particles=20, resampling_threshold=0.5, n_anchors=2, annealing=True,
+                    anchor_proposal=None, _conditional=True):
+    """Validate the options once; return ``move(model, partition, tables, rng) -> PGSMInfo``.
+
+    Parameters are those of :func:`pgsm_move` (``_conditional=False`` is the negative control
+    of the tests: plain SMC without the pinned reference path, **not** invariant).  The
+    ``anchor_proposal`` is held by reference: the caller adapts it during tuning, and the move
+    reads its frozen snapshot (uniform anchors until it is adapted).
+    """
     if anchor_proposal is not None:
         n_anchors = anchor_proposal.n_anchors
     threshold = validate_pgsm_options(num_particles, resampling_threshold, n_anchors)
-    n = state.n
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    if n < n_anchors:
-        raise ValueError(f"need at least n_anchors={n_anchors} points; got {n}")
-    if anchors is None and anchor_proposal is not None and anchor_proposal.is_adapted:
-        anchors = anchor_proposal.sample(n, rng)
-    if anchors is None:
-        # uniform anchors, drawn inside the numba kernel (same law as sample_uniform_anchors)
-        anchors = np.full(n_anchors, -1, dtype=np.int64)
-    else:
-        anchors = np.array(anchors, dtype=np.int64)
-        if (anchors.ndim != 1 or anchors.shape[0] < 2
-                or np.unique(anchors).size != anchors.size):
-            raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
-        if anchors.min() < 0 or anchors.max() >= n:
-            raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
-    options = PGSMOptions(int(num_particles), threshold, bool(annealing), bool(conditional))
-    seed_numba_from(rng)
-    move, size, events, ess, generations = pgsm_transition(
-        state.model, state.partition, PriorTables(log_v_table, log_w_table), anchors, options)
-    return PGSMInfo(int(move), anchors, int(size), int(events), float(ess), int(generations))
+    options = PGSMOptions(int(num_particles), threshold, bool(annealing), bool(_conditional))
+    return _PGSMMove(options, int(n_anchors), anchor_proposal)
+
+
+class _PGSMMove:
+    """The transition of :func:`build_pgsm_move` (a class, so that it is copied with its step)."""
+
+    def __init__(self, options, n_anchors, anchor_proposal):
+        self.options = options
+        self.n_anchors = n_anchors
+        self.anchor_proposal = anchor_proposal
+
+    def __call__(self, model, partition, tables, rng, anchors=None):
+        n = model.x.shape[0]
+        n_anchors = self.n_anchors
+        if n < n_anchors:
+            raise ValueError(f"need at least n_anchors={n_anchors} points; got {n}")
+        proposal = self.anchor_proposal
+        if anchors is None and proposal is not None and proposal.is_adapted:
+            anchors = proposal.sample(n, rng)
+        if anchors is None:
+            # uniform anchors, drawn inside the numba kernel (same law as uniform_anchors)
+            anchors = np.full(n_anchors, -1, dtype=np.int64)
+        else:
+            anchors = np.array(anchors, dtype=np.int64)
+            if (anchors.ndim != 1 or anchors.shape[0] < 2
+                    or np.unique(anchors).size != anchors.size):
+                raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
+            if anchors.min() < 0 or anchors.max() >= n:
+                raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
+        seed_numba_from(rng)
+        move, size, events, ess, generations = pgsm_transition(model, partition, tables,
+                                                               anchors, self.options)
+        return PGSMInfo(int(move), anchors, int(size), int(events), float(ess),
+                        int(generations))
 
 
 def pgsm_step(*args, **kwargs):

@@ -26,6 +26,10 @@ One Metropolis–Hastings update (paper §3.3.3):
    forcing each :math:`k` to its current side); log ratio
    :math:`\log\pi(c^{merge}) - \log\pi(c) + \log q(c \mid c^{merge})`.
 
+The move is built once by :func:`build_rgsm_move` and runs on the structures of
+``kernels.state``; RGSM(t, m, g) is that move composed with Gibbs sweeps by
+``splitmerge_common.build_moves_then_gibbs`` (the one place for "moves then sweeps").
+
 The launch state is a random choice of the proposal independent of the current
 partition (paper §3.3.2, Tierney 1994), which is why its (intractable) probability
 does not enter the ratio.  A full iteration RGSM(t, m, g) does ``m`` such updates then
@@ -41,36 +45,46 @@ References
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.kernels.anchors import uniform_anchors
+from pymc_splitmerge.kernels.gibbs import GibbsInfo
+from pymc_splitmerge.kernels.options import (
+    non_negative_integer,
+    renamed_keyword,
+)
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
-    MOVE_NONE,
     MOVE_SPLIT,
+    NO_PROPOSAL,
     SplitMergeInfo,
     SplitMergeProposal,
     accept_proposal,
     anchor_clusters_members,
+    build_moves_then_gibbs,
     log_split_merge_ratio,
-    reference_two_way_log_probabilities,
     two_way_log_probabilities,
-    uniform_anchor_pair,
 )
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
 
 __all__ = [
-    "restricted_scan",
-    "reference_restricted_scan",
-    "rgsm_proposal_core",
+    "RGSMUpdateInfo",
+    "build_rgsm_move",
     "propose_rgsm",
+    "restricted_scan",
+    "rgsm_move",
+    "rgsm_proposal_core",
     "rgsm_step",
     "rgsm_update",
-    "RGSMUpdateInfo",
 ]
 
+_CONTROL_CODES = {None: 0, "path_probability": 1}
 
 
 @numba.njit(cache=True)
@@ -133,45 +147,17 @@ def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_
     return log_probability
 
 
-def reference_restricted_scan(family, x, anchor_i, anchor_j, members, launch_sides,
-                              final_sides, log_w_table) -> float:
-    """Plain reference: log probability that one restricted scan from ``launch_sides``
-    ends at ``final_sides`` (log marginals only, no incremental statistics)."""
-    sides = list(int(s) for s in launch_sides)
-    log_probability = 0.0
-    for t, k in enumerate(members):
-        others = [(int(m), sides[u]) for u, m in enumerate(members) if u != t]
-        points_a = [int(anchor_i)] + [m for m, s in others if s == 0]
-        points_b = [int(anchor_j)] + [m for m, s in others if s == 1]
-        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
-                                                             x, log_w_table)
-        sides[t] = int(final_sides[t])
-        log_probability += log_pa if sides[t] == 0 else log_pb
-    return float(log_probability)
-
-
-def _validate_scans(n_intermediate_scans) -> int:
-    if isinstance(n_intermediate_scans, bool) or not isinstance(
-            n_intermediate_scans, int | np.integer) or n_intermediate_scans < 0:
-        raise ValueError(
-            f"n_intermediate_scans must be an integer >= 0; got {n_intermediate_scans!r}")
-    return int(n_intermediate_scans)
-
-
-_CONTROL_CODES = {None: 0, "path_probability": 1}
-
-
 @numba.njit(cache=True)
-def rgsm_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, anchor_j,
-                       n_intermediate_scans, uniforms, log_v_table, log_w_table, empty_row,
-                       control):
+def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermediate_scans,
+                       uniforms, control):
     """The whole restricted-Gibbs split-merge proposal for given anchors, in one call.
 
     Parameters
     ----------
-    labels : ndarray of int64, shape (n,)
-        Slot labels of the current state (read only).
-    n_clusters : int
+    model : Model
+    partition : Partition
+        The current state (read only).
+    tables : PriorTables
     anchor_i, anchor_j : int
     n_intermediate_scans : int
         ``t``.
@@ -188,6 +174,11 @@ def rgsm_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, ancho
     moving_points : ndarray of int64
     target_slot : int
     """
+    family_id, params, x = model
+    labels = partition.labels
+    empty_row = partition.empty_row
+    n_clusters = partition.cluster_count[0]
+    log_v_table, log_w_table = tables
     members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
     size_s = members.shape[0]
     sides = np.empty(size_s, dtype=np.int64)
@@ -248,17 +239,33 @@ def rgsm_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, ancho
     return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 
-def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 n_intermediate_scans: int = 5, *,
-                 _negative_control: str | None = None) -> SplitMergeProposal:
-    """Propose a restricted-Gibbs split or merge (Algorithm 2) without changing ``state``.
+def _check_options(n_intermediate_scans, negative_control) -> tuple[int, int]:
+    if negative_control not in _CONTROL_CODES:
+        raise ValueError(f"_negative_control must be one of {tuple(_CONTROL_CODES)}")
+    return (non_negative_integer(n_intermediate_scans, "n_intermediate_scans"),
+            _CONTROL_CODES[negative_control])
+
+
+def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control):
+    n = model.x.shape[0]
+    if n < 2:
+        return NO_PROPOSAL
+    # |S| <= n - 2: launch + t intermediate + final blocks, and 2 for the anchors
+    uniforms = rng.random((n_intermediate_scans + 2) * (n - 2) + 2)
+    anchor_i, anchor_j = uniform_anchors(n, uniforms[-2:], np.empty(2, dtype=np.int64))
+    move, log_ratio, moving, target = rgsm_proposal_core(
+        model, partition, tables, int(anchor_i), int(anchor_j), n_intermediate_scans, uniforms,
+        control)
+    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+
+
+def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | None = None
+                    ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
+                                  SplitMergeInfo]:
+    """Validate the options once; return ``move(model, partition, tables, rng)``.
 
     Parameters
     ----------
-    state : PartitionState
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
-        ``prior.tables(n)``.
-    rng : numpy.random.Generator
     n_intermediate_scans : int, default 5
         ``t``, the restricted scans from the random split to the launch state.
     _negative_control : {None, "path_probability"}
@@ -268,29 +275,51 @@ def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
 
     Returns
     -------
+    callable
+        ``move(model, partition, tables, rng) -> SplitMergeInfo``: one restricted-Gibbs
+        split-merge Metropolis–Hastings update (Algorithm 2), applied in place if accepted.
+    """
+    return _RGSMMove(*_check_options(n_intermediate_scans, _negative_control))
+
+
+class _RGSMMove:
+    """The transition of :func:`build_rgsm_move` (a class: copied with its step)."""
+
+    def __init__(self, n_intermediate_scans: int, control: int):
+        self.n_intermediate_scans = n_intermediate_scans
+        self.control = control
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> SplitMergeInfo:
+        proposal = _rgsm_proposal(model, partition, tables, rng, self.n_intermediate_scans,
+                                  self.control)
+        return accept_proposal(model, partition, proposal, rng)
+
+
+def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
+                 n_intermediate_scans: int = 5, *,
+                 _negative_control: str | None = None) -> SplitMergeProposal:
+    """Propose a restricted-Gibbs split or merge (Algorithm 2) without changing ``state``.
+
+    Parameters as :func:`build_rgsm_move` plus the ``PartitionState``, the tables
+    ``prior.tables(n)`` and the Generator.
+
+    Returns
+    -------
     SplitMergeProposal
     """
-    if _negative_control not in _CONTROL_CODES:
-        raise ValueError(f"_negative_control must be one of {tuple(_CONTROL_CODES)}")
-    n_intermediate_scans = _validate_scans(n_intermediate_scans)
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    n = state.n
-    if n < 2:
-        return SplitMergeProposal(MOVE_NONE, np.empty(0, dtype=np.int64), -1, float("nan"))
-    # |S| <= n - 2: launch + t intermediate + final blocks, and 2 for the anchors
-    uniforms = rng.random((n_intermediate_scans + 2) * (n - 2) + 2)
-    anchor_i, anchor_j = uniform_anchor_pair(n, uniforms[-2], uniforms[-1])
-    move, log_ratio, moving, target = rgsm_proposal_core(
-        state.family_id, state.params, state.x, state.labels_slots, state.n_clusters, anchor_i,
-        anchor_j, n_intermediate_scans, uniforms, log_v_table, log_w_table, state.empty_row,
-        _CONTROL_CODES[_negative_control])
-    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+    n_intermediate_scans, control = _check_options(n_intermediate_scans, _negative_control)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans,
+                          control)
 
 
-def rgsm_step(state, log_v_table, log_w_table, rng: np.random.Generator,
+def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
               n_intermediate_scans: int = 5, *,
               _negative_control: str | None = None) -> SplitMergeInfo:
     """One restricted-Gibbs split-merge Metropolis–Hastings update of ``state`` (in place).
+
+    Convenience form of :func:`build_rgsm_move` on a ``PartitionState``.
 
     Parameters
     ----------
@@ -305,9 +334,16 @@ def rgsm_step(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeInfo
     """
-    proposal = propose_rgsm(state, log_v_table, log_w_table, rng, n_intermediate_scans,
-                            _negative_control=_negative_control)
-    return accept_proposal(state, proposal, rng)
+    move = build_rgsm_move(n_intermediate_scans, _negative_control=_negative_control)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return move(state.model, state.partition, tables, rng)
+
+
+def rgsm_step(*args, **kwargs) -> SplitMergeInfo:
+    """Deprecated name of :func:`rgsm_move`."""
+    warnings.warn("rgsm_step is deprecated; use rgsm_move (same arguments)", DeprecationWarning,
+                  stacklevel=2)
+    return rgsm_move(*args, **kwargs)
 
 
 class RGSMUpdateInfo(NamedTuple):
@@ -322,23 +358,25 @@ class RGSMUpdateInfo(NamedTuple):
     accept_rate : float
         ``n_accepted / m`` (``nan`` if ``m == 0``).
     gibbs : GibbsInfo or None
-        Info of the ``g`` full Gibbs scans (``None`` when ``g == 0``).
+        Info of the ``g`` full Gibbs sweeps (``None`` when ``g == 0``).
     """
 
     updates: tuple
     n_accepted: int
     accept_rate: float
-    gibbs: object
+    gibbs: GibbsInfo | None
 
 
 def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
                 n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                n_gibbs_scans: int = 1) -> RGSMUpdateInfo:
+                n_gibbs_sweeps: int | None = None, *,
+                n_gibbs_scans: int | None = None) -> RGSMUpdateInfo:
     """One full iteration of Jain & Neal's RGSM(t, m, g) sampler (paper §3.4, §4.4).
 
     ``m`` restricted-Gibbs split-merge updates (each with ``t`` intermediate scans), then
-    ``g`` full collapsed Gibbs scans (``kernels.gibbs.gibbs_sweep``, random scan order).
-    The paper's recommended setting is RGSM(5, 1, 1), the defaults here.
+    ``g`` full collapsed Gibbs sweeps (random order), composed by
+    ``splitmerge_common.build_moves_then_gibbs``.  The paper's recommended setting is
+    RGSM(5, 1, 1), the defaults here.
 
     Parameters
     ----------
@@ -350,26 +388,26 @@ def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
         ``t``.
     n_split_merge_updates : int, default 1
         ``m``.
-    n_gibbs_scans : int, default 1
+    n_gibbs_sweeps : int, default 1
         ``g``.
+    n_gibbs_scans : int, optional
+        Deprecated name of ``n_gibbs_sweeps``.
 
     Returns
     -------
     RGSMUpdateInfo
     """
-    n_intermediate_scans = _validate_scans(n_intermediate_scans)
-    for name, value in (("n_split_merge_updates", n_split_merge_updates),
-                        ("n_gibbs_scans", n_gibbs_scans)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0; got {value!r}")
-    updates = tuple(rgsm_step(state, log_v_table, log_w_table, rng, n_intermediate_scans)
-                    for _ in range(int(n_split_merge_updates)))
-    n_accepted = sum(int(info.accepted) for info in updates)
-    accept_rate = n_accepted / len(updates) if updates else float("nan")
-    gibbs_info = None
-    if n_gibbs_scans > 0:
-        from pymc_splitmerge.kernels.gibbs import gibbs_sweep
+    n_gibbs_sweeps = renamed_keyword(n_gibbs_sweeps, n_gibbs_scans, "n_gibbs_sweeps",
+                                     "n_gibbs_scans", 1)
+    move = build_rgsm_move(n_intermediate_scans)
+    n_split_merge_updates = non_negative_integer(n_split_merge_updates, "n_split_merge_updates")
+    transition = build_moves_then_gibbs(move, n_split_merge_updates, n_gibbs_sweeps)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return rgsm_update_info(transition(state.model, state.partition, tables, rng))
 
-        gibbs_info = gibbs_sweep(state, log_v_table, log_w_table, rng, scan="random",
-                                 n_sweeps=int(n_gibbs_scans))
-    return RGSMUpdateInfo(updates, n_accepted, float(accept_rate), gibbs_info)
+
+def rgsm_update_info(info) -> RGSMUpdateInfo:
+    """:class:`RGSMUpdateInfo` of a ``MovesThenGibbsInfo`` of RGSM moves."""
+    n_accepted = sum(int(update.accepted) for update in info.moves)
+    accept_rate = n_accepted / len(info.moves) if info.moves else float("nan")
+    return RGSMUpdateInfo(info.moves, n_accepted, float(accept_rate), info.gibbs)

@@ -25,6 +25,10 @@ One update:
    pair of clusters is computed by **forcing** every allocation to its current side:
    log ratio :math:`\log\pi(c^{merge}) - \log\pi(c) + \log q(c \mid c^{merge})`.
 
+The kernel is built once by :func:`build_sams_move` (options validated there) and runs on
+the structures of ``kernels.state``; ``sams_move`` is its convenience form on a
+``PartitionState``.
+
 Both directions share the law of :math:`(i, j, \sigma)`, which does not depend on the
 state, so for each fixed :math:`(i, j, \sigma)` the pair (split, merge) is an ordinary
 Metropolis–Hastings pair (Tierney 1994).  Sampling a fresh split instead of forcing
@@ -44,31 +48,34 @@ References
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
+
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.kernels.anchors import AnchorProposal
+from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
-    MOVE_NONE,
     MOVE_SPLIT,
+    NO_PROPOSAL,
     SplitMergeInfo,
     SplitMergeProposal,
     accept_proposal,
     anchor_clusters_members,
     log_split_merge_ratio,
-    reference_two_way_log_probabilities,
     two_way_log_probabilities,
-    uniform_anchor_pair,
 )
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
 
 __all__ = [
-    "sequential_allocation",
-    "reference_sequential_allocation",
-    "sams_proposal_core",
+    "build_sams_move",
     "propose_sams",
+    "sams_move",
+    "sams_proposal_core",
     "sams_step",
+    "sequential_allocation",
 ]
 
 _NEGATIVE_CONTROLS = (None, "sampled_reverse_split")
@@ -129,38 +136,18 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
     return log_proposal, stats_a, stats_b, size_a, size_b
 
 
-def reference_sequential_allocation(family, x, anchor_i, anchor_j, order, sides,
-                                    log_w_table) -> float:
-    """Plain reference: log probability of the allocation ``sides`` along ``order``.
-
-    Uses ``family.log_marginal_of`` for every predictive (no incremental statistics).
-    """
-    points_a = [int(anchor_i)]
-    points_b = [int(anchor_j)]
-    log_proposal = 0.0
-    for k, side in zip(order, sides, strict=True):
-        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
-                                                             x, log_w_table)
-        if side == 0:
-            log_proposal += log_pa
-            points_a.append(int(k))
-        else:
-            log_proposal += log_pb
-            points_b.append(int(k))
-    return float(log_proposal)
-
-
 @numba.njit(cache=True)
-def sams_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, anchor_j, uniforms,
-                       log_v_table, log_w_table, empty_row, sampled_reverse):
+def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
+                       sampled_reverse):
     """The whole SAMS proposal for given anchors, in one compiled call.
 
     Parameters
     ----------
-    labels : ndarray of int64, shape (n,)
-        Slot labels of the current state (read only).
-    n_clusters : int
-        Current number of clusters.
+    model : Model
+    partition : Partition
+        The current state (read only).
+    tables : PriorTables
+    anchor_i, anchor_j : int
     uniforms : ndarray of float64, shape (>= 2 |S|,)
         ``uniforms[:|S|]`` order :math:`S` (argsort: a uniformly random permutation),
         ``uniforms[|S|:2|S|]`` drive the sampled allocation.
@@ -174,6 +161,11 @@ def sams_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, ancho
     moving_points : ndarray of int64
     target_slot : int
     """
+    family_id, params, x = model
+    labels = partition.labels
+    empty_row = partition.empty_row
+    n_clusters = partition.cluster_count[0]
+    log_v_table, log_w_table = tables
     members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
     size_s = members.shape[0]
     permutation = np.argsort(uniforms[:size_s])
@@ -217,52 +209,97 @@ def sams_proposal_core(family_id, params, x, labels, n_clusters, anchor_i, ancho
     return MOVE_MERGE, log_q_reverse - log_ratio, moving, labels[anchor_j]
 
 
-def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 anchor_proposal: AnchorProposal | None = None, *,
-                 _negative_control: str | None = None) -> SplitMergeProposal:
-    """Propose a SAMS split or merge without changing ``state``.
+def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_reverse):
+    n = model.x.shape[0]
+    if n < 2:
+        return NO_PROPOSAL
+    uniforms = rng.random(2 * n)
+    if anchor_proposal is None or anchor_proposal.kind == "uniform":
+        anchor_i, anchor_j = uniform_anchors(n, uniforms[-2:], np.empty(2, dtype=np.int64))
+    else:
+        anchor_i, anchor_j = anchor_proposal.sample(n, rng)
+    move, log_ratio, moving, target = sams_proposal_core(
+        model, partition, tables, int(anchor_i), int(anchor_j), uniforms, sampled_reverse)
+    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+
+
+def _check_options(anchor_proposal, negative_control):
+    if negative_control not in _NEGATIVE_CONTROLS:
+        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
+    if anchor_proposal is not None and not isinstance(anchor_proposal, AnchorProposal):
+        raise TypeError("anchor_proposal must be a kernels.anchors.AnchorProposal or None; got "
+                        f"{type(anchor_proposal).__name__}")
+    if anchor_proposal is not None and anchor_proposal.n_anchors != 2:
+        raise ValueError(f"SAMS needs n_anchors=2; the anchor proposal has "
+                         f"{anchor_proposal.n_anchors}")
+    return negative_control == "sampled_reverse_split"
+
+
+def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
+                    _negative_control: str | None = None
+                    ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
+                                  SplitMergeInfo]:
+    """Validate the options once; return ``move(model, partition, tables, rng)``.
 
     Parameters
     ----------
-    state : PartitionState
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
-        ``prior.tables(n)``.
-    rng : numpy.random.Generator
     anchor_proposal : AnchorProposal, optional
         ``kernels.anchors.AnchorProposal`` with ``n_anchors=2`` (its law never depends on
-        the current partition, so it does not enter the ratio).  Default (or a
-        ``"uniform"`` proposal): two distinct points drawn uniformly.
+        the current partition, so it does not enter the ratio; the caller adapts it during
+        tuning only).  Default (or a ``"uniform"`` proposal): two distinct points drawn
+        uniformly (``kernels.anchors.uniform_anchors``).
     _negative_control : {None, "sampled_reverse_split"}
         Testing only.  ``"sampled_reverse_split"`` computes the merge's reverse
         probability from a freshly *sampled* split (the R ``sams`` package's mistake).
 
     Returns
     -------
+    callable
+        ``move(model, partition, tables, rng) -> SplitMergeInfo``: one SAMS
+        Metropolis–Hastings update, applied to ``partition`` in place if accepted.
+    """
+    return _SAMSMove(anchor_proposal, _check_options(anchor_proposal, _negative_control))
+
+
+class _SAMSMove:
+    """The transition of :func:`build_sams_move` (a class: copied with its step, which holds
+    the same ``anchor_proposal`` and adapts it during tuning)."""
+
+    def __init__(self, anchor_proposal, sampled_reverse: bool):
+        self.anchor_proposal = anchor_proposal
+        self.sampled_reverse = sampled_reverse
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> SplitMergeInfo:
+        proposal = _sams_proposal(model, partition, tables, rng, self.anchor_proposal,
+                                  self.sampled_reverse)
+        return accept_proposal(model, partition, proposal, rng)
+
+
+def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
+                 anchor_proposal: AnchorProposal | None = None, *,
+                 _negative_control: str | None = None) -> SplitMergeProposal:
+    """Propose a SAMS split or merge without changing ``state`` (a ``PartitionState``).
+
+    Parameters as :func:`build_sams_move` plus the state, the tables ``prior.tables(n)`` and
+    the Generator.
+
+    Returns
+    -------
     SplitMergeProposal
     """
-    if _negative_control not in _NEGATIVE_CONTROLS:
-        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
-    log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    n = state.n
-    if n < 2:
-        return SplitMergeProposal(MOVE_NONE, np.empty(0, dtype=np.int64), -1, float("nan"))
-    uniforms = rng.random(2 * n)
-    if anchor_proposal is None or anchor_proposal.kind == "uniform":
-        anchor_i, anchor_j = uniform_anchor_pair(n, uniforms[-2], uniforms[-1])
-    else:
-        anchors = anchor_proposal.sample(n, rng)
-        anchor_i, anchor_j = int(anchors[0]), int(anchors[1])
-    move, log_ratio, moving, target = sams_proposal_core(
-        state.family_id, state.params, state.x, state.labels_slots, state.n_clusters, anchor_i,
-        anchor_j, uniforms, log_v_table, log_w_table, state.empty_row,
-        _negative_control == "sampled_reverse_split")
-    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+    sampled_reverse = _check_options(anchor_proposal, _negative_control)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal,
+                          sampled_reverse)
 
 
-def sams_step(state, log_v_table, log_w_table, rng: np.random.Generator,
+def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
               anchor_proposal: AnchorProposal | None = None, *,
               _negative_control: str | None = None) -> SplitMergeInfo:
     """One SAMS Metropolis–Hastings update of ``state`` (in place).
+
+    Convenience form of :func:`build_sams_move` on a ``PartitionState``.
 
     Parameters
     ----------
@@ -278,6 +315,13 @@ def sams_step(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeInfo
     """
-    proposal = propose_sams(state, log_v_table, log_w_table, rng, anchor_proposal,
-                            _negative_control=_negative_control)
-    return accept_proposal(state, proposal, rng)
+    move = build_sams_move(anchor_proposal, _negative_control=_negative_control)
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return move(state.model, state.partition, tables, rng)
+
+
+def sams_step(*args, **kwargs) -> SplitMergeInfo:
+    """Deprecated name of :func:`sams_move`."""
+    warnings.warn("sams_step is deprecated; use sams_move (same arguments)", DeprecationWarning,
+                  stacklevel=2)
+    return sams_move(*args, **kwargs)

@@ -53,41 +53,49 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.kernels.state import free_slot, move_point
+from pymc_splitmerge.kernels.gibbs import GibbsInfo, build_gibbs_sweep
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, free_slot, move_point
+from pymc_splitmerge.priors.seating import log_join_weight, log_split_weight
 
 __all__ = [
-    "MOVE_NONE",
-    "MOVE_SPLIT",
     "MOVE_MERGE",
     "MOVE_NAMES",
+    "MOVE_NONE",
+    "MOVE_REALLOCATE",
+    "MOVE_SPLIT",
+    "NO_PROPOSAL",
+    "MovesThenGibbsInfo",
     "SplitMergeInfo",
     "SplitMergeProposal",
-    "metropolis_accept",
-    "log_prior_split_ratio",
-    "reference_log_prior_split_ratio",
-    "anchor_clusters_members",
-    "stats_of_points",
-    "two_way_log_probabilities",
-    "reference_two_way_log_probabilities",
-    "log_split_merge_ratio",
-    "apply_proposal",
-    "uniform_anchor_pair",
     "accept_proposal",
+    "anchor_clusters_members",
+    "apply_proposal",
+    "build_moves_then_gibbs",
+    "log_split_merge_ratio",
+    "metropolis_accept",
+    "two_way_log_probabilities",
 ]
 
+# The one set of move codes of every split-merge kernel (SAMS, RGSM, PGSM, ARM) and of the
+# ``*_move`` sampler stats.
 MOVE_NONE = 0
-"""Code of ``SplitMergeInfo.move`` when no move could be proposed (fewer than 2 points)."""
+"""Nothing proposed (fewer than 2 points, equal ARM library partitions) or, for PGSM, the
+restricted partition unchanged."""
 MOVE_SPLIT = 1
-"""Code of ``SplitMergeInfo.move`` for a proposed split."""
+"""A split (more blocks; ARM: the anchors share a block)."""
 MOVE_MERGE = 2
-"""Code of ``SplitMergeInfo.move`` for a proposed merge."""
-MOVE_NAMES = ("none", "split", "merge")
+"""A merge (fewer blocks)."""
+MOVE_REALLOCATE = 3
+"""PGSM only: same number of blocks, points reallocated."""
+MOVE_NAMES = ("none", "split", "merge", "reallocate")
 """``MOVE_NAMES[code]`` is the readable name of a move code."""
 
 
@@ -134,6 +142,10 @@ class SplitMergeProposal(NamedTuple):
     log_accept_ratio: float
 
 
+NO_PROPOSAL = SplitMergeProposal(MOVE_NONE, np.empty(0, dtype=np.int64), -1, float("nan"))
+"""The proposal of a kernel that cannot propose anything (fewer than 2 points)."""
+
+
 def metropolis_accept(log_accept_ratio: float, rng: np.random.Generator) -> bool:
     """The Metropolis–Hastings decision: accept with probability
     ``min(1, exp(log_accept_ratio))``.
@@ -156,37 +168,6 @@ def metropolis_accept(log_accept_ratio: float, rng: np.random.Generator) -> bool
     if value >= 0.0:
         return True
     return bool(math.log(rng.random()) < value)
-
-
-@numba.njit(cache=True)
-def log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a, size_b):
-    """Log prior ratio ``log p(c_split) - log p(c_merge)`` from the prior tables.
-
-    ``log V(n, K+1) - log V(n, K) + log W(a) + log W(b) - log W(a + b)`` with
-    ``K = n_clusters_merged`` the number of clusters of the merged configuration.
-    ``-inf`` when the split configuration is infeasible (e.g. finite Dirichlet, K = k).
-    """
-    log_v_new = log_v_table[n_clusters_merged + 1]
-    if log_v_new == -np.inf:
-        return -np.inf
-    return (log_v_new - log_v_table[n_clusters_merged] + log_w_table[size_a]
-            + log_w_table[size_b] - log_w_table[size_a + size_b])
-
-
-def reference_log_prior_split_ratio(prior, n: int, n_clusters_merged: int, size_a: int,
-                                    size_b: int) -> float:
-    """Plain reference of :func:`log_prior_split_ratio` through ``prior.log_eppf``.
-
-    The other clusters are given size 1 (their factors cancel).
-    """
-    others = [1] * (n_clusters_merged - 1)
-    # the cancelling "other" clusters must keep the total at n: put the remainder in one
-    rest = n - size_a - size_b - (n_clusters_merged - 1)
-    if n_clusters_merged > 1:
-        others[0] += rest
-    merged = np.array([size_a + size_b, *others], dtype=np.int64)
-    split = np.array([size_a, size_b, *others], dtype=np.int64)
-    return float(prior.log_eppf(split) - prior.log_eppf(merged))
 
 
 @numba.njit(cache=True)
@@ -217,28 +198,21 @@ def anchor_clusters_members(labels, anchor_i, anchor_j):
 
 
 @numba.njit(cache=True)
-def stats_of_points(family_id, params, x, points, empty_row):
-    """A scratch statistics row (copy of ``empty_row``) holding the rows ``x[points]``."""
-    row = empty_row.copy()
-    for t in range(points.shape[0]):
-        dispatch.add_point(family_id, params, row, x[points[t]])
-    return row
-
-
-@numba.njit(cache=True)
 def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b, size_b,
                               log_w_table):
     """Normalised log probabilities of allocating ``x_row`` to candidate cluster A or B.
 
-    Weights ``W(m+1)/W(m) * p(x | cluster)`` (``m`` the cluster's current size, >= 1).
+    Weights ``W(m+1)/W(m) * p(x | cluster)`` (``m`` the cluster's current size, >= 1;
+    ``priors.seating.log_join_weight``).  A two-term log-sum-exp on scalars (no scratch
+    array in this innermost loop); both weights ``-inf``/NaN give 1/2 each.
 
     Returns
     -------
     (log_probability_a, log_probability_b) : tuple of float
     """
-    log_a = (log_w_table[size_a + 1] - log_w_table[size_a]
+    log_a = (log_join_weight(log_w_table, size_a, 1)
              + dispatch.log_predictive(family_id, params, stats_a, x_row))
-    log_b = (log_w_table[size_b + 1] - log_w_table[size_b]
+    log_b = (log_join_weight(log_w_table, size_b, 1)
              + dispatch.log_predictive(family_id, params, stats_b, x_row))
     largest = max(log_a, log_b)
     if largest == -np.inf or np.isnan(largest):
@@ -247,35 +221,18 @@ def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b
     return log_a - log_total, log_b - log_total
 
 
-def reference_two_way_log_probabilities(family, x_row, points_a, points_b, x, log_w_table):
-    """Plain reference of :func:`two_way_log_probabilities` from log marginals.
-
-    The predictive is ``log m(cluster + x_row) - log m(cluster)`` through
-    ``family.log_marginal_of`` (independent of the incremental statistics).
-    """
-    x_row = np.asarray(x_row, dtype=np.float64)[None, :]
-    values = []
-    for points in (points_a, points_b):
-        rows = x[np.asarray(points, dtype=np.int64)]
-        log_predictive = (family.log_marginal_of(np.vstack([rows, x_row]))
-                          - family.log_marginal_of(rows))
-        m = len(points)
-        values.append(log_w_table[m + 1] - log_w_table[m] + log_predictive)
-    values = np.array(values)
-    return tuple(values - np.logaddexp(values[0], values[1]))
-
-
 @numba.njit(cache=True)
 def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, stats_a, size_a,
                           stats_b, size_b, empty_row, log_v_table, log_w_table,
                           n_clusters_merged):
     """``log pi(c_split) - log pi(c_merge)`` for the candidate clusters A (stats_a) and B.
 
+    The prior part is ``priors.seating.log_split_weight`` (``K = n_clusters_merged``, the
+    number of clusters of the merged configuration; ``-inf`` when the split is infeasible).
     The merged cluster's statistics are rebuilt from scratch from the anchors and
     ``members`` (so the split and merge directions use identical numbers).
     """
-    log_prior = log_prior_split_ratio(log_v_table, log_w_table, n_clusters_merged, size_a,
-                                      size_b)
+    log_prior = log_split_weight(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
     if log_prior == -np.inf:
         return -np.inf
     merged = empty_row.copy()
@@ -289,40 +246,28 @@ def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, sta
 
 
 @numba.njit(cache=True)
-def apply_proposal(family_id, params, x, moving_points, target_slot, labels, sizes, stats,
-                   empty_row, active, where, meta):
+def apply_proposal(model, partition, moving_points, target_slot):
     """Move ``moving_points`` to ``target_slot`` (a fresh free slot when ``-1``), in place."""
+    family_id, params, x = model
+    labels, sizes, stats, empty_row, active, where, cluster_count = partition
     if target_slot < 0:
         target_slot = free_slot(where)
     for t in range(moving_points.shape[0]):
         move_point(family_id, params, x, moving_points[t], target_slot, labels, sizes, stats,
-                   empty_row, active, where, meta)
+                   empty_row, active, where, cluster_count)
     return target_slot
 
 
-def uniform_anchor_pair(n: int, first_uniform: float, second_uniform: float) -> tuple[int, int]:
-    """Two distinct points, uniformly over ordered pairs, from two Uniform(0, 1) draws.
-
-    The same law as ``kernels.anchors.sample_uniform_anchors(n, rng, 2)``, but driven by
-    uniforms drawn in bulk with the rest of a proposal's randomness (one Generator call
-    per proposal instead of a ``choice`` call that costs tens of microseconds).
-    """
-    first = min(int(first_uniform * n), n - 1)
-    second = min(int(second_uniform * (n - 1)), n - 2)
-    if second >= first:
-        second += 1
-    return first, second
-
-
-def accept_proposal(state, proposal: SplitMergeProposal,
+def accept_proposal(model: Model, partition: Partition, proposal: SplitMergeProposal,
                     rng: np.random.Generator) -> SplitMergeInfo:
     """The one Metropolis–Hastings decision of every split-merge kernel.
 
-    Applies ``proposal`` to ``state`` (in place) if accepted.
+    Applies ``proposal`` to ``partition`` (in place) if accepted.
 
     Parameters
     ----------
-    state : PartitionState
+    model : Model
+    partition : Partition
     proposal : SplitMergeProposal
     rng : numpy.random.Generator
 
@@ -334,6 +279,76 @@ def accept_proposal(state, proposal: SplitMergeProposal,
         return SplitMergeInfo(MOVE_NONE, False, float("nan"))
     accepted = metropolis_accept(proposal.log_accept_ratio, rng)
     if accepted:
-        apply_proposal(state.family_id, state.params, state.x, proposal.moving_points,
-                       proposal.target_slot, *state.arrays())
+        apply_proposal(model, partition, proposal.moving_points, proposal.target_slot)
     return SplitMergeInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio))
+
+
+class MovesThenGibbsInfo(NamedTuple):
+    """What one "split-merge moves, then Gibbs sweeps" transition did.
+
+    Attributes
+    ----------
+    moves : tuple
+        The infos of the ``n_moves`` moves, in order (``SplitMergeInfo``, ``PGSMInfo``,
+        ``ARMInfo``, ...).
+    gibbs : GibbsInfo or None
+        Info of the Gibbs sweeps (``None`` when ``n_gibbs_sweeps == 0``).
+    """
+
+    moves: tuple
+    gibbs: GibbsInfo | None
+
+
+Transition = Callable[[Model, Partition, PriorTables, np.random.Generator], object]
+
+
+def build_moves_then_gibbs(move: Transition, n_moves: int = 1, n_gibbs_sweeps: int = 0,
+                           scan: str = "random"
+                           ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
+                                         MovesThenGibbsInfo]:
+    """The one composition "``n_moves`` split-merge moves, then ``n_gibbs_sweeps`` sweeps".
+
+    Used by SAMS, RGSM(t, m, g), PGSM and ARM (and their step adapters).  Each part leaves
+    the posterior invariant, so does the composition (Tierney 1994); the Gibbs sweeps move
+    single points, which split-merge moves do poorly (Jain & Neal 2004 §4.4; Bouchard-Côté
+    et al. 2017 §4.3 "mixed" kernel).
+
+    Parameters
+    ----------
+    move : callable
+        ``move(model, partition, tables, rng) -> info``, a built split-merge transition
+        (``build_sams_move``, ``build_rgsm_move``, a PGSM or ARM move).
+    n_moves : int, default 1
+        Moves per call (``m`` of RGSM(t, m, g)).
+    n_gibbs_sweeps : int, default 0
+        Collapsed Gibbs sweeps after the moves (``g``).
+    scan : {"random", "systematic"}
+        Visiting order of the sweeps.
+
+    Returns
+    -------
+    callable
+        ``transition(model, partition, tables, rng) -> MovesThenGibbsInfo``.
+    """
+    if not callable(move):
+        raise TypeError("move must be a built transition move(model, partition, tables, rng)")
+    n_moves = non_negative_integer(n_moves, "n_moves")
+    n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+    sweep = build_gibbs_sweep(scan, n_gibbs_sweeps) if n_gibbs_sweeps > 0 else None
+    return _MovesThenGibbs(move, n_moves, sweep)
+
+
+class _MovesThenGibbs:
+    """The transition of :func:`build_moves_then_gibbs` (a class: copied with its step)."""
+
+    def __init__(self, move, n_moves: int, sweep):
+        self.move = move
+        self.n_moves = n_moves
+        self.sweep = sweep
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> MovesThenGibbsInfo:
+        infos = tuple(self.move(model, partition, tables, rng) for _ in range(self.n_moves))
+        gibbs = (self.sweep(model, partition, tables, rng) if self.sweep is not None
+                 else None)
+        return MovesThenGibbsInfo(infos, gibbs)

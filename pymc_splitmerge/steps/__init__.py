@@ -25,8 +25,8 @@ from pymc_splitmerge.steps.sams import DefaultPartitionStep, SAMSStep
 __all__ = [
     "ARMStep",
     "CollapsedGibbsStep",
-    "DefaultPartitionStep",
     "ConcentrationGibbs",
+    "DefaultPartitionStep",
     "PGSMStep",
     "PartitionPriorSlice",
     "PartitionStep",

@@ -1,8 +1,8 @@
 r"""PyMC step method: Adaptive Reconfiguration Moves (ARM, Herlau, Mørup, Schmidt & Teh).
 
-Each draw applies one ARM move (:func:`pymc_splitmerge.kernels.arm.arm_step`) followed by
-``n_gibbs_sweeps`` collapsed Gibbs sweeps (the paper's iteration: one ARM move + one Gibbs
-sweep).  An ARM move needs two *library* partitions :math:`z^a \ne z^b`; the move is an exact
+Each draw applies one ARM move (:func:`pymc_splitmerge.kernels.arm.build_arm_move`) followed
+by ``n_gibbs_sweeps`` collapsed Gibbs sweeps (the paper's iteration: one ARM move + one Gibbs
+sweep; composed by ``kernels.splitmerge_common.build_moves_then_gibbs``).  An ARM move needs two *library* partitions :math:`z^a \ne z^b`; the move is an exact
 Metropolis–Hastings move for :math:`\pi` whenever their law does not depend on the chain's
 current state.  Three ways to supply them (``library=``):
 
@@ -50,11 +50,10 @@ from pymc.step_methods.arraystep import PopulationArrayStepShared
 from pymc.step_methods.compound import Competence
 
 from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.kernels.arm import arm_step
-from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-from pymc_splitmerge.kernels.splitmerge_common import MOVE_NONE
+from pymc_splitmerge.kernels.arm import build_arm_move
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.steps.base import PartitionStep
-from pymc_splitmerge.steps.sams import _non_negative_integer
 
 __all__ = ["LIBRARY_MODES", "ARMStep"]
 
@@ -133,9 +132,10 @@ class ARMStep(PartitionStep):
         if _negative_control == "jacobi" and library != "ensemble":
             raise ValueError("the 'jacobi' negative control applies to library='ensemble' only")
         self.library = library
-        self.n_gibbs_sweeps = _non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+        self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
         self._negative_control = _negative_control
         self.tune = False  # PyMC sets it to True while tuning
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
             raise ValueError(
@@ -212,21 +212,21 @@ class ARMStep(PartitionStep):
             return self._pair_from(library)
         return None  # population modes: see _PopulationARMStep
 
-    def kernel_step(self, state, prior, tables):
-        log_v_table, log_w_table = tables
-        pair = self._library_pair(state.labels())
+    def build_transition(self):
+        return build_moves_then_gibbs(build_arm_move(self._library_for_move), n_moves=1,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
+
+    def _library_for_move(self, partition):
+        """The library pair of this draw (``None``: no ARM move), given to the ARM move."""
+        pair = self._library_pair(canonical_labels(partition.labels))
         self._draw += 1
-        stats = {"arm_move": MOVE_NONE, "arm_accepted": False, "arm_n_moved": 0,
-                 "arm_log_accept_ratio": float("nan")}
-        if pair is not None:
-            info = arm_step(state, log_v_table, log_w_table, self.rng, pair[0], pair[1])
-            stats = {"arm_move": int(info.move), "arm_accepted": bool(info.accepted),
-                     "arm_n_moved": int(info.n_moved),
-                     "arm_log_accept_ratio": float(info.log_accept_ratio)}
-        if self.n_gibbs_sweeps > 0:
-            gibbs_sweep(state, log_v_table, log_w_table, self.rng, scan="random",
-                        n_sweeps=self.n_gibbs_sweeps)
-        return stats
+        return pair
+
+    def kernel_step(self, state, prior, tables):
+        (info,) = self.run_transition(state, tables).moves
+        return {"arm_move": int(info.move), "arm_accepted": bool(info.accepted),
+                "arm_n_moved": int(info.n_moved),
+                "arm_log_accept_ratio": float(info.log_accept_ratio)}
 
 
 class _PopulationARMStep(ARMStep, PopulationArrayStepShared):

@@ -19,8 +19,11 @@ the kernel call and its stats:
   canonical (order of first appearance, ``0..K-1``).
 
 Subclasses set ``name`` (a short name, also the prefix of their stats), declare
-``stats_dtypes_shapes`` (every name prefixed by ``name + "_"``) and implement
-:meth:`PartitionStep.kernel_step`.  Every partition step also emits
+``stats_dtypes_shapes`` (every name prefixed by ``name + "_"``), hold a kernel built once in
+``__init__`` by a ``kernels.*.build_*`` function (``self.transition(model, partition,
+tables, rng)``; options are validated there, the adapter holds no maths) and implement
+:meth:`PartitionStep.kernel_step`, usually as :meth:`PartitionStep.run_transition` plus the
+mapping of the kernel's info to stats.  Every partition step also emits
 ``<name>_n_clusters``: PyMC's progress-bar columns can only show sampler stats
 (``_make_progressbar_update_functions`` maps a step's stats dict to column values), so the
 number-of-clusters column needs it; analyses should still derive partition quantities from
@@ -35,9 +38,25 @@ import numpy as np
 from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 
-from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.kernels.options import renamed_keyword
+from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
-__all__ = ["PartitionStep", "partition_value_and_random_variable", "same_values"]
+__all__ = [
+    "PartitionStep",
+    "partition_value_and_random_variable",
+    "renamed_step_keyword",
+    "same_values",
+]
+
+
+def renamed_step_keyword(kwargs: dict, new_name: str, old_name: str, new_value, default):
+    """Pop the deprecated keyword ``old_name`` from ``kwargs``; resolve it against ``new_name``.
+
+    Old public keyword names of the step classes keep working with a ``DeprecationWarning``
+    (``kernels.options.renamed_keyword``).
+    """
+    return renamed_keyword(new_value, kwargs.pop(old_name, None), new_name, old_name, default,
+                           stacklevel=4)
 
 
 def same_values(first, second) -> bool:
@@ -186,7 +205,7 @@ class PartitionStep(BlockedStep):
             )
         if self._prior is None or not same_values(prior_values, self._cached_prior_values):
             self._prior = self.partition_model.numeric_prior(point)
-            self._tables = self._prior.tables(self.n_points)
+            self._tables = PriorTables(*self._prior.tables(self.n_points))
             self._cached_prior_values = _copy_values(prior_values)
         rebuild = (
             self._state is None
@@ -198,6 +217,26 @@ class PartitionStep(BlockedStep):
             self._state = PartitionState(family, self.partition_model.data, labels)
             self._cached_family_values = _copy_values(family_values)
         return self._state, self._prior, self._tables
+
+    def build_transition(self):
+        """The kernel of this step, built once from its options by a ``kernels`` builder.
+
+        Called by the subclass's ``__init__`` (``self.transition = self.build_transition()``)
+        and again by :meth:`__copy__`, so that a copied step's kernel refers to the copy
+        (PyMC's population sampler shallow-copies the step of every chain).
+        """
+        raise NotImplementedError
+
+    def __copy__(self):
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        if "transition" in self.__dict__:
+            clone.transition = clone.build_transition()
+        return clone
+
+    def run_transition(self, state: PartitionState, tables):
+        """Apply the built kernel ``self.transition`` to ``state`` in place; return its info."""
+        return self.transition(state.model, state.partition, PriorTables(*tables), self.rng)
 
     def kernel_step(self, state: PartitionState, prior, tables) -> dict[str, Any]:
         """Apply the kernel to ``state`` in place; return this step's stats (no n_clusters)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-from pymc_splitmerge.steps.base import PartitionStep
+from pymc_splitmerge.kernels.gibbs import build_gibbs_sweep
+from pymc_splitmerge.steps.base import PartitionStep, renamed_step_keyword
 
 __all__ = ["CollapsedGibbsStep"]
 
@@ -13,16 +13,16 @@ __all__ = ["CollapsedGibbsStep"]
 class CollapsedGibbsStep(PartitionStep):
     """Collapsed Gibbs sampler for a partition variable (component parameters integrated out).
 
-    Each draw applies ``n_sweeps`` sweeps of single-point updates from the full conditionals
-    (:func:`pymc_splitmerge.kernels.gibbs.gibbs_sweep`).  Assigned automatically by
-    ``pm.sample()`` to partition variables (``competence`` is IDEAL).
+    Each draw applies ``n_gibbs_sweeps`` sweeps of single-point updates from the full
+    conditionals (:func:`pymc_splitmerge.kernels.gibbs.build_gibbs_sweep`).  Assigned
+    automatically by ``pm.sample()`` to partition variables (``competence`` is IDEAL).
 
     Parameters
     ----------
     vars : TensorVariable or list of one TensorVariable
         The partition variable (e.g. created with ``DirichletProcess``).
-    n_sweeps : int
-        Sweeps per draw.
+    n_gibbs_sweeps : int, default 1
+        Sweeps per draw (``n_sweeps`` is its deprecated old name).
     scan : {"random", "systematic"}
         Visiting order: a fresh random permutation per sweep, or ``0..n-1``.
     model : pymc.Model, optional
@@ -46,18 +46,24 @@ class CollapsedGibbsStep(PartitionStep):
         "gibbs_n_clusters": (np.int64, []),
     }
 
-    def __init__(self, vars, n_sweeps: int = 1, scan: str = "random", model=None, rng=None,
-                 **kwargs):
-        if scan not in ("random", "systematic"):
-            raise ValueError(f"scan must be 'random' or 'systematic'; got {scan!r}")
-        if int(n_sweeps) != n_sweeps or n_sweeps < 1:
-            raise ValueError(f"n_sweeps must be a positive integer; got {n_sweeps!r}")
-        self.n_sweeps = int(n_sweeps)
+    def __init__(self, vars, n_gibbs_sweeps: int | None = None, scan: str = "random",
+                 model=None, rng=None, **kwargs):
+        n_gibbs_sweeps = renamed_step_keyword(kwargs, "n_gibbs_sweeps", "n_sweeps",
+                                              n_gibbs_sweeps, 1)
+        build_gibbs_sweep(scan, n_gibbs_sweeps)  # validates the options
+        self.n_gibbs_sweeps = int(n_gibbs_sweeps)
         self.scan = scan
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
 
+    def build_transition(self):
+        return build_gibbs_sweep(self.scan, self.n_gibbs_sweeps)
+
+    @property
+    def n_sweeps(self) -> int:
+        """Deprecated name of ``n_gibbs_sweeps``."""
+        return self.n_gibbs_sweeps
+
     def kernel_step(self, state, prior, tables):
-        log_v_table, log_w_table = tables
-        info = gibbs_sweep(state, log_v_table, log_w_table, self.rng, scan=self.scan,
-                           n_sweeps=self.n_sweeps)
+        info = self.run_transition(state, tables)
         return {"gibbs_changed": info.n_changed}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymc_splitmerge.kernels import pgsm as pgsm_kernels
 from pymc_splitmerge.kernels.anchors import AnchorProposal, validate_anchor_options
-from pymc_splitmerge.kernels.pgsm import MOVE_NAMES, pgsm_move, validate_pgsm_options
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.splitmerge_common import MOVE_NAMES, build_moves_then_gibbs
 from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["PGSMStep"]
@@ -15,10 +17,11 @@ class PGSMStep(PartitionStep):
     """Particle Gibbs split-merge sampler for a partition variable.
 
     Each draw applies one PGSM transition
-    (:func:`pymc_splitmerge.kernels.pgsm.pgsm_move`): anchors, closure, conditional SMC
+    (:mod:`pymc_splitmerge.kernels.pgsm`): anchors, closure, conditional SMC
     with the current restricted partition pinned as the reference particle, and an exact
     particle-Gibbs update of the restricted partition (no accept/reject step); then
-    ``n_gibbs_sweeps`` collapsed Gibbs sweeps.
+    ``n_gibbs_sweeps`` collapsed Gibbs sweeps
+    (``kernels.splitmerge_common.build_moves_then_gibbs``).
 
     Parameters
     ----------
@@ -66,19 +69,17 @@ class PGSMStep(PartitionStep):
     def __init__(self, vars, num_particles: int = 20, resampling_threshold: float = 0.5,
                  n_anchors: int = 2, anchor_proposal: str = "uniform", annealing: bool = True,
                  n_gibbs_sweeps: int = 0, model=None, rng=None, **kwargs):
-        self.resampling_threshold = validate_pgsm_options(num_particles, resampling_threshold,
-                                                          n_anchors)
+        self.resampling_threshold = pgsm_kernels.validate_pgsm_options(
+            num_particles, resampling_threshold, n_anchors)
         validate_anchor_options(anchor_proposal, n_anchors)
-        if isinstance(n_gibbs_sweeps, bool) or int(n_gibbs_sweeps) != n_gibbs_sweeps or (
-                n_gibbs_sweeps < 0):
-            raise ValueError(f"n_gibbs_sweeps must be an integer >= 0; got {n_gibbs_sweeps!r}")
+        self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
         if not isinstance(annealing, bool | np.bool_):
             raise TypeError(f"annealing must be True or False; got {annealing!r}")
         self.num_particles = int(num_particles)
         self.n_anchors = int(n_anchors)
         self.annealing = bool(annealing)
-        self.n_gibbs_sweeps = int(n_gibbs_sweeps)
         self.anchor_proposal = AnchorProposal(anchor_proposal, n_anchors=self.n_anchors)
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < self.n_anchors:
             raise ValueError(
@@ -90,18 +91,20 @@ class PGSMStep(PartitionStep):
         if hasattr(self, "anchor_proposal"):
             self.anchor_proposal.reset()
 
-    def kernel_step(self, state, prior, tables):
-        log_v_table, log_w_table = tables
-        if self.tune:
-            self.anchor_proposal.adapt(state, log_w_table)
-        info = pgsm_move(
-            state, log_v_table, log_w_table, self.rng, num_particles=self.num_particles,
-            resampling_threshold=self.resampling_threshold, annealing=self.annealing,
-            anchor_proposal=self.anchor_proposal)
-        if self.n_gibbs_sweeps:
-            from pymc_splitmerge.kernels.gibbs import gibbs_sweep
+    def build_transition(self):
+        return build_moves_then_gibbs(self._build_move(), n_moves=1,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
 
-            gibbs_sweep(state, log_v_table, log_w_table, self.rng, n_sweeps=self.n_gibbs_sweeps)
+    def _build_move(self):
+        """The PGSM move ``move(model, partition, tables, rng) -> PGSMInfo``, built once."""
+        return pgsm_kernels.build_pgsm_move(
+            num_particles=self.num_particles, resampling_threshold=self.resampling_threshold,
+            annealing=self.annealing, anchor_proposal=self.anchor_proposal)
+
+    def kernel_step(self, state, prior, tables):
+        if self.tune:
+            self.anchor_proposal.adapt(state, tables[1])
+        (info,) = self.run_transition(state, tables).moves
         return {
             "pgsm_move": info.move,
             "pgsm_resampling_events": info.resampling_events,

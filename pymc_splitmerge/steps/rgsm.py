@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_splitmerge.kernels.rgsm import rgsm_update
-from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
-from pymc_splitmerge.steps.base import PartitionStep
-from pymc_splitmerge.steps.sams import _non_negative_integer
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.rgsm import build_rgsm_move, rgsm_update_info
+from pymc_splitmerge.kernels.splitmerge_common import (
+    MOVE_MERGE,
+    MOVE_SPLIT,
+    build_moves_then_gibbs,
+)
+from pymc_splitmerge.steps.base import PartitionStep, renamed_step_keyword
 
 __all__ = ["RGSMStep"]
 
@@ -17,9 +21,10 @@ class RGSMStep(PartitionStep):
 
     Each draw performs ``m = n_split_merge_updates`` split-merge Metropolis–Hastings
     updates, each built from a random launch state refined by ``t = n_intermediate_scans``
-    restricted Gibbs scans (paper Algorithm 2), then ``g = n_gibbs_scans`` full collapsed
-    Gibbs scans (:func:`pymc_splitmerge.kernels.rgsm.rgsm_update`).  The defaults are the
-    paper's recommended RGSM(5, 1, 1).
+    restricted Gibbs scans (paper Algorithm 2, :func:`pymc_splitmerge.kernels.rgsm.
+    build_rgsm_move`), then ``g = n_gibbs_sweeps`` full collapsed Gibbs sweeps
+    (``kernels.splitmerge_common.build_moves_then_gibbs``).  The defaults are the paper's
+    recommended RGSM(5, 1, 1).
 
     Parameters
     ----------
@@ -29,8 +34,8 @@ class RGSMStep(PartitionStep):
         ``t`` (>= 0).
     n_split_merge_updates : int, default 1
         ``m`` (>= 1).
-    n_gibbs_scans : int, default 1
-        ``g`` (>= 0).
+    n_gibbs_sweeps : int, default 1
+        ``g`` (>= 0; ``n_gibbs_scans`` is its deprecated old name).
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -56,25 +61,34 @@ class RGSMStep(PartitionStep):
     }
 
     def __init__(self, vars, n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                 n_gibbs_scans: int = 1, model=None, rng=None, **kwargs):
-        self.n_intermediate_scans = _non_negative_integer(n_intermediate_scans,
-                                                          "n_intermediate_scans")
-        self.n_split_merge_updates = _non_negative_integer(n_split_merge_updates,
-                                                           "n_split_merge_updates")
+                 n_gibbs_sweeps: int | None = None, model=None, rng=None, **kwargs):
+        n_gibbs_sweeps = renamed_step_keyword(kwargs, "n_gibbs_sweeps", "n_gibbs_scans",
+                                              n_gibbs_sweeps, 1)
+        self.n_intermediate_scans = non_negative_integer(n_intermediate_scans,
+                                                         "n_intermediate_scans")
+        self.n_split_merge_updates = non_negative_integer(n_split_merge_updates,
+                                                          "n_split_merge_updates")
         if self.n_split_merge_updates < 1:
             raise ValueError("n_split_merge_updates must be >= 1 (it is m in RGSM(t, m, g))")
-        self.n_gibbs_scans = _non_negative_integer(n_gibbs_scans, "n_gibbs_scans")
+        self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
             raise ValueError(
                 f"RGSMStep needs a partition of at least 2 points; got {self.n_points}")
 
+    def build_transition(self):
+        return build_moves_then_gibbs(build_rgsm_move(self.n_intermediate_scans),
+                                      n_moves=self.n_split_merge_updates,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
+
+    @property
+    def n_gibbs_scans(self) -> int:
+        """Deprecated name of ``n_gibbs_sweeps``."""
+        return self.n_gibbs_sweeps
+
     def kernel_step(self, state, prior, tables):
-        log_v_table, log_w_table = tables
-        info = rgsm_update(state, log_v_table, log_w_table, self.rng,
-                           n_intermediate_scans=self.n_intermediate_scans,
-                           n_split_merge_updates=self.n_split_merge_updates,
-                           n_gibbs_scans=self.n_gibbs_scans)
+        info = rgsm_update_info(self.run_transition(state, tables))
         return {
             "rgsm_n_split_proposals": sum(update.move == MOVE_SPLIT for update in info.updates),
             "rgsm_n_merge_proposals": sum(update.move == MOVE_MERGE for update in info.updates),

@@ -2,33 +2,26 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from pymc_splitmerge.kernels.anchors import ANCHOR_PROPOSALS, AnchorProposal
-from pymc_splitmerge.kernels.sams import sams_step
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.sams import build_sams_move
+from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["DefaultPartitionStep", "SAMSStep"]
 
 
-def _non_negative_integer(value, name: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= 0; got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be an integer >= 0; got {value}")
-    return int(value)
-
-
 class SAMSStep(PartitionStep):
     """SAMS split-merge Metropolis–Hastings updates of a partition variable.
 
-    Each draw applies one SAMS update (:func:`pymc_splitmerge.kernels.sams.sams_step`):
+    Each draw applies one SAMS update (:func:`pymc_splitmerge.kernels.sams.build_sams_move`):
     two anchors are drawn; if they share a cluster a split built by sequential allocation
     is proposed, otherwise the merge of their clusters (whose reverse split probability is
     computed by forcing the current allocation).  Optionally ``n_gibbs_sweeps`` collapsed
-    Gibbs sweeps follow (the "mixed" kernel of Bouchard-Côté et al. 2017).
+    Gibbs sweeps follow (the "mixed" kernel of Bouchard-Côté et al. 2017;
+    ``kernels.splitmerge_common.build_moves_then_gibbs``).
 
     Parameters
     ----------
@@ -70,12 +63,17 @@ class SAMSStep(PartitionStep):
                 f"unknown anchor_proposal {anchor_proposal!r}; choose one of "
                 f"{', '.join(repr(kind) for kind in ANCHOR_PROPOSALS)}"
             )
-        self.n_gibbs_sweeps = _non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+        self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
         self.anchor_proposal = AnchorProposal(kind=anchor_proposal, n_anchors=2)
+        self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
             raise ValueError(
                 f"SAMSStep needs a partition of at least 2 points; got {self.n_points}")
+
+    def build_transition(self):
+        return build_moves_then_gibbs(build_sams_move(self.anchor_proposal), n_moves=1,
+                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     def reset_chain(self) -> None:
         super().reset_chain()
@@ -83,15 +81,9 @@ class SAMSStep(PartitionStep):
             self.anchor_proposal.reset()
 
     def kernel_step(self, state, prior, tables):
-        log_v_table, log_w_table = tables
         if self.tune:
-            self.anchor_proposal.adapt(state, log_w_table)
-        info = sams_step(state, log_v_table, log_w_table, self.rng, self.anchor_proposal)
-        if self.n_gibbs_sweeps > 0:
-            from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-
-            gibbs_sweep(state, log_v_table, log_w_table, self.rng, scan="random",
-                        n_sweeps=self.n_gibbs_sweeps)
+            self.anchor_proposal.adapt(state, tables[1])
+        (info,) = self.run_transition(state, tables).moves
         return {
             "sams_move": int(info.move),
             "sams_accepted": bool(info.accepted),

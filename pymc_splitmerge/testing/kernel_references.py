@@ -1,0 +1,361 @@
+"""Plain references of kernel pieces, used only by the tests (moved out of ``kernels/``).
+
+Each function recomputes a quantity of a numba kernel from complete log EPPFs / log
+marginals, sharing no code with the kernel (scikit-learn's "fast code against naive code").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymc_splitmerge.core.relabel import canonical_labels
+from pymc_splitmerge.kernels.gibbs import SCANS
+
+__all__ = [
+    "reference_arm_run",
+    "reference_gibbs_sweep",
+    "reference_log_split_weight",
+    "reference_point_conditional",
+    "reference_restricted_scan",
+    "reference_sequential_allocation",
+    "reference_two_way_log_probabilities",
+]
+
+
+def reference_log_split_weight(prior, n: int, n_clusters_merged: int, size_a: int,
+                               size_b: int) -> float:
+    """Plain reference of ``priors.seating.log_split_weight`` through ``prior.log_eppf``.
+
+    ``log p(c_split) - log p(c_merge)`` for a block of ``size_a + size_b`` split in two, with
+    ``n_clusters_merged`` blocks before the split.  The other blocks hold the remaining
+    points (their factors cancel).
+    """
+    others = [1] * (n_clusters_merged - 1)
+    rest = n - size_a - size_b - (n_clusters_merged - 1)
+    if n_clusters_merged > 1:
+        others[0] += rest
+    merged = np.array([size_a + size_b, *others], dtype=np.int64)
+    split = np.array([size_a, size_b, *others], dtype=np.int64)
+    return float(prior.log_eppf(split) - prior.log_eppf(merged))
+
+
+# ----------------------------------------------------------------------------------------------
+# Plain numpy reference (independent maths: full log EPPF + log marginal likelihoods)
+# ----------------------------------------------------------------------------------------------
+
+
+def _reference_log_joint(labels, x, prior, family):
+    values, sizes = np.unique(labels, return_counts=True)
+    total = float(prior.log_eppf(sizes))
+    for value in values:
+        total += float(family.log_marginal_of(x[labels == value]))
+    return total
+
+
+def reference_point_conditional(labels, i: int, x, prior, family):
+    """Full conditional of point ``i`` from the joint ``p(c) p(x | c)`` (slow reference).
+
+    Each candidate placement is scored by the *complete* log EPPF plus the sum of the
+    clusters' log marginal likelihoods, so this shares no code with the kernel's ratio
+    formulas.
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (n,)
+    i : int
+    x : ndarray of shape (n, data_dim)
+        Prepared data.
+    prior : GibbsTypePrior
+    family : ComponentFamily
+        Numeric family.
+
+    Returns
+    -------
+    targets : ndarray of int, shape (K + 1,)
+        Labels of the clusters of ``c_{-i}`` (sorted), followed by ``-1`` for a new cluster.
+    probabilities : ndarray of float, shape (K + 1,)
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    others = np.delete(np.arange(labels.shape[0]), i)
+    targets = np.unique(labels[others])
+    fresh = int(labels.max()) + 1
+    candidates = np.append(targets, fresh)
+    log_joint = np.empty(candidates.shape[0])
+    for j, target in enumerate(candidates):
+        trial = labels.copy()
+        trial[i] = target
+        log_joint[j] = _reference_log_joint(trial, x, prior, family)
+    probabilities = np.exp(log_joint - np.max(log_joint))
+    return np.append(targets, -1), probabilities / probabilities.sum()
+
+
+def reference_gibbs_sweep(labels, x, prior, family, rng, scan: str = "random"):
+    """One collapsed Gibbs sweep in plain numpy (reference for tests and benchmarks).
+
+    Parameters
+    ----------
+    labels : ndarray of int, shape (n,)
+        Current labels (not modified).
+    x : ndarray of shape (n, data_dim)
+    prior : GibbsTypePrior
+    family : ComponentFamily
+    rng : numpy.random.Generator
+    scan : {"random", "systematic"}
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+        New labels (not canonical).
+    """
+    if scan not in SCANS:
+        raise ValueError(f"scan must be one of {SCANS}; got {scan!r}")
+    labels = np.asarray(labels, dtype=np.int64).copy()
+    n = labels.shape[0]
+    order = rng.permutation(n) if scan == "random" else np.arange(n)
+    for i in order:
+        targets, probabilities = reference_point_conditional(labels, i, x, prior, family)
+        choice = rng.choice(targets.shape[0], p=probabilities)
+        labels[i] = int(labels.max()) + 1 if targets[choice] < 0 else targets[choice]
+    return labels
+
+
+def reference_two_way_log_probabilities(family, x_row, points_a, points_b, x, log_w_table):
+    """Plain reference of :func:`two_way_log_probabilities` from log marginals.
+
+    The predictive is ``log m(cluster + x_row) - log m(cluster)`` through
+    ``family.log_marginal_of`` (independent of the incremental statistics).
+    """
+    x_row = np.asarray(x_row, dtype=np.float64)[None, :]
+    values = []
+    for points in (points_a, points_b):
+        rows = x[np.asarray(points, dtype=np.int64)]
+        log_predictive = (family.log_marginal_of(np.vstack([rows, x_row]))
+                          - family.log_marginal_of(rows))
+        m = len(points)
+        values.append(log_w_table[m + 1] - log_w_table[m] + log_predictive)
+    values = np.array(values)
+    return tuple(values - np.logaddexp(values[0], values[1]))
+
+
+def reference_sequential_allocation(family, x, anchor_i, anchor_j, order, sides,
+                                    log_w_table) -> float:
+    """Plain reference: log probability of the allocation ``sides`` along ``order``.
+
+    Uses ``family.log_marginal_of`` for every predictive (no incremental statistics).
+    """
+    points_a = [int(anchor_i)]
+    points_b = [int(anchor_j)]
+    log_proposal = 0.0
+    for k, side in zip(order, sides, strict=True):
+        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
+                                                             x, log_w_table)
+        if side == 0:
+            log_proposal += log_pa
+            points_a.append(int(k))
+        else:
+            log_proposal += log_pb
+            points_b.append(int(k))
+    return float(log_proposal)
+
+
+def reference_restricted_scan(family, x, anchor_i, anchor_j, members, launch_sides,
+                              final_sides, log_w_table) -> float:
+    """Plain reference: log probability that one restricted scan from ``launch_sides``
+    ends at ``final_sides`` (log marginals only, no incremental statistics)."""
+    sides = [int(s) for s in launch_sides]
+    log_probability = 0.0
+    for t, k in enumerate(members):
+        others = [(int(m), sides[u]) for u, m in enumerate(members) if u != t]
+        points_a = [int(anchor_i)] + [m for m, s in others if s == 0]
+        points_b = [int(anchor_j)] + [m for m, s in others if s == 1]
+        log_pa, log_pb = reference_two_way_log_probabilities(family, x[k], points_a, points_b,
+                                                             x, log_w_table)
+        sides[t] = int(final_sides[t])
+        log_probability += log_pa if sides[t] == 0 else log_pb
+    return float(log_probability)
+
+
+# --------------------------------------------------------------------------- ARM
+
+
+def reference_arm_run(family, x, labels, labels_a, labels_b, anchor_i, anchor_j, rank,
+                      log_v_table, log_w_table, *, target=None, rng=None, enforce_eq17=True):
+    """Plain-Python Algorithm 3 over lists of point sets (slow reference for the tests).
+
+    Every weight is a difference of complete log marginals (``family.log_marginal_of``) and
+    table entries, so this shares no statistics code with :func:`arm_run`.
+
+    Parameters
+    ----------
+    family : ComponentFamily
+        Numeric family.
+    x : ndarray of shape (n, data_dim)
+        Prepared data.
+    labels : array of int, shape (n,)
+        Start partition.
+    labels_a, labels_b : array of int, shape (n,)
+        Library partitions, oriented (``labels_a`` joins the anchors, ``labels_b`` not).
+    anchor_i, anchor_j : int
+    rank : array of int, shape (n,)
+    log_v_table, log_w_table : ndarray of shape (n + 2,)
+    target : array of int, shape (n,), optional
+        Forced run to this partition; otherwise a sampled run with ``rng``.
+    rng : numpy.random.Generator, optional
+    enforce_eq17 : bool
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (n,)
+        End partition (canonical), or ``None`` if a forced run cannot reach ``target``.
+    log_probability : float
+    """
+    n = len(labels)
+    labels = [int(v) for v in labels]
+    la = [int(v) for v in labels_a]
+    lb = [int(v) for v in labels_b]
+    forced = target is not None
+    i, j = int(anchor_i), int(anchor_j)
+    order = sorted(range(n), key=lambda p: rank[p])
+    is_split = labels[i] == labels[j]
+    inside = {p for p in range(n) if labels[p] in (labels[i], labels[j])}
+
+    def log_m(points):
+        return float(family.log_marginal_of(x[sorted(points)])) if points else 0.0
+
+    blocks: list[set] = []  # current blocks (lists of point sets)
+    original_block = {}
+    for value in sorted({labels[p] for p in range(n) if p not in inside}):
+        block = {p for p in range(n) if labels[p] == value}
+        blocks.append(block)
+        for p in block:
+            original_block[p] = frozenset(block)
+    groups: dict = {}
+    for p in order:
+        if p in inside:
+            groups.setdefault((la[p], lb[p], labels[p]), []).append(p)
+    group_list = list(groups.values())
+    group_i = next(g for g in group_list if i in g)
+    group_j = next(g for g in group_list if j in g)
+    if is_split:
+        blocks.append(set(group_i))
+        blocks.append(set(group_j))
+    else:
+        blocks.append(set(group_i) | set(group_j))
+    others = [g for g in group_list if g is not group_i and g is not group_j]
+    others.sort(key=lambda g: (-len(g), rank[g[0]]))
+    earmarks = {g[0] for g in others}
+    settled = {i, j}
+    if forced:
+        settled |= {p for p in range(n) if p not in inside
+                    and target[p] != target[i] and target[p] != target[j]}
+
+    def block_of(p):
+        return next((b for b in blocks if p in b), None)
+
+    def choose(log_weights, forced_block, options):
+        log_weights = np.asarray(log_weights, dtype=float)
+        top = np.max(log_weights)
+        if top == -np.inf:
+            return None, -np.inf
+        log_total = top + np.log(np.sum(np.exp(log_weights - top)))
+        if forced:
+            index = next((k for k, b in enumerate(options) if b is forced_block), None)
+            if index is None or log_weights[index] == -np.inf:
+                return None, -np.inf
+        else:
+            probabilities = np.exp(log_weights - log_total)
+            index = int(rng.choice(len(options), p=probabilities / probabilities.sum()))
+        return index, float(log_weights[index] - log_total)
+
+    def forced_block_for(point):
+        if target[point] == target[i]:
+            return block_of(i)
+        if target[point] == target[j]:
+            return block_of(j)
+        found = {id(block_of(p)): block_of(p) for p in settled
+                 if p != point and target[p] == target[point] and block_of(p) is not None}
+        if len(found) > 1:
+            return "impossible"
+        return next(iter(found.values())) if found else None  # None: a new block
+
+    def new_log_weight(points, n_blocks):
+        if log_v_table[n_blocks + 1] == -np.inf:
+            return -np.inf
+        return (log_v_table[n_blocks + 1] - log_v_table[n_blocks] + log_w_table[len(points)]
+                + log_m(points))
+
+    def join_log_weight(block, points):
+        return (log_w_table[len(block) + len(points)] - log_w_table[len(block)]
+                + log_m(block | set(points)) - log_m(block))
+
+    log_t = 0.0
+
+    def place(points, options, log_weights, forced_block):
+        nonlocal log_t
+        index, log_p = choose(log_weights, forced_block, options)
+        if index is None:
+            return False
+        log_t += log_p
+        if options[index] is None:
+            blocks.append(set(points))
+        else:
+            options[index].update(points)
+        return True
+
+    for group in others:
+        options = [*blocks, None]
+        log_weights = [join_log_weight(b, group) for b in blocks]
+        log_weights.append(new_log_weight(group, len(blocks)))
+        forced_block = forced_block_for(group[0]) if forced else None
+        if forced_block == "impossible" or not place(group, options, log_weights, forced_block):
+            return None, -np.inf
+        settled.add(group[0])
+    for h in order:
+        if h in (i, j) or h in earmarks:
+            continue
+        home = block_of(h)
+        if h not in inside:
+            gained = len(home) >= 2 and len(home & original_block[h]) == 1
+            if enforce_eq17 and gained:
+                if forced and target[h] in (target[i], target[j]):
+                    return None, -np.inf
+                settled.add(h)
+                continue
+        home.discard(h)
+        if not home:
+            blocks.remove(home)
+        forced_block = None
+        if h in inside:
+            options = [*blocks, None]
+            log_weights = [join_log_weight(b, [h]) for b in blocks]
+            log_weights.append(new_log_weight([h], len(blocks)))
+            forced_block = forced_block_for(h) if forced else None
+        else:
+            options = [block_of(i)] + ([block_of(j)] if is_split else [])
+            log_weights = [join_log_weight(b, [h]) for b in options]
+            if home:
+                options.append(home)
+                log_weights.append(join_log_weight(home, [h]))
+            else:
+                options.append(None)
+                log_weights.append(new_log_weight([h], len(blocks)))
+            if forced:
+                if target[h] == target[i]:
+                    forced_block = options[0]
+                elif target[h] == target[j]:
+                    forced_block = options[1] if is_split else options[0]
+                else:
+                    forced_block = options[-1]
+        if forced_block == "impossible":
+            return None, -np.inf
+        if not place([h], options, log_weights, forced_block):
+            return None, -np.inf
+        settled.add(h)
+    end = np.empty(n, dtype=np.int64)
+    for label, block in enumerate(blocks):
+        for p in block:
+            end[p] = label
+    end = canonical_labels(end)
+    if forced and not np.array_equal(end, canonical_labels(np.asarray(target))):
+        return None, -np.inf
+    return end, float(log_t)
