@@ -254,7 +254,7 @@ def main():
     args = parser.parse_args()
 
     x, truth = make_data(args.n)
-    family_kwargs = dict(mu0=np.zeros(2), kappa0=0.01, nu0=4.0, psi0=np.eye(2))
+    family_kwargs = {"mu0": np.zeros(2), "kappa0": 0.01, "nu0": 4.0, "psi0": np.eye(2)}
     family = NormalInverseWishart(**family_kwargs)
     prior = DirichletProcessPrior(alpha=1.0)
     prepared = family.prepare_data(x)

@@ -79,8 +79,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pymc_splitmerge.analysis import most_uncertain_pairs
 from pymc_splitmerge.analysis import _arviz_compat as arviz_compat
+from pymc_splitmerge.analysis import most_uncertain_pairs
 from pymc_splitmerge.components import BetaBernoulli
 from pymc_splitmerge.datasets import jain_neal_bernoulli
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
@@ -324,15 +324,15 @@ def pymc_overhead(problem: Problem, draws: int, seed: int) -> str:
                              observed=data)
         step = psm.RGSMStep(z, n_intermediate_scans=5, n_split_merge_updates=1,
                             n_gibbs_scans=1)
-        options = dict(tune=0, chains=1, cores=1, step=step, progressbar=False,
-                       compute_convergence_checks=False, random_seed=seed)
+        options = {"tune": 0, "chains": 1, "cores": 1, "step": step, "progressbar": False,
+                       "compute_convergence_checks": False, "random_seed": seed}
         pm.sample(draws=20, **options)  # warm-up: compilation of the model functions
         timings = {draws: [], 5 * draws: []}
         for _ in range(3):  # best of three of each length: the machine is shared
-            for n_draws in timings:
+            for n_draws, runs in timings.items():
                 wall, cpu = time.perf_counter(), time.process_time()
                 pm.sample(draws=n_draws, **options)
-                timings[n_draws].append((time.perf_counter() - wall, time.process_time() - cpu))
+                runs.append((time.perf_counter() - wall, time.process_time() - cpu))
     short = np.min(timings[draws], axis=0)
     long = np.min(timings[5 * draws], axis=0)
     sample_wall, sample_cpu = (long - short) / (4 * draws)

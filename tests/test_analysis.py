@@ -3,21 +3,19 @@ against scikit-learn, diagnostics against ArviZ, point estimates against brute f
 
 from __future__ import annotations
 
-import itertools
-
 import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import xarray as xr  # noqa: E402
+import arviz as az
+import numpy as np
+import pytest
+import xarray as xr
 
-from pymc_splitmerge import analysis as psa  # noqa: E402
-from pymc_splitmerge.analysis import _arviz_compat as compat  # noqa: E402
-from pymc_splitmerge.core.relabel import canonical_labels_reference, is_canonical  # noqa: E402
-from pymc_splitmerge.analysis.similarity import reference_posterior_similarity_matrix  # noqa: E402
+from pymc_splitmerge import analysis as psa
+from pymc_splitmerge.analysis import _arviz_compat as compat
+from pymc_splitmerge.analysis.similarity import reference_posterior_similarity_matrix
+from pymc_splitmerge.core.relabel import canonical_labels_reference, is_canonical
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
 

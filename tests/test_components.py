@@ -111,10 +111,12 @@ def test_beta_bernoulli_numerical_integration():
     x = family.prepare_data(np.array([[1, 0], [1, 1], [0, 1], [1, 1]], dtype=bool))
     expected = 0.0
     for j, (a, b) in enumerate(zip([0.7, 2.0], [1.3, 0.5])):
-        ones = x[:, j].sum()
-        value, _ = integrate.quad(
-            lambda t: t ** ones * (1 - t) ** (len(x) - ones) * stats.beta(a, b).pdf(t), 0, 1,
-            epsabs=0, epsrel=1e-12, limit=200)
+        ones, prior = x[:, j].sum(), stats.beta(a, b)
+
+        def integrand(t, ones=ones, prior=prior):
+            return t ** ones * (1 - t) ** (len(x) - ones) * prior.pdf(t)
+
+        value, _ = integrate.quad(integrand, 0, 1, epsabs=0, epsrel=1e-12, limit=200)
         expected += np.log(value)
     assert np.isclose(family.log_marginal_of(x), expected, rtol=1e-8)
 
@@ -229,7 +231,7 @@ def test_symbolic_hyperparameters_and_with_values():
     assert not family.is_numeric
     assert "alpha_symbol" in repr(family)
     with pytest.raises(ValueError, match="symbolic"):
-        family.params
+        _ = family.params
     x = family.prepare_data(np.array([[0, 1, 1], [1, 1, 0]]))
     assert family.data_dim == 3
     numeric = family.with_values(a=0.5)
@@ -251,7 +253,7 @@ def test_data_dimension_binding():
     family = GammaPoisson(shape=1.0, rate=1.0)
     assert family.data_dim is None
     with pytest.raises(ValueError, match="prepare_data"):
-        family.empty_stats
+        _ = family.empty_stats
     family.prepare_data(np.zeros((3, 4)))
     assert family.stat_dim == 11
     with pytest.raises(ValueError, match="4 entries"):

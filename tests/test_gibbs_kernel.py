@@ -101,7 +101,7 @@ def test_negative_control_wrong_block_weights_rejected():
     prior = PitmanYorPrior(alpha=0.5, discount=0.7)
     family, data = make_family_and_data("known_covariance")
     n = data.shape[0]
-    log_v_table, _ = prior.tables(n)
+    _log_v_table, _ = prior.tables(n)
     _, dirichlet_w = DirichletProcessPrior(alpha=1.0).tables(n)
     exact, after = one_sweep_samples(prior, family, data, np.random.default_rng(4),
                                      log_w_table=dirichlet_w)

@@ -14,7 +14,7 @@ import pymc as pm
 import pytest
 from conftest import thinned_labels
 
-import pymc_splitmerge.steps as steps
+from pymc_splitmerge import steps
 from pymc_splitmerge.components import BetaBernoulli, GammaPoisson, NormalInverseWishart
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.distributions.mixture import ConjugateMixture
@@ -27,8 +27,8 @@ from pymc_splitmerge.testing import (
 )
 
 THIN = 4
-SAMPLE_KWARGS = dict(tune=50, chains=2, cores=1, progressbar=False,
-                     compute_convergence_checks=False)
+SAMPLE_KWARGS = {"tune": 50, "chains": 2, "cores": 1, "progressbar": False,
+                     "compute_convergence_checks": False}
 
 BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
 NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
@@ -134,7 +134,7 @@ def small_model(alpha_prior="gamma"):
 
 
 def test_plain_pm_sample_assigns_default_partition_step():
-    model, z, alpha = small_model()
+    model, _z, _alpha = small_model()
     with model:
         idata = pm.sample(draws=30, tune=10, chains=1, cores=1, progressbar=False,
                           compute_convergence_checks=False, random_seed=1)
@@ -158,7 +158,7 @@ def test_cores_two_equals_cores_one():
 
 
 def test_step_does_not_mutate_point_and_writes_canonical_labels():
-    model, z, alpha = small_model()
+    model, z, _alpha = small_model()
     with model:
         step = steps.CollapsedGibbsStep(z, rng=3)  # neither set_rng nor setup_chain called
         point = model.initial_point()
@@ -186,7 +186,7 @@ def test_competence_and_registration():
     from pymc.step_methods import STEP_METHODS
     from pymc.step_methods.compound import Competence
 
-    model, z, alpha = small_model()
+    _model, z, alpha = small_model()
     assert STEP_METHODS[0] is steps.DefaultPartitionStep
     assert steps.CollapsedGibbsStep.competence(z, False) == Competence.IDEAL
     assert steps.CollapsedGibbsStep.competence(alpha, True) == Competence.INCOMPATIBLE

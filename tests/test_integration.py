@@ -15,8 +15,8 @@ import pymc_splitmerge as psm
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
 
 BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
-SAMPLE_KWARGS = dict(tune=50, chains=2, cores=1, progressbar=False,
-                     compute_convergence_checks=False)
+SAMPLE_KWARGS = {"tune": 50, "chains": 2, "cores": 1, "progressbar": False,
+                     "compute_convergence_checks": False}
 
 
 def _bernoulli_model(alpha):
@@ -66,8 +66,8 @@ def test_multiprocess_sampling_reproduces_sequential_draws(mp_ctx):
             return [psm.PGSMStep(z, num_particles=5, n_gibbs_sweeps=1), psm.SAMSStep(z),
                     psm.ConcentrationGibbs(alpha)]
 
-        kwargs = dict(draws=30, tune=5, chains=2, random_seed=7, progressbar=False,
-                      compute_convergence_checks=False)
+        kwargs = {"draws": 30, "tune": 5, "chains": 2, "random_seed": 7, "progressbar": False,
+                      "compute_convergence_checks": False}
         sequential = pm.sample(step=steps(), cores=1, **kwargs)
         parallel = pm.sample(step=steps(), cores=2, mp_ctx=mp_ctx, **kwargs)
     for name in ("z", "alpha"):

@@ -1,8 +1,8 @@
 """Tests of the exact-posterior oracle, enumeration, relabelling and goodness-of-fit helpers."""
 
 import itertools
-from collections import Counter
 import math
+from collections import Counter
 
 import numpy as np
 import pytest

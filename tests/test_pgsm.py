@@ -317,8 +317,8 @@ def test_pgsm_step_is_a_deprecated_alias_of_pgsm_move():
 
 
 PM_THIN = 5
-SAMPLE_KWARGS = dict(tune=50, chains=2, cores=1, progressbar=False,
-                     compute_convergence_checks=False)
+SAMPLE_KWARGS = {"tune": 50, "chains": 2, "cores": 1, "progressbar": False,
+                     "compute_convergence_checks": False}
 
 
 def test_pgsm_step_dirichlet_process_bernoulli_matches_exact():

@@ -165,8 +165,8 @@ def test_negative_control_path_probability_is_rejected():
 # --------------------------------------------------------------------------- PyMC adapter
 
 PM_THIN = 10
-PM_SAMPLE_KWARGS = dict(tune=200, chains=2, cores=1, progressbar=False,
-                        compute_convergence_checks=False)
+PM_SAMPLE_KWARGS = {"tune": 200, "chains": 2, "cores": 1, "progressbar": False,
+                        "compute_convergence_checks": False}
 PM_BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
 PM_NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
 

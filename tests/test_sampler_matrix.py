@@ -55,7 +55,7 @@ from pymc_splitmerge.testing import (
 )
 
 CHAINS = 2
-SAMPLE_KWARGS = dict(chains=CHAINS, cores=1, progressbar=False, compute_convergence_checks=False)
+SAMPLE_KWARGS = {"chains": CHAINS, "cores": 1, "progressbar": False, "compute_convergence_checks": False}
 
 GIBBS_THIN = 8
 GIBBS_DRAWS = 4000  # per chain: 2 x 500 thinned samples
@@ -267,16 +267,16 @@ PGSM_OPTION_CASES = {
     # id -> (prior, finite k, family, PGSMStep options)
     "three_anchors_k3_no_annealing_never_resample": (
         "finite_dirichlet", 3, "beta_bernoulli",
-        dict(n_anchors=3, annealing=False, resampling_threshold=0.0)),
+        {"n_anchors": 3, "annealing": False, "resampling_threshold": 0.0}),
     "three_anchors_k2_no_annealing_always_resample": (
         "finite_dirichlet", 2, "normal_inverse_wishart",
-        dict(n_anchors=3, annealing=False, resampling_threshold=1.0)),
+        {"n_anchors": 3, "annealing": False, "resampling_threshold": 1.0}),
     "cluster_informed_anchors": (
         "pitman_yor", None, "normal_inverse_wishart",
-        dict(anchor_proposal="cluster_informed")),
+        {"anchor_proposal": "cluster_informed"}),
     "threshold_informed_anchors": (
         "mixture_of_finite_mixtures", None, "beta_bernoulli",
-        dict(anchor_proposal="threshold_informed")),
+        {"anchor_proposal": "threshold_informed"}),
 }
 
 

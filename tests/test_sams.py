@@ -60,7 +60,7 @@ def test_sequential_allocation_matches_reference(problem):
         points = rng.permutation(n)
         anchor_i, anchor_j, order = points[0], points[1], points[2:].astype(np.int64)
         sides = np.empty(order.shape[0], dtype=np.int64)
-        log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
+        log_q, stats_a, _stats_b, size_a, size_b = sequential_allocation(
             family.family_id, family.params, x, anchor_i, anchor_j, order, False, sides,
             rng.random(order.shape[0]), log_w_table, family.empty_stats)
         expected = reference_sequential_allocation(family, x, anchor_i, anchor_j, order, sides,
@@ -187,8 +187,8 @@ def test_negative_control_sampled_reverse_split_is_rejected():
 # --------------------------------------------------------------------------- PyMC adapter
 
 PM_THIN = 10
-PM_SAMPLE_KWARGS = dict(tune=200, chains=2, cores=1, progressbar=False,
-                        compute_convergence_checks=False)
+PM_SAMPLE_KWARGS = {"tune": 200, "chains": 2, "cores": 1, "progressbar": False,
+                        "compute_convergence_checks": False}
 PM_BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
 PM_NIW_DATA = np.array([[-1.5, -1.2], [-1.9, -1.4], [-1.1, -2.0], [1.4, 1.6], [1.8, 1.1]])
 

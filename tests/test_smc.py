@@ -19,6 +19,7 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import PRIORS, bernoulli_problem, niw_problem
 from scipy import stats
 
 from pymc_splitmerge.core.logweights import log_sum_exp
@@ -26,7 +27,6 @@ from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels import smc
 from pymc_splitmerge.kernels.state import Model, Partition, assign_point, unassign_point
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, exact_posterior
-from conftest import PRIORS, bernoulli_problem, niw_problem
 
 FAMILIES = {"bernoulli": bernoulli_problem, "niw": niw_problem}
 CONFIGS = {

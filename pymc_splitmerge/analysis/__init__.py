@@ -66,6 +66,7 @@ __all__ = [
     "find_partition_variable",
     "heldout_log_predictive_density",
     "iter_similarity_blocks",
+    "iter_zarr_draws",
     "least_squares_draw",
     "log_joint_draws",
     "most_uncertain_pairs",
@@ -82,6 +83,5 @@ __all__ = [
     "summary",
     "v_measure",
     "variation_of_information",
-    "iter_zarr_draws",
     "zarr_posterior",
 ]

@@ -54,7 +54,7 @@ def _log_normaliser(params, stats, size):
     maximum = -np.inf
     for g in range(size):
         value = params[1 + g] + stats[1 + g]
-        if value > maximum:  # noqa: PLR1730 - kept as in the benchmarked numba code
+        if value > maximum:
             maximum = value
     total = 0.0
     for g in range(size):
@@ -103,7 +103,7 @@ def grid_log_predictive(params, stats, x):
     maximum = -np.inf
     for g in range(size):
         value = stats[offset + g] + x[g]
-        if value > maximum:  # noqa: PLR1730 - kept as in the benchmarked numba code
+        if value > maximum:
             maximum = value
     total = 0.0
     for g in range(size):

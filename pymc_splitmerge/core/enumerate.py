@@ -21,7 +21,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["MAX_ENUMERATION_POINTS", "enumerate_partitions", "bell_number"]
+__all__ = ["MAX_ENUMERATION_POINTS", "bell_number", "enumerate_partitions"]
 
 MAX_ENUMERATION_POINTS = 10
 
@@ -38,7 +38,7 @@ def _validate_n(n) -> int:
     return n
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _enumerate(n: int) -> np.ndarray:
     if n == 0:
         result = np.zeros((1, 0), dtype=np.int64)

@@ -30,18 +30,18 @@ _warnings.filterwarnings(
 )
 
 __all__ = [
-    "DirichletProcess",
-    "PitmanYor",
-    "FiniteDirichlet",
-    "MixtureOfFiniteMixtures",
+    "PARTITION_PRIOR_RV_TYPES",
     "ConjugateMixture",
-    "discover",
+    "ConjugateMixtureRV",
+    "DirichletProcess",
+    "DirichletProcessRV",
+    "FiniteDirichlet",
+    "FiniteDirichletRV",
+    "MixtureOfFiniteMixtures",
+    "MixtureOfFiniteMixturesRV",
     "PartitionModel",
     "PartitionPriorRV",
-    "DirichletProcessRV",
+    "PitmanYor",
     "PitmanYorRV",
-    "FiniteDirichletRV",
-    "MixtureOfFiniteMixturesRV",
-    "ConjugateMixtureRV",
-    "PARTITION_PRIOR_RV_TYPES",
+    "discover",
 ]

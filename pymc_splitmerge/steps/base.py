@@ -256,8 +256,8 @@ class PartitionStep(BlockedStep):
 
         prefix = (f"Initial evaluation of model at starting point failed: the start of "
                   f"partition variable {self.value_name!r}")
-        advice = ("Give a start inside the support (initvals={%r: labels}), e.g. every point "
-                  "in one cluster (the default)" % self.value_name)
+        advice = (f"Give a start inside the support (initvals={{{self.value_name!r}: labels}}), e.g. every point "
+                  "in one cluster (the default)")
         finite = isinstance(self.partition_var.owner.op, FiniteDirichletRV)
         n_clusters = state.n_clusters
         max_clusters = prior.max_clusters
@@ -308,7 +308,7 @@ class PartitionStep(BlockedStep):
         from rich.table import Column
 
         key = f"{self.name}_n_clusters"
-        columns = [TextColumn("{task.fields[%s]}" % key, table_column=Column("Clusters", ratio=1))]
+        columns = [TextColumn(f"{{task.fields[{key}]}}", table_column=Column("Clusters", ratio=1))]
         return columns, {key: [0] * n_chains}
 
     def _make_progressbar_update_functions(self):

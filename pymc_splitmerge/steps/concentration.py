@@ -175,7 +175,7 @@ def _automatic_role(var):
                 for rv in model.free_RVs):
             return None
         return _find_parameter_role(var, model)
-    except Exception:  # no model on the stack, not a parameter, not exact: not ours
+    except Exception:  # noqa: BLE001 -- competence must never raise: no model on the stack, not a parameter, not exact: not ours
         return None
 
 
@@ -246,7 +246,7 @@ class ConcentrationGibbs(_ParameterStep):
                 f"{role!r} of a {type(partition_rv.owner.op).__name__}: use PartitionPriorSlice"
             )
         if not isinstance(rv.owner.op, GammaRV):
-            raise ValueError(
+            raise ValueError(  # noqa: TRY004 -- a model error (wrong prior), not a wrong type
                 f"ConcentrationGibbs needs a pm.Gamma prior on {rv.name!r}; got "
                 f"{type(rv.owner.op).__name__}: use PartitionPriorSlice (any prior)"
             )

@@ -64,18 +64,17 @@ from scipy import stats
 from pymc_splitmerge.kernels.concentration import escobar_west_update
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior, sample_partitions
-
 from pymc_splitmerge.testing.gof import GOF_PVALUE_THRESHOLD as _DEFAULT_THRESHOLD
 
 __all__ = [
     "GEWEKE_TEST_FUNCTIONS",
     "GewekeResult",
-    "geweke_test",
     "assert_geweke",
-    "simulate_data",
+    "batch_means_standard_error",
+    "geweke_test",
     "register_data_simulator",
     "sample_prior_partitions",
-    "batch_means_standard_error",
+    "simulate_data",
 ]
 
 GEWEKE_TEST_FUNCTIONS = (
