@@ -25,6 +25,7 @@ from pymc.model.transform.conditioning import remove_value_transforms
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.logweights import log_sum_exp
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.kernels.state import PartitionState
 
@@ -37,19 +38,12 @@ def _log_predictive_rows(family_id, params, stats, active, n_clusters, empty_row
     """out[j] = log sum_b exp(log_join[b] + log p(x_j | b)) (+ new cluster), per new row j."""
     weights = np.empty(n_clusters + 1)
     for j in range(x_new.shape[0]):
-        top = -np.inf
         for b in range(n_clusters):
-            value = log_join[b] + dispatch.log_predictive(family_id, params, stats[active[b]],
-                                                          x_new[j])
-            weights[b] = value
-            top = max(top, value)
-        value = log_new + dispatch.log_predictive(family_id, params, empty_row, x_new[j])
-        weights[n_clusters] = value
-        top = max(top, value)
-        total = 0.0
-        for b in range(n_clusters + 1):
-            total += np.exp(weights[b] - top)
-        out[j] = top + np.log(total)
+            weights[b] = log_join[b] + dispatch.log_predictive(family_id, params,
+                                                               stats[active[b]], x_new[j])
+        weights[n_clusters] = log_new + dispatch.log_predictive(family_id, params, empty_row,
+                                                                x_new[j])
+        out[j] = log_sum_exp(weights, n_clusters + 1)
 
 
 def partition_log_predictive(prior, family, x, labels, x_new) -> np.ndarray:

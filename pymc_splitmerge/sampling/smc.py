@@ -204,7 +204,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     else:
         outputs = [_run_chain(task) for task in tasks]
 
-    labels = np.empty((chains, draws, n), dtype=np.int64)
+    # the partition variable's own (compact) integer dtype, as pm.sample stores it
+    labels = np.empty((chains, draws, n), dtype=partition.dtype)
     log_evidence = np.empty(chains)
     ess = np.empty((chains, n + 1))
     resampled = np.empty((chains, n), dtype=bool)
