@@ -28,7 +28,8 @@ import numba
 import numpy as np
 import xarray as xr
 
-from pymc_splitmerge.analysis._labels import partition_draws
+from pymc_splitmerge.analysis import _arviz_compat as compat
+from pymc_splitmerge.analysis._labels import find_partition_variable, partition_draws
 
 __all__ = [
     "SIMILARITY_MAX_BYTES",
@@ -131,9 +132,6 @@ def reference_posterior_similarity_matrix(labels) -> np.ndarray:
 
 def _number_of_observations(data, var_name) -> int:
     """n of the draws without loading them (the last axis of the partition variable)."""
-    from pymc_splitmerge.analysis import _arviz_compat as compat
-    from pymc_splitmerge.analysis._labels import find_partition_variable
-
     if isinstance(data, xr.Dataset) or compat.is_datatree(data) or compat.is_inference_data(data):
         posterior = data if isinstance(data, xr.Dataset) else compat.get_group(data, "posterior")
         name = var_name if var_name is not None else find_partition_variable(posterior)

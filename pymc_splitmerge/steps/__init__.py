@@ -14,6 +14,8 @@ else in the model (then their updates are exact).  Plain ``pm.sample()`` then pi
 steps; everything else gets PyMC's usual choice.
 """
 
+from pymc.step_methods import STEP_METHODS
+
 from pymc_splitmerge.steps.arm import ARMStep
 from pymc_splitmerge.steps.base import PartitionStep
 from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPriorSlice
@@ -45,8 +47,6 @@ def register_step_methods() -> None:
     PyMC picks, for each free variable, the registered class of highest ``competence`` (the
     first one on ties) and instantiates it with all the variables it won.
     """
-    from pymc.step_methods import STEP_METHODS
-
     for step_class in reversed(AUTOMATIC_STEP_METHODS):
         if step_class in STEP_METHODS:
             STEP_METHODS.remove(step_class)

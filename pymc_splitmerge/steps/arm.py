@@ -50,6 +50,7 @@ from pymc.step_methods.arraystep import PopulationArrayStepShared
 from pymc.step_methods.compound import Competence
 
 from pymc_splitmerge.core.relabel import canonical_labels
+from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.arm import build_arm_move
 from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
@@ -162,8 +163,6 @@ class ARMStep(PartitionStep):
     @staticmethod
     def competence(var, has_grad=None):
         """COMPATIBLE, never IDEAL: automatic assignment keeps the default partition step."""
-        from pymc_splitmerge.distributions.priors import PartitionPriorRV
-
         owner = getattr(var, "owner", None)
         if owner is not None and isinstance(owner.op, PartitionPriorRV):
             return Competence.COMPATIBLE

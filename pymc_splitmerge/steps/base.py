@@ -35,9 +35,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pymc.exceptions import SamplingError
 from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator
+from rich.progress import TextColumn
+from rich.table import Column
 
+from pymc_splitmerge.distributions import discover
+from pymc_splitmerge.distributions.priors import FiniteDirichletRV, PartitionPriorRV
 from pymc_splitmerge.kernels.options import renamed_keyword
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
@@ -84,8 +90,6 @@ def partition_value_and_random_variable(vars, model):
 
     ``vars`` may be the partition RV, its value variable, or a one-element list of either.
     """
-    from pymc_splitmerge.distributions.priors import PartitionPriorRV
-
     if not isinstance(vars, list | tuple):
         vars = [vars]
     if len(vars) != 1:
@@ -130,10 +134,6 @@ class PartitionStep(BlockedStep):
     default_blocked = False
 
     def __init__(self, vars, model=None, rng=None, **kwargs):
-        from pymc.util import get_random_generator
-
-        from pymc_splitmerge.distributions import discover
-
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
         if kwargs:
@@ -168,8 +168,6 @@ class PartitionStep(BlockedStep):
 
     def set_rng(self, rng) -> None:
         """pymc 5: receive this chain's generator; resets per-chain state."""
-        from pymc.util import get_random_generator
-
         self.rng = get_random_generator(rng, copy=False)
         self.reset_chain()
 
@@ -180,8 +178,6 @@ class PartitionStep(BlockedStep):
 
     @staticmethod
     def competence(var, has_grad=None):
-        from pymc_splitmerge.distributions.priors import PartitionPriorRV
-
         owner = getattr(var, "owner", None)
         if owner is not None and isinstance(owner.op, PartitionPriorRV):
             return Competence.IDEAL
@@ -250,10 +246,6 @@ class PartitionStep(BlockedStep):
         (``[0, n)``; ``[0, k)`` for a finite Dirichlet prior), more clusters than a finite
         prior allows, a log prior or a collapsed log likelihood that is ``-inf`` or NaN.
         """
-        from pymc.exceptions import SamplingError
-
-        from pymc_splitmerge.distributions.priors import FiniteDirichletRV
-
         prefix = (f"Initial evaluation of model at starting point failed: the start of "
                   f"partition variable {self.value_name!r}")
         advice = (f"Give a start inside the support (initvals={{{self.value_name!r}: labels}}), e.g. every point "
@@ -304,9 +296,6 @@ class PartitionStep(BlockedStep):
     # pymc 5.28 / 6.x build progress-bar columns from `_progressbar_config(n_chains)` and map
     # each step's stats dict to column values with `_make_progressbar_update_functions()`.
     def _progressbar_config(self, n_chains=1):
-        from rich.progress import TextColumn
-        from rich.table import Column
-
         key = f"{self.name}_n_clusters"
         columns = [TextColumn(f"{{task.fields[{key}]}}", table_column=Column("Clusters", ratio=1))]
         return columns, {key: [0] * n_chains}
