@@ -89,11 +89,15 @@ def time_pair(closure_size: int, configuration: str, repeats: int, rng, steps):
     for step in steps:  # compile / warm up
         step(state, log_v_table, log_w_table, rng, anchors=anchors)
     for _ in range(repeats):
+        # paired: every implementation runs from the same seed, so that (for the same
+        # numbers) both follow the same particle paths and only the code differs
+        seed = int(rng.integers(2**63))
         for index, step in enumerate(steps):
             for target, source in zip(state.arrays(), saved):
                 target[...] = source
+            paired = np.random.default_rng(seed)
             cpu_start = time.thread_time()
-            step(state, log_v_table, log_w_table, rng, anchors=anchors, num_particles=20)
+            step(state, log_v_table, log_w_table, paired, anchors=anchors, num_particles=20)
             cpu[index].append(time.thread_time() - cpu_start)
     return [float(np.median(values)) * 1e3 for values in cpu]
 

@@ -65,6 +65,7 @@ JRSS B 72(3).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import NamedTuple
 
@@ -77,7 +78,7 @@ from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
-    allocation_log_weights,
+    particle_allocation_log_weights,
     propose,
     relative_ess,
     resample_if_degenerate,
@@ -90,7 +91,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (  # the one set of move c
     MOVE_REALLOCATE,
     MOVE_SPLIT,
 )
-from pymc_splitmerge.kernels.state import PriorTables, add, remove
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, add, remove
 
 __all__ = [
     "MOVE_MERGE",
@@ -245,7 +246,7 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     """Run the (conditional) SMC of PGSM Algorithm 3 on the ordered closure ``points``.
 
     Built on the SMC engine (``kernels/smc.py``): the option weights are the engine's
-    allocation model (:func:`~pymc_splitmerge.kernels.smc.allocation_log_weights` with the
+    allocation model (:func:`~pymc_splitmerge.kernels.smc.particle_allocation_log_weights`, with the
     fixed-``n`` tables shifted by ``K_other``, new blocks only in the anchor phase), the
     selection is :func:`~pymc_splitmerge.kernels.smc.resample_if_degenerate` (conditional
     multinomial with particle 0 pinned), the decisions :func:`~pymc_splitmerge.kernels.smc.
@@ -349,8 +350,7 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     option_cache = np.empty((num_particles, m + 1))
     total_cache = np.empty(num_particles)
     option_weight = np.empty(m + 1)
-    block_slots = np.arange(m).reshape((1, m))
-    todo = np.empty(num_particles, dtype=np.bool_)
+    block_slots = np.arange(m)
     weight_cache = np.empty((num_particles, m + 1))
     weight_total_cache = np.empty(num_particles)
     count_cache = np.empty(num_particles, dtype=np.int64)
@@ -387,11 +387,6 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
         all_merged = True
         for p in range(num_particles):
             diverged[p] = -1
-            todo[p] = twin[p] < 0
-        # log γ_t / γ_{t-1} of each allowed option of every distinct particle: the engine's
-        # allocation model (copies of an identical particle reuse its values)
-        extra = allocation_log_weights(model, seating, stats, sizes, block_slots, n_blocks,
-                                       todo, xt, log_new_predictive, anchor_phase, option_cache)
         for p in range(num_particles):
             nb = n_blocks[p]
             r = twin[p]
@@ -403,11 +398,16 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                     option_log[j] = option_cache[r, j]
                     option_weight[j] = weight_cache[r, j]
             else:
-                count = nb + extra
-                for j in range(count):
-                    option_log[j] = option_cache[p, j]
+                # log γ_t / γ_{t-1} of each allowed option: the engine's allocation model
+                # (fixed-n tables shifted by K_other, new blocks only in the anchor phase),
+                # inlined; copies of an identical particle reuse these values
+                count = particle_allocation_log_weights(
+                    family_id, params, log_v_table, log_v_table, log_w_table, log_w_table,
+                    n_other_clusters, False, stats, sizes, p, block_slots, nb, xt,
+                    log_new_predictive, anchor_phase, option_log)
                 log_total, weight_total = exp_shifted(option_log, count, option_weight)
                 for j in range(count):
+                    option_cache[p, j] = option_log[j]
                     weight_cache[p, j] = option_weight[j]
                 count_cache[p] = count
                 total_cache[p] = log_total
@@ -618,6 +618,18 @@ def pgsm_transition(model, partition, tables, anchors, options):
     return move, size, events, ess, generations
 
 
+@numba.njit(cache=True)
+def _pgsm_transition_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
+                            where, cluster_count, log_v, log_w, anchors, num_particles,
+                            resampling_threshold, annealing, conditional, deduplicate):
+    """:func:`pgsm_transition` with the structures' fields as arguments (Python entry)."""
+    return pgsm_transition(
+        Model(family_id, params, x),
+        Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
+        PriorTables(log_v, log_w), anchors,
+        PGSMOptions(num_particles, resampling_threshold, annealing, conditional, deduplicate))
+
+
 # --------------------------------------------------------------------------- Python API
 
 
@@ -680,12 +692,25 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
     Bouchard-Côté, Doucet & Roth (2017), Algorithms 1-3.
     """
     log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
-    move = build_pgsm_move(num_particles=num_particles,
-                           resampling_threshold=resampling_threshold, n_anchors=n_anchors,
-                           annealing=annealing, anchor_proposal=anchor_proposal,
-                           _conditional=conditional)
+    if anchor_proposal is None:  # options only: build once per set of options
+        move = _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing,
+                                 conditional)
+    else:
+        move = build_pgsm_move(num_particles=num_particles,
+                               resampling_threshold=resampling_threshold, n_anchors=n_anchors,
+                               annealing=annealing, anchor_proposal=anchor_proposal,
+                               _conditional=conditional)
     return move(state.model, state.partition, PriorTables(log_v_table, log_w_table), rng,
                 anchors=anchors)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing, conditional):
+    """:func:`build_pgsm_move` for :func:`pgsm_move` (no anchor proposal), built once per
+    set of options: validating and building costs more than a small move."""
+    return build_pgsm_move(num_particles=num_particles,
+                           resampling_threshold=resampling_threshold, n_anchors=n_anchors,
+                           annealing=annealing, _conditional=conditional)
 
 
 def build_pgsm_move(*, num_particles=20, resampling_threshold=0.5, n_anchors=2, annealing=True,
@@ -725,14 +750,22 @@ class _PGSMMove:
             anchors = np.full(n_anchors, -1, dtype=np.int64)
         else:
             anchors = np.array(anchors, dtype=np.int64)
-            if (anchors.ndim != 1 or anchors.shape[0] < 2
-                    or np.unique(anchors).size != anchors.size):
+            # checked on a Python list: numpy's reductions cost microseconds on 2 entries
+            values = anchors.tolist() if anchors.ndim == 1 else None
+            if values is None or len(values) < 2 or len(set(values)) != len(values):
                 raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
-            if anchors.min() < 0 or anchors.max() >= n:
+            if min(values) < 0 or max(values) >= n:
                 raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
         seed_numba_from(rng)
-        move, size, events, ess, generations = pgsm_transition(model, partition, tables,
-                                                               anchors, self.options)
+        options = self.options
+        # the structures' fields are handed over loose: numba unboxes named tuples of arrays
+        # several microseconds slower than plain arguments (the move is rebuilt inside)
+        move, size, events, ess, generations = _pgsm_transition_fields(
+            model.family_id, model.params, model.x, partition.labels, partition.sizes,
+            partition.stats, partition.empty_row, partition.active, partition.where,
+            partition.cluster_count, tables.log_v, tables.log_w, anchors,
+            options.num_particles, options.resampling_threshold, options.annealing,
+            options.conditional, options.deduplicate)
         return PGSMInfo(int(move), anchors, int(size), int(events), float(ess),
                         int(generations))
 
