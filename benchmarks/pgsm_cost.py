@@ -6,8 +6,13 @@ Usage::
 
 With ``--baseline`` the kernel module ``pymc_splitmerge/kernels/pgsm.py`` of ``GIT_REF`` is
 loaded (from ``git show``, into a temporary module used only by this run) and each move is
-timed with both implementations, alternating, in the same process; the ratio of the CPU
-medians (current / baseline) is printed.
+timed with both implementations, alternating, in the same process and from the same seed (so
+both follow the same particle paths); the ratio of the CPU medians (current / baseline) is
+printed.  Caveat: if ``GIT_REF``'s ``pgsm.py`` defines numba named tuples of its own
+(``PGSMOptions`` etc., from 2026-11-26 on), numba unboxes the temporary module's copies
+through a slow path costing ~0.4 ms per call, which biases the comparison against the
+baseline (an A/A run read 0.78); compare such refs as whole trees in separate processes.
+Refs up to ``a075fa5`` pass plain arrays and are not affected.
 
 The data set holds the closure (two Gaussian clusters of |s̄|/2 points, one anchor in each,
 or a single cluster of |s̄| points holding both anchors) plus 200 other clusters of 5 points
