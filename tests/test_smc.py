@@ -8,7 +8,10 @@
   negative controls (cumulative-weight product, first term dropped, weighting after the move)
   that the same test must reject;
 * the weighted partition law: (Ẑ/Z) sum_p W^p 1{c^p = c} is unbiased for pi(c) (test 3),
-  Hotelling's T^2 on the most probable cells, with a negative control.
+  Hotelling's T^2 on the most probable cells (weighted particles are not draws, so the
+  multinomial chi^2 does not apply; T^2 is its weighted analogue, chi^2-distributed), for
+  every prior x 2 families x {standard, annealed, rejuvenated, both}, with a negative
+  control.
 
 All statistical tests reject at the suite-wide budget ``GOF_PVALUE_THRESHOLD``.
 """
@@ -400,12 +403,14 @@ def _weighted_law_statistic(prior, family, x, rng, num_runs, num_particles, vari
     return statistic, stats.chi2.sf(statistic, cells.size)
 
 
-@pytest.mark.parametrize("config", ["standard", "annealed_rejuvenated"])
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("family_name", ["niw", "bernoulli"])
 @pytest.mark.parametrize("prior_name", list(PRIORS))
-def test_weighted_partition_law_matches_exact_posterior(prior_name, config):
+def test_weighted_partition_law_matches_exact_posterior(prior_name, family_name, config):
     prior = PRIORS[prior_name]
-    family, x = _problem("niw", 5)
-    rng = np.random.default_rng(zlib.crc32(f"{prior_name}-{config}-law".encode()))
+    family, x = _problem(family_name, 5)
+    rng = np.random.default_rng(
+        zlib.crc32(f"{prior_name}-{family_name}-{config}-law".encode()))
     statistic, pvalue = _weighted_law_statistic(prior, family, x, rng, 3000, 4,
                                                 **CONFIGS[config])
     assert pvalue >= GOF_PVALUE_THRESHOLD, statistic

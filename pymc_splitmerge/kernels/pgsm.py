@@ -78,7 +78,6 @@ from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
-    particle_allocation_log_weights,
     propose,
     relative_ess,
     resample_if_degenerate,
@@ -92,6 +91,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (  # the one set of move c
     MOVE_SPLIT,
 )
 from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, add, remove
+from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 
 __all__ = [
     "MOVE_MERGE",
@@ -246,11 +246,13 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     """Run the (conditional) SMC of PGSM Algorithm 3 on the ordered closure ``points``.
 
     Built on the SMC engine (``kernels/smc.py``): the option weights are the engine's
-    allocation model (:func:`~pymc_splitmerge.kernels.smc.particle_allocation_log_weights`, with the
-    fixed-``n`` tables shifted by ``K_other``, new blocks only in the anchor phase), the
-    selection is :func:`~pymc_splitmerge.kernels.smc.resample_if_degenerate` (conditional
-    multinomial with particle 0 pinned), the decisions :func:`~pymc_splitmerge.kernels.smc.
-    propose`; what is PGSM's own is the particle encoding (blocks numbered along ``σ``), the
+    allocation model (:func:`~pymc_splitmerge.kernels.smc.allocation_log_weights`) in its
+    fixed-``n`` form (tables shifted by ``K_other``, new blocks only in the anchor phase),
+    written out with the seating helpers of ``priors/seating.py`` because a call per particle
+    costs 10-15 % of a move; the selection is
+    :func:`~pymc_splitmerge.kernels.smc.resample_if_degenerate` (conditional multinomial with
+    particle 0 pinned), the decisions :func:`~pymc_splitmerge.kernels.smc.propose`; what is
+    PGSM's own is the particle encoding (blocks numbered along ``σ``), the
     annealed targets and the reuse of identical particles' computations.
 
     Parameters
@@ -398,13 +400,22 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                     option_log[j] = option_cache[r, j]
                     option_weight[j] = weight_cache[r, j]
             else:
-                # log γ_t / γ_{t-1} of each allowed option: the engine's allocation model
-                # (fixed-n tables shifted by K_other, new blocks only in the anchor phase),
-                # inlined; copies of an identical particle reuse these values
-                count = particle_allocation_log_weights(
-                    family_id, params, log_v_table, log_v_table, log_w_table, log_w_table,
-                    n_other_clusters, False, stats, sizes, p, block_slots, nb, xt,
-                    log_new_predictive, anchor_phase, option_log)
+                # log γ_t / γ_{t-1} of each allowed option (eq. 7): the engine's allocation
+                # model (smc.allocation_log_weights) in its fixed-n form, where the
+                # V ratio of a join is 1, written out with the seating helpers of
+                # priors/seating.py: calling the general function costs ~10-15 % of a move
+                # (reference counting of its array arguments per particle and generation);
+                # the predictives of all blocks in one batch call.  Copies of an identical
+                # particle reuse these values.
+                dispatch.log_predictive_many(family_id, params, stats[p], block_slots, nb, xt,
+                                             option_log)
+                for j in range(nb):
+                    option_log[j] += log_join_weight(log_w_table, sizes[p, j], 1)
+                count = nb
+                if anchor_phase:
+                    option_log[nb] = log_open_weight(log_v_table, log_w_table,
+                                                     n_other_clusters + nb, 1) + log_new_predictive
+                    count = nb + 1
                 log_total, weight_total = exp_shifted(option_log, count, option_weight)
                 for j in range(count):
                     option_cache[p, j] = option_log[j]

@@ -18,8 +18,10 @@ layers.
    ``EPPF_t(Π ⊕ c) / EPPF_{t-1}(Π) · f(y_t | y_c)``, from the prior tables of the step
    (:class:`SeatingStep`; seating ratios of ``priors/seating.py``, optionally an annealed
    concentration) and the family's predictive.  The SMC sampler uses it with the step-``t``
-   tables; PGSM with the fixed-``n`` tables shifted by the clusters outside the closure and
-   the new-block option only in the anchor phase (PGSM eq. 7).
+   tables.  PGSM uses its fixed-``n`` form (tables shifted by the clusters outside the
+   closure, the new-block option only in the anchor phase; PGSM eq. 7), written out in its
+   own particle loop with the same seating helpers: a call per particle and generation
+   costs 10-15 % of a PGSM move (``docs/benchmarks.md``, issue 11 follow-up).
 
 3. **The SMC sampler over partitions**: :func:`smc_partition_run` (weight, resample,
    propagate, optional Gibbs rejuvenation of a rotating block of past labels) on a
@@ -79,7 +81,6 @@ __all__ = [
     "conditional_multinomial_resample",
     "multinomial_resample",
     "normalise_log_weights",
-    "particle_allocation_log_weights",
     "propose",
     "reference_conditional_multinomial_resample",
     "reference_normalise_log_weights",
@@ -271,8 +272,8 @@ def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_
     ``log_sum_exp(out[p, :count])`` is the incremental weight of a fully adapted proposal.
     The new-block weight is ``-inf`` (never NaN) when ``V(K_0 + K + 1) = 0``.
 
-    The loop over the particles of :func:`particle_allocation_log_weights`, which holds the
-    formula.
+    One call per generation for the whole population: the structures are handed over once,
+    not once per particle (passing arrays costs reference counting per call).
 
     Parameters
     ----------
@@ -308,46 +309,40 @@ def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_
     family_id = model.family_id
     params = model.params
     shared = slots.shape[0] == 1
+    shared_slots = slots[0]
+    # no array views in the loop beyond stats[p] (each view costs reference counting): the
+    # predictives go to a scratch row, the block rows are read as slots[row_of_p, j]
+    scratch = np.empty(out.shape[1])
     for p in range(stats.shape[0]):
-        if todo[p]:
-            particle_allocation_log_weights(
-                family_id, params, log_v_now, log_v_prev, log_w_now, log_w_prev, offset,
-                weights_change, stats, sizes, p, slots[0] if shared else slots[p], counts[p],
-                x_row, log_new_predictive, allow_new, out[p])
+        if not todo[p]:
+            continue
+        k = counts[p]
+        slot_row = 0 if shared else p
+        common = 0.0
+        if weights_change:
+            for j in range(k):
+                m = sizes[p, slots[slot_row, j]]
+                common += log_w_now[m] - log_w_prev[m]
+        log_v_prev_k = log_v_prev[offset + k]
+        if k > 0:
+            if shared:
+                dispatch.log_predictive_many(family_id, params, stats[p], shared_slots, k,
+                                             x_row, scratch)
+            else:
+                dispatch.log_predictive_many(family_id, params, stats[p], slots[p], k, x_row,
+                                             scratch)
+            base = log_v_now[offset + k] - log_v_prev_k + common
+            for j in range(k):
+                out[p, j] = scratch[j] + (
+                    base + log_join_weight(log_w_now, sizes[p, slots[slot_row, j]], 1))
+        if allow_new:
+            position = offset + k + 1
+            value = -np.inf
+            if position < log_v_now.shape[0] and log_v_now[position] > -np.inf:
+                value = (log_v_now[position] - log_v_prev_k + common + log_w_now[1]
+                         + log_new_predictive)
+            out[p, k] = -np.inf if np.isnan(value) else value
     return 1 if allow_new else 0
-
-
-@numba.njit(cache=True, inline="always")
-def particle_allocation_log_weights(family_id, params, log_v_now, log_v_prev, log_w_now,
-                                    log_w_prev, offset, weights_change, stats, sizes, p, slots,
-                                    k, x_row, log_new_predictive, allow_new, out):
-    """:func:`allocation_log_weights` for the one particle ``p`` (``k`` blocks in the rows
-    ``slots[:k]`` of ``stats[p]``), into ``out[:k + allow_new]``.
-
-    The arguments are the fields of the structures, handed over loose and inlined into the
-    caller: PGSM calls it once per distinct particle and generation, where passing the named
-    tuples (reference counting of their arrays per call) measured several per cent of a move.
-    """
-    common = 0.0
-    if weights_change:
-        for j in range(k):
-            size = sizes[p, slots[j]]
-            common += log_w_now[size] - log_w_prev[size]
-    log_v_prev_k = log_v_prev[offset + k]
-    if k > 0:
-        # the predictives straight into ``out`` (one batch call: no row view per block)
-        dispatch.log_predictive_many(family_id, params, stats[p], slots, k, x_row, out)
-        base = log_v_now[offset + k] - log_v_prev_k + common
-        for j in range(k):
-            out[j] += base + log_join_weight(log_w_now, sizes[p, slots[j]], 1)
-    if allow_new:
-        position = offset + k + 1
-        value = -np.inf
-        if position < log_v_now.shape[0] and log_v_now[position] > -np.inf:
-            value = (log_v_now[position] - log_v_prev_k + common + log_w_now[1]
-                     + log_new_predictive)
-        out[k] = -np.inf if np.isnan(value) else value
-    return k + 1 if allow_new else k
 
 
 @numba.njit(cache=True)
