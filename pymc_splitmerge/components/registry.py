@@ -269,7 +269,12 @@ def _use_current_leaf_dispatch(path: Path = LEAF_DISPATCH_PATH) -> bool:
     package imported from it (``product.py`` has, by the time this runs; nothing has been
     compiled yet, so every kernel compiled later sees the new switch).  Otherwise raise an
     ``ImportError`` that names the command to run.  Costs one read of a 10 kB file when the
-    file is current.
+    file is current (about 0.1 ms).
+
+    Limitation: ``product.py`` imports the file on disk before this runs, so a stale file that
+    no longer imports (a family module or leaf function renamed or removed) fails with its own
+    ``ImportError``; regenerate it from a checkout where it imports (or restore it with git
+    first).  Adding a family, the usual change, always imports.
     """
     try:
         current = path.read_text() == leaf_dispatch_source()
