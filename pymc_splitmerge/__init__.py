@@ -16,7 +16,7 @@ Dirichlet-process concentration with a Gamma prior with :class:`ConcentrationGib
 other partition-prior parameters with :class:`PartitionPriorSlice` (where exact).
 """
 
-from pymc_splitmerge import datasets, priors, testing
+from pymc_splitmerge import components, datasets, priors, testing
 from pymc_splitmerge.analysis import (
     DIAGNOSTICS_GROUP,
     CredibleBall,
@@ -43,25 +43,9 @@ from pymc_splitmerge.analysis import (
     v_measure,
     variation_of_information,
 )
-from pymc_splitmerge.components import (
-    BetaBernoulli,
-    ComponentFamily,
-    DirichletCategorical,
-    GammaPoisson,
-    GridComponent,
-    NormalInverseGamma,
-    NormalInverseWishart,
-    NormalKnownCovariance,
-    ProductFamily,
-)
-from pymc_splitmerge.distributions import (
-    ConjugateMixture,
-    DirichletProcess,
-    FiniteDirichlet,
-    MixtureOfFiniteMixtures,
-    PitmanYor,
-    discover,
-)
+from pymc_splitmerge.components import ComponentFamily
+from pymc_splitmerge.distributions import ConjugateMixture, discover
+from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.sampling import (
     compare_evidence,
@@ -81,10 +65,19 @@ from pymc_splitmerge.steps import (
 
 __version__ = "0.1.0.dev0"
 
+# every registered component family (components.registry.FAMILIES) and the PyMC distribution
+# of every registered partition prior (priors.PRIOR_REGISTRY), each under its class name:
+# read from the registries, so adding a family or a prior does not touch this file
+_REGISTERED = {
+    **components.FAMILY_CLASSES,
+    **{distribution.__name__: distribution
+       for distribution in PARTITION_PRIOR_DISTRIBUTIONS.values()},
+}
+globals().update(_REGISTERED)
+
 __all__ = [
     "DIAGNOSTICS_GROUP",
     "ARMStep",
-    "BetaBernoulli",
     # step methods
     "CollapsedGibbsStep",
     # component families
@@ -92,23 +85,11 @@ __all__ = [
     "ConcentrationGibbs",
     "ConjugateMixture",
     "CredibleBall",
-    "DirichletCategorical",
-    # partition priors and likelihood (PyMC distributions)
-    "DirichletProcess",
     "ExplicitPmf",
-    "FiniteDirichlet",
-    "GammaPoisson",
     "Geometric",
-    "GridComponent",
-    "MixtureOfFiniteMixtures",
-    "NormalInverseGamma",
-    "NormalInverseWishart",
-    "NormalKnownCovariance",
     "PGSMStep",
     "PartitionPriorSlice",
-    "PitmanYor",
     "PointEstimate",
-    "ProductFamily",
     "RGSMStep",
     "SAMSStep",
     "ShiftedPoisson",
@@ -146,3 +127,5 @@ __all__ = [
     "v_measure",
     "variation_of_information",
 ]
+# component families and partition priors (PyMC distributions), from the registries
+__all__ += list(_REGISTERED)

@@ -27,53 +27,30 @@ import pytensor.tensor as pt
 import pytest
 from scipy.special import gammaln, logsumexp
 
+import pymc_splitmerge
+from pymc_splitmerge import priors as priors_package
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.distributions.priors import (
     PARTITION_PRIOR_DISTRIBUTIONS,
     PARTITION_PRIOR_RV_TYPES,
+    partition_prior_distribution,
 )
 from pymc_splitmerge.priors import (
     PRIOR_REGISTRY,
     DirichletProcessPrior,
-    ExplicitPmf,
     FiniteDirichletPrior,
-    Geometric,
     GibbsTypePrior,
     PitmanYorPrior,
-    ShiftedPoisson,
     register_prior,
     sample_partitions,
 )
 from pymc_splitmerge.testing import assert_partition_gof, exact_prior
 
-# Hyperparameters of each registered prior: valid examples (the first one also gets the urn
-# χ² test) and invalid ones with the error type and a word the message must contain.
-EXAMPLES = {
-    "dirichlet_process": [{"alpha": 0.3}, {"alpha": 2.5}],
-    "pitman_yor": [{"alpha": 1.0, "discount": 0.25}, {"alpha": -0.4, "discount": 0.6},
-                   {"alpha": 1.3, "discount": 0.0}],
-    "finite_dirichlet": [{"alpha": 0.7, "k": 3}, {"alpha": 2.0, "k": 1},
-                         {"alpha": 0.2, "k": 10}],
-    "mixture_of_finite_mixtures": [
-        {"gamma": 1.0, "k_prior": ShiftedPoisson(2.0)},
-        {"gamma": 0.4, "k_prior": Geometric(0.3)},
-        {"gamma": 1.5, "k_prior": ExplicitPmf([0.1, 0.0, 0.5, 0.4])},
-    ],
-}
-INVALID = {
-    "dirichlet_process": [({"alpha": 0.0}, ValueError, "alpha"),
-                          ({"alpha": float("nan")}, ValueError, "alpha"),
-                          ({"alpha": "1"}, TypeError, "alpha")],
-    "pitman_yor": [({"alpha": 1.0, "discount": 1.0}, ValueError, "discount"),
-                   ({"alpha": -0.5, "discount": 0.5}, ValueError, "alpha"),
-                   ({"alpha": 1.0, "discount": -0.1}, ValueError, "discount")],
-    "finite_dirichlet": [({"alpha": 1.0, "k": 0}, ValueError, "k"),
-                         ({"alpha": 1.0, "k": 2.5}, ValueError, "k"),
-                         ({"alpha": 0.0, "k": 3}, ValueError, "alpha")],
-    "mixture_of_finite_mixtures": [({"gamma": 0.0, "k_prior": Geometric(0.5)}, ValueError,
-                                    "gamma"),
-                                   ({"gamma": 1.0, "k_prior": 3}, TypeError, "k_prior")],
-}
+# Hyperparameters of each registered prior come from the class (``examples()``: valid ones, the
+# first also gets the urn χ² test; ``invalid_examples()``: with the error type and a word the
+# message must contain), so adding a prior adds no line here.
+EXAMPLES = {name: prior_class.examples() for name, prior_class in PRIOR_REGISTRY.items()}
+INVALID = {name: prior_class.invalid_examples() for name, prior_class in PRIOR_REGISTRY.items()}
 URN_DRAWS, URN_N = 20000, 5
 FAST = "FAST_COMPILE"  # the graphs are tiny: skip the C compilation
 
@@ -188,9 +165,9 @@ def check_numba_eppf(prior):
         assert lower <= values[name] < upper, (prior, name, lower, upper)
 
 
-def check_distribution_logp(name, prior, n=6):
+def check_distribution_logp(name, prior, n=6, distribution=None):
     """The PyMC distribution's logp (labels) is the numpy EPPF; out-of-range labels: -inf."""
-    distribution = PARTITION_PRIOR_DISTRIBUTIONS[name]
+    distribution = distribution or PARTITION_PRIOR_DISTRIBUTIONS[name]
     variable = distribution.dist(**{k: getattr(prior, k) for k in type(prior).parameter_names},
                                  n=n)
     value = pt.lvector("z")
@@ -240,14 +217,27 @@ def check_urn_law(prior, seed):
 
 # ------------------------------------------------------------------------- the tests
 def test_every_registered_prior_is_covered():
-    """Adding a prior: register it, give it a PyMC distribution, and examples here."""
+    """Adding a prior: its module (with ``examples``) and one registry line are enough."""
     rv_names = {rv_type.name: rv_type for rv_type in PARTITION_PRIOR_RV_TYPES}
     for name, prior_class in PRIOR_REGISTRY.items():
         assert issubclass(prior_class, GibbsTypePrior)
-        assert EXAMPLES.get(name) and INVALID.get(name), f"add examples of {name!r} here"
+        assert EXAMPLES.get(name) and INVALID.get(name), (
+            f"give {prior_class.__name__} examples() and invalid_examples()")
         assert rv_names[name].prior_class is prior_class
         assert PARTITION_PRIOR_DISTRIBUTIONS[name].rv_type is rv_names[name]
         assert set(prior_class.static_parameter_names) <= set(prior_class.parameter_names)
+
+
+def test_every_registered_prior_is_exported():
+    """The registries, not hand-kept lists, give the exports (``priors/__init__.py`` and
+    ``pymc_splitmerge/__init__.py``)."""
+    for name, prior_class in PRIOR_REGISTRY.items():
+        assert prior_class.__name__ in priors_package.__all__
+        assert getattr(priors_package, prior_class.__name__) is prior_class
+        distribution = PARTITION_PRIOR_DISTRIBUTIONS[name]
+        assert distribution.__name__ in pymc_splitmerge.__all__
+        assert getattr(pymc_splitmerge, distribution.__name__) is distribution
+    assert all(hasattr(priors_package, name) for name in priors_package.__all__)
 
 
 def test_register_prior_rejects_bad_input():
@@ -272,6 +262,36 @@ def test_pytensor_graph_matches_numpy(name, params):
     prior = _build(name, params)
     check_graph_matches_numpy(prior)
     check_distribution_logp(name, prior)
+
+
+# the distribution generated from a prior class alone (what a newly registered prior gets);
+# MFM is left out: its static inputs (k_prior) are objects, kept as Op properties by hand
+_GENERATED = [case for case in _examples() if case.values[0] != "mixture_of_finite_mixtures"]
+
+
+@pytest.mark.parametrize(("name", "params"), _GENERATED)
+def test_generated_distribution_matches_numpy(name, params):
+    prior = _build(name, params)
+    generated = partition_prior_distribution(f"{name}_generated", type(prior))
+    assert generated is not PARTITION_PRIOR_DISTRIBUTIONS[name]
+    assert generated.rv_type.prior_class is type(prior)
+    check_distribution_logp(name, prior, distribution=generated)
+    n = 7
+    variable = generated.dist(**params, n=n)
+    assert variable.dtype == PARTITION_PRIOR_DISTRIBUTIONS[name].dist(**params, n=n).dtype
+    draws = pm.draw(variable, draws=200, random_seed=3)
+    assert draws.shape == (200, n)
+    assert draws.min() >= 0 and draws.max() < type(prior).label_range(n, **params)
+    for bad, error, word in INVALID[name]:
+        with pytest.raises(error, match=word):
+            generated.dist(**bad, n=n)
+
+
+def test_generated_distribution_negative_control():
+    """The generated distribution uses the class's own graph: a wrong graph is caught."""
+    generated = partition_prior_distribution("graph_differs", _GraphDiffers)
+    with pytest.raises(AssertionError):
+        check_distribution_logp("pitman_yor", _GraphDiffers(1.0, 0.4), distribution=generated)
 
 
 @pytest.mark.parametrize("name", list(PRIOR_REGISTRY))

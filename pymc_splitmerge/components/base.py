@@ -69,7 +69,8 @@ class NumbaLeaves(NamedTuple):
         log_predictive_many(params, stats, slots, n_slots, x_row, out)   optional
 
     The generated switch :mod:`pymc_splitmerge.components._leaf_dispatch` imports them by
-    module and name (``python -m pymc_splitmerge.components.registry`` rewrites it); a
+    module and name (rewritten by the import of :mod:`pymc_splitmerge.components.registry`
+    when out of date, or by ``python -m pymc_splitmerge.components``); a
     family without ``log_predictive_many`` gets a loop over ``log_predictive``.
     """
 

@@ -23,7 +23,8 @@ stats_from_rows(family_id, params, empty_row, x2d, index) -> new statistics row
 No family appears here by name but ``ProductFamily`` (``FAMILY_PRODUCT``), the combinator:
 its numba functions (in :mod:`pymc_splitmerge.components.product`) loop over the
 sub-families through the *leaf* switches, which are generated from the registry into
-:mod:`pymc_splitmerge.components._leaf_dispatch` (``python -m pymc_splitmerge.components``).
+:mod:`pymc_splitmerge.components._leaf_dispatch` (rewritten at import when out of date, see
+:mod:`pymc_splitmerge.components.registry`).
 
 Note on numba caching: a cached function is only invalidated when *its own* source file
 changes; after editing a family module, clear ``__pycache__`` (``*.nbi``/``*.nbc``) of this

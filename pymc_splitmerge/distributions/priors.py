@@ -58,6 +58,7 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
     MixtureOfFiniteMixturesPrior,
 )
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
+from pymc_splitmerge.priors.registry import PRIOR_REGISTRY
 
 __all__ = [
     "PARTITION_PRIOR_DISTRIBUTIONS",
@@ -73,6 +74,7 @@ __all__ = [
     "PitmanYorRV",
     "label_dtype",
     "partition_log_eppf",
+    "partition_prior_distribution",
 ]
 
 # pytensor >= 3 wants ``return_next_rng=True`` (and warns without it); pytensor 2 lacks it.
@@ -340,10 +342,6 @@ class MixtureOfFiniteMixturesRV(PartitionPriorRV):
         return MixtureOfFiniteMixturesPrior(gamma=self.gamma, k_prior=self.k_prior)
 
 
-PARTITION_PRIOR_RV_TYPES = (DirichletProcessRV, PitmanYorRV, FiniteDirichletRV,
-                            MixtureOfFiniteMixturesRV)
-
-
 def _all_zeros_support_point(rv, *args):
     # args = (n,) or (size, ..., n): n is always the last parameter
     return pt.zeros((args[-1],), dtype=rv.dtype)
@@ -566,9 +564,128 @@ def _mixture_of_finite_mixtures_logp(op, values, rng, size, n, **kwargs):
                               gamma=op.gamma, k_prior=op.k_prior)
 
 
+# --------------------------------------------------------------------------- generated ones
+def _python_value(value):
+    """Python scalar of a static input (number, 0-d array or pytensor constant)."""
+    if isinstance(value, Constant):
+        value = value.data
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def partition_prior_distribution(name: str, prior_class: type) -> type[Discrete]:
+    """The PyMC distribution of a registered prior that has none written here.
+
+    Everything comes from the numeric prior class (``docs/contracts.md``, "Adding a prior"):
+    the inputs are ``prior_class.parameter_names`` then ``n`` (the names in
+    ``static_parameter_names`` are numeric constants, passed to the graph as Python values);
+    constant values are validated by constructing the numeric prior (its messages name the
+    parameter); the log-probability is :func:`partition_log_eppf` (the class's
+    ``log_v_graph`` / ``log_w_graph`` / ``support_graph``); draws use its urn; labels lie in
+    ``[0, label_range(n, ...))``.
+
+    Parameters
+    ----------
+    name : str
+        The registry name (``RandomVariable.name``).
+    prior_class : type
+        A :class:`~pymc_splitmerge.priors.base.GibbsTypePrior` subclass.
+
+    Returns
+    -------
+    type
+        A ``pm.Distribution`` named after the class without its ``Prior`` suffix, with
+        ``dist(*parameters, n)`` (positional or by keyword).
+    """
+    parameter_names = tuple(prior_class.parameter_names)
+    static = frozenset(prior_class.static_parameter_names)
+    title = prior_class.__name__.removesuffix("Prior") or prior_class.__name__
+
+    def numeric_prior(self, *values):
+        return prior_class(*(_python_value(np.asarray(value)) for value in values))
+
+    rv_type = type(f"{title}RV", (PartitionPriorRV,), {
+        "__doc__": f"Partition of ``n`` points under ``{prior_class.__name__}`` (generated).",
+        "__module__": __name__,
+        "name": name,
+        "signature": ",".join(["()"] * (len(parameter_names) + 1)) + "->(n)",
+        "_print_name": (title, f"\\operatorname{{{title}}}"),
+        "prior_class": prior_class,
+        "parameter_names": parameter_names,
+        "numeric_prior": numeric_prior,
+    })
+
+    def _graph_parameters(values):
+        return {key: (_python_value(value) if key in static else value)
+                for key, value in zip(parameter_names, values, strict=True)}
+
+    def rv_op(cls, *inputs, size=None, rng=None):
+        *values, n = inputs
+        bound = prior_class.label_range(int(_python_value(n)), **_graph_parameters(values))
+        op = rv_type(dtype=_labels_dtype_for(n, bound))
+        return call_random_variable(op, *inputs, size=size, rng=rng)
+
+    def dist(cls, *args, **kwargs):
+        names = (*parameter_names, "n")
+        if len(args) > len(names):
+            raise TypeError(f"{title}.dist takes {', '.join(names)}; got {len(args)} values")
+        given = dict(zip(names, args, strict=False))
+        for key in names[len(args):]:
+            if key not in kwargs:
+                raise TypeError(f"{title}.dist needs {key!r} (inputs: {', '.join(names)})")
+            given[key] = kwargs.pop(key)
+        n = static_number_of_points(given.pop("n"))
+        _check_shape_and_size(n, kwargs)
+        inputs, constants = [], {}
+        for key in parameter_names:
+            if key in static:
+                value = _python_value(given[key])
+                if isinstance(value, Variable):
+                    raise TypeError(f"{key} of {title} must be a number known when the model "
+                                    f"is built, got {value!r}")
+                constants[key] = value
+                dtype = "int64" if isinstance(value, numbers.Integral) else "float64"
+                inputs.append(pt.constant(value, dtype=dtype))
+            else:
+                tensor = _as_float_tensor(given[key], key)
+                value = constant_value(tensor)
+                if value is not None:
+                    constants[key] = float(value)
+                inputs.append(tensor)
+        if len(constants) == len(parameter_names):
+            prior_class(**constants)  # the numeric class's validation and messages
+        return Discrete.dist.__func__(cls, [*inputs, pt.constant(n, dtype="int64")], **kwargs)
+
+    def logp(value, *inputs):
+        *values, n = inputs
+        return partition_log_eppf(prior_class, value, int(n.data), **_graph_parameters(values))
+
+    return type(title, (Discrete,), {
+        "__doc__": f"Partition of ``n`` points under ``{prior_class.__name__}`` "
+                   f"(generated from the registry entry {name!r}).",
+        "__module__": __name__,
+        "rv_type": rv_type,
+        "rv_op": classmethod(rv_op),
+        "dist": classmethod(dist),
+        "logp": staticmethod(logp),
+        "support_point": staticmethod(_all_zeros_support_point),
+    })
+
+
+_WRITTEN_HERE = (DirichletProcess, PitmanYor, FiniteDirichlet, MixtureOfFiniteMixtures)
+
 PARTITION_PRIOR_DISTRIBUTIONS = {
-    distribution.rv_type.name: distribution
-    for distribution in (DirichletProcess, PitmanYor, FiniteDirichlet, MixtureOfFiniteMixtures)
+    name: next((distribution for distribution in _WRITTEN_HERE
+                if distribution.rv_type.name == name), None)
+    or partition_prior_distribution(name, prior_class)
+    for name, prior_class in PRIOR_REGISTRY.items()
 }
 """PyMC distribution of each registered prior, keyed like
-:data:`pymc_splitmerge.priors.PRIOR_REGISTRY` (``Distribution.dist(**parameters, n=n)``)."""
+:data:`pymc_splitmerge.priors.PRIOR_REGISTRY` (``Distribution.dist(**parameters, n=n)``):
+the four written above (with their own messages and documentation), and one generated by
+:func:`partition_prior_distribution` for any other registered prior."""
+
+PARTITION_PRIOR_RV_TYPES = tuple(distribution.rv_type
+                                 for distribution in PARTITION_PRIOR_DISTRIBUTIONS.values())
+"""The ``RandomVariable`` of each registered prior."""

@@ -63,9 +63,9 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
     NO_PROPOSAL,
+    ProposeThenAccept,
     SplitMergeInfo,
     SplitMergeProposal,
-    accept_proposal,
     anchor_clusters_members,
     build_moves_then_gibbs,
     log_split_merge_ratio,
@@ -279,21 +279,8 @@ def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | N
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one restricted-Gibbs
         split-merge Metropolis–Hastings update (Algorithm 2), applied in place if accepted.
     """
-    return _RGSMMove(*_check_options(n_intermediate_scans, _negative_control))
-
-
-class _RGSMMove:
-    """The transition of :func:`build_rgsm_move` (a class: copied with its step)."""
-
-    def __init__(self, n_intermediate_scans: int, control: int):
-        self.n_intermediate_scans = n_intermediate_scans
-        self.control = control
-
-    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
-                 rng: np.random.Generator) -> SplitMergeInfo:
-        proposal = _rgsm_proposal(model, partition, tables, rng, self.n_intermediate_scans,
-                                  self.control)
-        return accept_proposal(model, partition, proposal, rng)
+    return ProposeThenAccept(_rgsm_proposal,
+                             *_check_options(n_intermediate_scans, _negative_control))
 
 
 def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,

@@ -60,9 +60,9 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
     NO_PROPOSAL,
+    ProposeThenAccept,
     SplitMergeInfo,
     SplitMergeProposal,
-    accept_proposal,
     anchor_clusters_members,
     log_split_merge_ratio,
     two_way_log_probabilities,
@@ -258,22 +258,8 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one SAMS
         Metropolis–Hastings update, applied to ``partition`` in place if accepted.
     """
-    return _SAMSMove(anchor_proposal, _check_options(anchor_proposal, _negative_control))
-
-
-class _SAMSMove:
-    """The transition of :func:`build_sams_move` (a class: copied with its step, which holds
-    the same ``anchor_proposal`` and adapts it during tuning)."""
-
-    def __init__(self, anchor_proposal, sampled_reverse: bool):
-        self.anchor_proposal = anchor_proposal
-        self.sampled_reverse = sampled_reverse
-
-    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
-                 rng: np.random.Generator) -> SplitMergeInfo:
-        proposal = _sams_proposal(model, partition, tables, rng, self.anchor_proposal,
-                                  self.sampled_reverse)
-        return accept_proposal(model, partition, proposal, rng)
+    return ProposeThenAccept(_sams_proposal, anchor_proposal,
+                             _check_options(anchor_proposal, _negative_control))
 
 
 def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,

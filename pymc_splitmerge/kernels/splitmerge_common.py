@@ -73,6 +73,7 @@ __all__ = [
     "MOVE_SPLIT",
     "NO_PROPOSAL",
     "MovesThenGibbsInfo",
+    "ProposeThenAccept",
     "SplitMergeInfo",
     "SplitMergeProposal",
     "accept_proposal",
@@ -281,6 +282,31 @@ def accept_proposal(model: Model, partition: Partition, proposal: SplitMergeProp
     if accepted:
         apply_proposal(model, partition, proposal.moving_points, proposal.target_slot)
     return SplitMergeInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio))
+
+
+class ProposeThenAccept:
+    """A built split-merge move: validated options, a proposal, then :func:`accept_proposal`.
+
+    Returned by ``build_sams_move`` and ``build_rgsm_move``.  A class, not a closure: a step
+    method is deep-copied with its move (one per chain), and an option the step also holds
+    (SAMS's ``AnchorProposal``, adapted by the step during tuning) must stay shared.
+
+    Parameters
+    ----------
+    propose : callable
+        ``propose(model, partition, tables, rng, *options) -> SplitMergeProposal``.
+    *options
+        The validated options, passed to ``propose`` after ``rng``.
+    """
+
+    def __init__(self, propose: Callable[..., SplitMergeProposal], *options):
+        self.propose = propose
+        self.options = options
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> SplitMergeInfo:
+        proposal = self.propose(model, partition, tables, rng, *self.options)
+        return accept_proposal(model, partition, proposal, rng)
 
 
 class MovesThenGibbsInfo(NamedTuple):

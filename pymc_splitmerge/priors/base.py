@@ -151,6 +151,21 @@ class GibbsTypePrior(ABC):
         """Largest number of clusters with positive prior mass (``None`` when unbounded)."""
         return None
 
+    @classmethod
+    def examples(cls) -> list[dict]:
+        """Valid hyperparameters (keyword dicts) of the contract tests.
+
+        ``tests/test_prior_contract.py`` runs every check on each (the first also gets the
+        urn's χ² test); every registered prior must give some (``docs/contracts.md``,
+        "Adding a prior").
+        """
+        return []
+
+    @classmethod
+    def invalid_examples(cls) -> list[tuple[dict, type, str]]:
+        """Invalid hyperparameters, the exception type and a word its message must contain."""
+        return []
+
     # ----------------------------------------------------------------- public API
     def log_v(self, n: int, k):
         """Log of the Gibbs coefficient :math:`V(n, K)`.
@@ -333,6 +348,28 @@ class GibbsTypePrior(ABC):
             k = n_clusters[mask]
             log_new[mask] = log_v_table[k + 1] - log_v_table[k] + log_w_table[1]
         return log_join, log_new
+
+    @classmethod
+    def closed_form_urn_parameters(cls, priors, *names: str) -> tuple[np.ndarray, ...]:
+        """Float64 arrays of the hyperparameters ``names`` over a batch of priors.
+
+        The :meth:`urn_parameters` of a prior whose seating weights have a closed form (see
+        :meth:`closed_form_urn_log_weights`).
+        """
+        return tuple(np.array([getattr(prior, name) for prior in priors], dtype=np.float64)
+                     for name in names)
+
+    @staticmethod
+    def closed_form_urn_log_weights(join_weight: np.ndarray, new_weight: np.ndarray
+                                    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`urn_log_weights` from closed-form weights ``W(m+1)/W(m)`` and ``V`` ratio.
+
+        ``join_weight`` (num, n_slots) and ``new_weight`` (num,) are the unnormalised seating
+        weights of the occupied slots and of a new cluster; a zero weight gives ``-inf``
+        (infeasible), entries of free slots may be anything (they are ignored).
+        """
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(join_weight), np.log(new_weight)
 
     # ----------------------------------------------------------------- pytensor graphs
     # The PyMC layer (``distributions/priors.py``) builds the log-probability of a partition

@@ -78,6 +78,16 @@ class DirichletProcessPrior(GibbsTypePrior):
     alpha: float
     parameter_names = ("alpha",)
 
+    @classmethod
+    def examples(cls):
+        return [{"alpha": 0.3}, {"alpha": 2.5}]
+
+    @classmethod
+    def invalid_examples(cls):
+        return [({"alpha": 0.0}, ValueError, "alpha"),
+                ({"alpha": float("nan")}, ValueError, "alpha"),
+                ({"alpha": "1"}, TypeError, "alpha")]
+
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
         if alpha <= 0:

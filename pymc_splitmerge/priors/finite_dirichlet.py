@@ -73,6 +73,16 @@ class FiniteDirichletPrior(GibbsTypePrior):
     parameter_names = ("alpha", "k")
     static_parameter_names = ("k",)
 
+    @classmethod
+    def examples(cls):
+        return [{"alpha": 0.7, "k": 3}, {"alpha": 2.0, "k": 1}, {"alpha": 0.2, "k": 10}]
+
+    @classmethod
+    def invalid_examples(cls):
+        return [({"alpha": 1.0, "k": 0}, ValueError, "k"),
+                ({"alpha": 1.0, "k": 2.5}, ValueError, "k"),
+                ({"alpha": 0.0, "k": 3}, ValueError, "alpha")]
+
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
         if alpha <= 0:
@@ -102,16 +112,13 @@ class FiniteDirichletPrior(GibbsTypePrior):
     # sequential urn, vectorised over a batch: join weight m + alpha, new (k - K) alpha
     @classmethod
     def urn_parameters(cls, priors) -> tuple[np.ndarray, np.ndarray]:
-        alpha = np.array([prior.alpha for prior in priors], dtype=np.float64)
-        components = np.array([prior.k for prior in priors], dtype=np.float64)
-        return alpha, components
+        return cls.closed_form_urn_parameters(priors, "alpha", "k")
 
     @classmethod
     def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
         alpha, components = parameters
-        with np.errstate(divide="ignore"):
-            log_new = np.log(np.maximum(components - n_clusters, 0.0) * alpha)
-        return np.log(sizes + alpha[:, None]), log_new
+        return cls.closed_form_urn_log_weights(
+            sizes + alpha[:, None], np.maximum(components - n_clusters, 0.0) * alpha)
 
     # pytensor graph (see GibbsTypePrior.log_eppf_graph); k is static (a Python int)
     @classmethod

@@ -301,6 +301,17 @@ class MixtureOfFiniteMixturesPrior(GibbsTypePrior):
     parameter_names = ("gamma", "k_prior")
     static_parameter_names = ("gamma", "k_prior")
 
+    @classmethod
+    def examples(cls):
+        return [{"gamma": 1.0, "k_prior": ShiftedPoisson(2.0)},
+                {"gamma": 0.4, "k_prior": Geometric(0.3)},
+                {"gamma": 1.5, "k_prior": ExplicitPmf([0.1, 0.0, 0.5, 0.4])}]
+
+    @classmethod
+    def invalid_examples(cls):
+        return [({"gamma": 0.0, "k_prior": Geometric(0.5)}, ValueError, "gamma"),
+                ({"gamma": 1.0, "k_prior": 3}, TypeError, "k_prior")]
+
     def __post_init__(self):
         gamma = validate_real(self.gamma, "gamma")
         if gamma <= 0:

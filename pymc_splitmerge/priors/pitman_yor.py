@@ -64,6 +64,17 @@ class PitmanYorPrior(GibbsTypePrior):
     discount: float
     parameter_names = ("alpha", "discount")
 
+    @classmethod
+    def examples(cls):
+        return [{"alpha": 1.0, "discount": 0.25}, {"alpha": -0.4, "discount": 0.6},
+                {"alpha": 1.3, "discount": 0.0}]
+
+    @classmethod
+    def invalid_examples(cls):
+        return [({"alpha": 1.0, "discount": 1.0}, ValueError, "discount"),
+                ({"alpha": -0.5, "discount": 0.5}, ValueError, "alpha"),
+                ({"alpha": 1.0, "discount": -0.1}, ValueError, "discount")]
+
     def __post_init__(self):
         alpha = validate_real(self.alpha, "alpha")
         discount = validate_real(self.discount, "discount")
@@ -95,16 +106,13 @@ class PitmanYorPrior(GibbsTypePrior):
     # sequential urn, vectorised over a batch: join weight m - d, new alpha + K d
     @classmethod
     def urn_parameters(cls, priors) -> tuple[np.ndarray, np.ndarray]:
-        alpha = np.array([prior.alpha for prior in priors], dtype=np.float64)
-        discount = np.array([prior.discount for prior in priors], dtype=np.float64)
-        return alpha, discount
+        return cls.closed_form_urn_parameters(priors, "alpha", "discount")
 
     @classmethod
     def urn_log_weights(cls, parameters, n_points, sizes, n_clusters):
         alpha, discount = parameters
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_join = np.log(sizes - discount[:, None])
-        return log_join, np.log(alpha + discount * n_clusters)
+        return cls.closed_form_urn_log_weights(sizes - discount[:, None],
+                                               alpha + discount * n_clusters)
 
     # pytensor graph (see GibbsTypePrior.log_eppf_graph)
     @classmethod

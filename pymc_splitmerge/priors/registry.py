@@ -2,9 +2,19 @@
 
 Each registered class is a :class:`~pymc_splitmerge.priors.base.GibbsTypePrior` that owns its
 numpy EPPF (``_log_v`` / ``_log_w``), its pytensor graph (``log_v_graph`` / ``log_w_graph`` /
-``support_graph``, see ``GibbsTypePrior.log_eppf_graph``), its validation and, optionally, a
-vectorised urn (``urn_parameters`` / ``urn_log_weights``).  ``tests/test_prior_contract.py``
-runs the same checks on every registered prior (``docs/contracts.md``, "Adding a prior").
+``support_graph``, see ``GibbsTypePrior.log_eppf_graph``), its validation, its test examples
+(``examples`` / ``invalid_examples``) and, optionally, a vectorised urn (``urn_parameters`` /
+``urn_log_weights``).  Everything else reads :data:`PRIOR_REGISTRY`:
+
+* :mod:`pymc_splitmerge.priors` exports every registered class under its name;
+* :mod:`pymc_splitmerge.distributions.priors` gives a registered prior without a hand-written
+  PyMC distribution one generated from the class (``partition_prior_distribution``), which
+  :mod:`pymc_splitmerge` exports;
+* ``tests/test_prior_contract.py`` runs the same checks on the examples of every registered
+  prior.
+
+Adding a prior (``docs/contracts.md``, "Adding a prior") is its module plus one
+``register_prior`` line below.
 """
 
 from __future__ import annotations
