@@ -26,8 +26,10 @@ the inner loop never touches the prior object; the seating weights are
 ``priors.seating.log_join_weight`` / ``log_open_weight`` and the draw
 ``core.logweights.sample_log_weights``.  :func:`build_gibbs_sweep` validates the options once
 and returns the transition ``sweep(model, partition, tables, rng)`` on the structures of
-``kernels.state``; the partition is updated in place through ``unassign_point`` /
-``assign_point``.
+``kernels.state``; the partition is updated in place with the arithmetic of
+``unassign_point`` / ``assign_point`` (fused into the sweep, whose Python entry takes the
+structures' fields loose; ``_composed_gibbs_sweeps`` is the plain composition it is tested
+against, move for move).
 
 References
 ----------
