@@ -136,18 +136,13 @@ def profile_sample(draws: int = 600) -> None:
             point, _ = step.step(point)
         step_only = (time.perf_counter() - start) / draws
         # the adapter's parts (steps/base.py PartitionStep.step), timed alone
-        from pymc_splitmerge.steps.base import same_values
-
         state, prior, tables = step.current_state(point)
-        values = step.partition_model.hyperparameter_values(point)
         parts = _time_blocks({
             "step.step (whole adapter + kernels)": lambda: step.step(point),
             "kernel_step (SAMS + Gibbs kernels)": lambda: step.kernel_step(state, prior, tables),
             "current_state (cache check)": lambda: step.current_state(point),
             "  hyperparameter_values(point)":
                 lambda: step.partition_model.hyperparameter_values(point),
-            "  same_values(family values)":
-                lambda: same_values(values["family"], step._cached_family_values),
             "state.labels() (canonical relabel)": state.labels,
         }, draws)
         profiler = cProfile.Profile()

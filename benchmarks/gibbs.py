@@ -8,9 +8,15 @@ hardware's limit) and for a vectorised numpy reference sweep (on a subset of poi
 scaled), all measured in the same run, their ratios (target: kernel within 1.5x of the
 plain compiled sweep), and the overhead of one ``pm.sample`` draw around the step.
 
-Sweep times are CPU time of the thread (``time.thread_time``).
+Sweep and per-draw times are CPU time of the thread (``time.thread_time``): on a shared
+machine wall time includes waiting for a core.  Kernel and plain reference sweeps alternate
+(``--repeats`` pairs), and each pair's ratio is reported (median and range).  The per-draw
+overhead times the Gibbs transition inside the draws it is part of (patched timer) and
+reports what ``CollapsedGibbsStep.step`` (best of 5 x 200 draws) and ``pm.sample``
+(difference of 1,000- and 200-draw runs) add to it.
 
-Run: ``python benchmarks/gibbs.py [--n 10000] [--sweeps 5]``.
+Run: ``python benchmarks/gibbs.py [--n 10000] [--sweeps 5] [--overhead-n 100]
+[--repeats 5] [--skip-overhead]``.
 """
 
 from __future__ import annotations
@@ -203,11 +209,43 @@ def reference_sweeps(x, labels, n_sweeps, alpha, mu0, kappa0, nu0, psi0, seed):
     return evaluations
 
 
-def pymc_overhead(x, family_kwargs, prior, draws=200):
-    """Per-draw seconds of the kernel, of the PyMC step around it, and of a pm.sample draw.
+class _KernelTimer:
+    """Times every call of the Gibbs transition (``_GibbsSweep.__call__``, patched on the
+    class, so that copies of the step that ``pm.sample`` may make are timed too)."""
 
-    All three are measured from the same equilibrium partition (the end of a warm-up chain),
-    so their differences are the adapter's and pm.sample's own costs.
+    def __init__(self):
+        from pymc_splitmerge.kernels import gibbs
+
+        self.seconds = 0.0
+        self.calls = 0
+        self._class = gibbs._GibbsSweep
+        self._original = self._class.__call__
+        timer = self
+
+        def timed(transition, *args):
+            start = time.thread_time()
+            try:
+                return timer._original(transition, *args)
+            finally:
+                timer.seconds += time.thread_time() - start
+                timer.calls += 1
+
+        self._class.__call__ = timed
+
+    def read(self):
+        return self.seconds, self.calls
+
+    def restore(self):
+        self._class.__call__ = self._original
+
+
+def pymc_overhead(x, family_kwargs, draws=200):
+    """Per-draw CPU seconds of the kernel and of what the step and pm.sample add around it.
+
+    The kernel's own time is measured inside the same draws (every call of the Gibbs
+    transition is timed, ~1 us of timer cost per draw), so the overheads are differences on
+    the same partitions, not between two chains that wandered to different numbers of
+    clusters.  Returns ``(kernel, step overhead, pm.sample overhead beyond the step)``.
     """
     import pymc as pm
 
@@ -216,45 +254,57 @@ def pymc_overhead(x, family_kwargs, prior, draws=200):
     from pymc_splitmerge.steps import CollapsedGibbsStep
 
     family = NormalInverseWishart(**family_kwargs)
-    with pm.Model():
-        z = DirichletProcess("z", alpha=1.0, n=x.shape[0])
-        ConjugateMixture("y", partition=z, component=family, observed=x)
-        step = CollapsedGibbsStep(z)
-        warm = pm.sample(draws=draws, tune=0, chains=1, cores=1, step=step, progressbar=False,
-                         compute_convergence_checks=False, random_seed=1)
-        labels = np.asarray(warm["posterior"]["z"].values)[0, -1]
-        # The difference of a long and a short run removes pm.sample's fixed setup.  The first
-        # call with ``initvals`` pays a one-time cost (~0.4 s here) that made the difference
-        # negative when it fell on the short run only: each length is run twice, alternately,
-        # and the faster of the two is kept.
-        timings = {draws: np.inf, 5 * draws: np.inf}
-        for n_draws in (draws, 5 * draws, draws, 5 * draws):
-            start = time.perf_counter()
-            pm.sample(draws=n_draws, tune=0, chains=1, cores=1, step=step, progressbar=False,
-                      compute_convergence_checks=False, random_seed=2, initvals={"z": labels})
-            timings[n_draws] = min(timings[n_draws], time.perf_counter() - start)
-        per_draw = (timings[5 * draws] - timings[draws]) / (4 * draws)
-        point = {"z": labels.copy()}
-        step.step(point)
-        start = time.perf_counter()
-        for _ in range(draws):
+    timer = _KernelTimer()
+    try:
+        with pm.Model():
+            z = DirichletProcess("z", alpha=1.0, n=x.shape[0])
+            ConjugateMixture("y", partition=z, component=family, observed=x)
+            step = CollapsedGibbsStep(z)
+            warm = pm.sample(draws=draws, tune=0, chains=1, cores=1, step=step,
+                             progressbar=False, compute_convergence_checks=False,
+                             random_seed=1)
+            labels = np.asarray(warm["posterior"]["z"].values)[0, -1]
+            # step.step alone: best of 5 blocks of the step's time minus its kernel's time
+            point = {"z": labels.copy()}
             point, _ = step.step(point)
-        per_step = (time.perf_counter() - start) / draws
-    state = PartitionState(family, family.prepare_data(x), labels)
-    tables = prior.tables(x.shape[0])
-    rng = np.random.default_rng(3)
-    start = time.perf_counter()
-    for _ in range(draws):
-        gibbs_sweep(state, *tables, rng)
-    per_kernel = (time.perf_counter() - start) / draws
-    return per_kernel, per_step, per_draw
+            kernel_per_draw, step_overhead = [], np.inf
+            for _ in range(5):
+                kernel_before, _ = timer.read()
+                start = time.thread_time()
+                for _ in range(draws):
+                    point, _ = step.step(point)
+                total = time.thread_time() - start
+                kernel = timer.read()[0] - kernel_before
+                kernel_per_draw.append(kernel / draws)
+                step_overhead = min(step_overhead, (total - kernel) / draws)
+            # pm.sample: a long minus a short run removes its fixed setup; each length twice
+            # (the first call with ``initvals`` pays a one-time cost), the least kept.
+            outside = {draws: np.inf, 5 * draws: np.inf}
+            for n_draws in (draws, 5 * draws, draws, 5 * draws):
+                kernel_before, _ = timer.read()
+                start = time.thread_time()
+                pm.sample(draws=n_draws, tune=0, chains=1, cores=1, step=step,
+                          progressbar=False, compute_convergence_checks=False, random_seed=2,
+                          initvals={"z": labels})
+                total = time.thread_time() - start
+                kernel = timer.read()[0] - kernel_before
+                outside[n_draws] = min(outside[n_draws], total - kernel)
+            sample_overhead = (outside[5 * draws] - outside[draws]) / (4 * draws)
+    finally:
+        timer.restore()
+    return float(np.median(kernel_per_draw)), step_overhead, sample_overhead - step_overhead
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--sweeps", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="alternating kernel / reference pairs of --sweeps sweeps")
     parser.add_argument("--reference-points", type=int, default=1000)
+    parser.add_argument("--overhead-n", type=int, default=200,
+                        help="points of the per-draw overhead measurement (issue 13: 100)")
+    parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args()
 
     x, truth = make_data(args.n)
@@ -267,34 +317,43 @@ def main():
 
     state = PartitionState(family, prepared, truth)
     gibbs_sweep(state, *tables, rng)  # compile / warm up
-    # CPU time of the thread: on a shared machine the wall time includes waiting for a core
-    start = time.thread_time()
-    info_evaluations = 0
-    for _ in range(args.sweeps):
-        info = gibbs_sweep(state, *tables, rng)
-        info_evaluations += info.n_predictive_evaluations
-    elapsed = time.thread_time() - start
-    per_sweep = elapsed / args.sweeps
-    rate = info_evaluations / elapsed
-    print(f"numba sweep: n={args.n}, K={state.n_clusters}, {per_sweep * 1e3:.1f} ms/sweep, "
-          f"{rate / 1e6:.2f} M point-cluster evaluations/s (target >= 25 M/s)")
-
     # the plain compiled reference sweep, same data, same starting partition
     reference_args = (1.0, np.zeros(2), 0.01, 4.0, np.array([1.0, 0.0, 1.0]))
     start_labels = truth.astype(np.int64)
     reference_sweeps(prepared, start_labels.copy(), 1, *reference_args, 0)  # compile
     plain_labels = start_labels.copy()
     reference_sweeps(prepared, plain_labels, 1, *reference_args, 1)  # burn in like the kernel
-    start = time.thread_time()
-    plain_evaluations = reference_sweeps(prepared, plain_labels, args.sweeps, *reference_args, 2)
-    plain_elapsed = time.thread_time() - start
-    plain_per_sweep = plain_elapsed / args.sweeps
+    # Kernel and reference alternate (--repeats pairs of --sweeps sweeps each), so that each
+    # pair's ratio sees the same load; CPU time of the thread (on a shared machine the wall
+    # time includes waiting for a core).
+    kernel_times, kernel_rates, plain_times, plain_rates, ratios = [], [], [], [], []
+    for repeat in range(args.repeats):
+        start = time.thread_time()
+        info_evaluations = 0
+        for _ in range(args.sweeps):
+            info = gibbs_sweep(state, *tables, rng)
+            info_evaluations += info.n_predictive_evaluations
+        elapsed = time.thread_time() - start
+        start = time.thread_time()
+        plain_evaluations = reference_sweeps(prepared, plain_labels, args.sweeps,
+                                             *reference_args, 2 + repeat)
+        plain_elapsed = time.thread_time() - start
+        kernel_times.append(elapsed / args.sweeps)
+        kernel_rates.append(info_evaluations / elapsed)
+        plain_times.append(plain_elapsed / args.sweeps)
+        plain_rates.append(plain_evaluations / plain_elapsed)
+        ratios.append((elapsed / info_evaluations) / (plain_elapsed / plain_evaluations))
+    per_sweep = float(np.median(kernel_times))
+    print(f"numba sweep: n={args.n}, K={state.n_clusters}, {per_sweep * 1e3:.1f} ms/sweep "
+          f"(median of {args.repeats}), {np.median(kernel_rates) / 1e6:.2f} M point-cluster "
+          f"evaluations/s (median; best {max(kernel_rates) / 1e6:.2f} M/s; target >= 25 M/s)")
     print(f"plain compiled reference sweep (closed-form Student-t per cluster): "
-          f"K={np.unique(plain_labels).size}, {plain_per_sweep * 1e3:.1f} ms/sweep, "
-          f"{plain_evaluations / plain_elapsed / 1e6:.2f} M evaluations/s")
-    print(f"ratio kernel / plain reference, time per evaluation: "
-          f"{(elapsed / info_evaluations) / (plain_elapsed / plain_evaluations):.2f}x "
-          f"(per sweep {per_sweep / plain_per_sweep:.2f}x; target <= 1.5x)")
+          f"K={np.unique(plain_labels).size}, {np.median(plain_times) * 1e3:.1f} ms/sweep, "
+          f"{np.median(plain_rates) / 1e6:.2f} M evaluations/s (median; best "
+          f"{max(plain_rates) / 1e6:.2f} M/s)")
+    print(f"ratio kernel / plain reference, time per evaluation, per alternating pair: median "
+          f"{np.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}; "
+          f"target <= 1.5x)")
 
     reference = NumpyNiwGibbs(prepared, state.labels(), 1.0, np.zeros(2), 0.01, 4.0, np.eye(2))
     points = rng.permutation(args.n)[: args.reference_points]
@@ -307,12 +366,15 @@ def main():
           f"{points.size} points), {reference_rate / 1e6:.3f} M evaluations/s")
     print(f"speed-up numba / numpy: {reference_per_sweep / per_sweep:.1f}x")
 
-    overhead_n = 200
-    kernel, step, draw = pymc_overhead(x[:overhead_n], family_kwargs, prior)
-    print(f"one draw at n={overhead_n} (same equilibrium partition): kernel "
-          f"{kernel * 1e6:.0f} us, PyMC step around it {step * 1e6:.0f} us (adapter "
-          f"{(step - kernel) * 1e6:+.0f} us), pm.sample draw {draw * 1e6:.0f} us (pm.sample "
-          f"{(draw - step) * 1e6:+.0f} us)")
+    if args.skip_overhead:
+        return
+    overhead_n = args.overhead_n
+    kernel, step, beyond = pymc_overhead(x[:overhead_n], family_kwargs)
+    print(f"one draw at n={overhead_n}: kernel {kernel * 1e6:.0f} us; around it "
+          f"CollapsedGibbsStep.step adds {step * 1e6:+.0f} us, pm.sample adds "
+          f"{beyond * 1e6:+.0f} us more (pm.sample draw - kernel = "
+          f"{(step + beyond) * 1e6:+.0f} us)")
+
 
 if __name__ == "__main__":
     main()

@@ -386,6 +386,27 @@ def niw_remove_point(params, stats, x):
     offset_factor = offset_mu + dim
     tail = offset_factor + dim * dim
     scale = math.sqrt(kappa_new / kappa_old)
+    if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
+        # the loop below for D = 2 in registers (same arithmetic), then the downdate
+        first = x[0]
+        second = x[1]
+        difference_first = first - stats[offset_mu]
+        difference_second = second - stats[offset_mu + 1]
+        stats[offset_mu] -= difference_first / kappa_old
+        stats[offset_mu + 1] -= difference_second / kappa_old
+        stats[1] -= first
+        stats[2] -= second
+        cross = first * second
+        stats[offset_xx] -= first * first
+        stats[offset_xx + 1] -= cross
+        stats[offset_xx + 2] -= cross
+        stats[offset_xx + 3] -= second * second
+        stats[0] = count - 1.0
+        if _niw_downdate_two(params, stats, scale * difference_first,
+                             scale * difference_second, offset_factor, scratch - 2):
+            return False
+        niw_recompute(params, stats)
+        return True
     for i in range(dim):
         xi = x[i]
         difference = xi - stats[offset_mu + i]
@@ -395,12 +416,6 @@ def niw_remove_point(params, stats, x):
         for j in range(dim):
             stats[offset_xx + i * dim + j] -= xi * x[j]
     stats[0] = count - 1.0
-    if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
-        if _niw_downdate_two(params, stats, params[scratch], params[scratch + 1],
-                             offset_factor, scratch - 2):
-            return False
-        niw_recompute(params, stats)
-        return True
     if niw_inverse_factor_update(
             stats[offset_factor:offset_factor + dim * dim], params[scratch:scratch + dim],
             dim, -1.0,

@@ -26,8 +26,10 @@ the inner loop never touches the prior object; the seating weights are
 ``priors.seating.log_join_weight`` / ``log_open_weight`` and the draw
 ``core.logweights.sample_log_weights``.  :func:`build_gibbs_sweep` validates the options once
 and returns the transition ``sweep(model, partition, tables, rng)`` on the structures of
-``kernels.state``; the partition is updated in place through ``unassign_point`` /
-``assign_point``.
+``kernels.state``; the partition is updated in place with the arithmetic of
+``unassign_point`` / ``assign_point`` (fused into the sweep, whose Python entry takes the
+structures' fields loose; ``_composed_gibbs_sweeps`` is the plain composition it is tested
+against, move for move).
 
 References
 ----------
@@ -48,8 +50,8 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.logweights import sample_log_weights
-from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.core.logweights import sample_log_weights, sample_weights
+from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 from pymc_splitmerge.kernels.options import positive_integer, renamed_keyword
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import (
@@ -149,8 +151,116 @@ def _prior_predictives(family_id, params, x, empty_row, out):
 
 
 @numba.njit(cache=True)
+def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+                         cluster_count, log_v_table, log_w_table, n_gibbs_sweeps, random_scan):
+    """``n_gibbs_sweeps`` sweeps over all points; returns ``(n_changed, n_evaluations)``.
+
+    The structures' fields as loose arrays: this is also the Python entry of the transition,
+    because numba unboxes a named tuple of arrays several microseconds slower than the same
+    arrays passed loose (once per call; see ``kernels/pgsm.py::_pgsm_transition_fields``).
+
+    Same arithmetic and random stream as ``unassign_point``, :func:`_join_and_new_log_weights`,
+    ``sample_log_weights`` and ``assign_point`` called in turn (the plain composition that
+    ``tests/test_gibbs_kernel.py`` checks it against), fused to save passes over the weights
+    and row views per point: the data row is viewed once per point, the weights loop also
+    finds their peak (``core.logweights._peak``), and the shifted exponentials and their sum
+    (``exp_shifted``) feed ``sample_weights`` directly.
+    """
+    n = x.shape[0]
+    log_prior_predictive = np.empty(n)
+    _prior_predictives(family_id, params, x, empty_row, log_prior_predictive)
+    log_weights = np.empty(sizes.shape[0])
+    order = np.arange(n)
+    n_changed = 0
+    n_evaluations = 0
+    for _ in range(n_gibbs_sweeps):
+        if random_scan:
+            order = np.random.permutation(n)
+        for position in range(n):
+            i = order[position]
+            x_row = x[i]
+            # unassign_point
+            old = labels[i]
+            sizes[old] -= 1
+            was_singleton = sizes[old] == 0
+            if was_singleton:
+                close_slot(old, stats, empty_row, active, where, cluster_count)
+            else:
+                dispatch.remove_point(family_id, params, stats[old], x_row)
+            # _join_and_new_log_weights, with the peak of the weights
+            k = cluster_count[0]
+            dispatch.log_predictive_many(family_id, params, stats, active, k, x_row,
+                                         log_weights)
+            peak = -np.inf
+            for j in range(k):
+                value = log_join_weight(log_w_table, sizes[active[j]], 1) + log_weights[j]
+                if np.isnan(value):
+                    value = -np.inf
+                log_weights[j] = value
+                if value > peak:
+                    peak = value
+            value = log_open_weight(log_v_table, log_w_table, k, 1) + log_prior_predictive[i]
+            if np.isnan(value):
+                value = -np.inf
+            log_weights[k] = value
+            if value > peak:
+                peak = value
+            n_evaluations += k
+            # sample_log_weights = exp_shifted + sample_weights
+            uniform = np.random.random()
+            total = 0.0
+            if peak == -np.inf:
+                for j in range(k + 1):
+                    log_weights[j] = 0.0
+            else:
+                for j in range(k + 1):
+                    value = log_weights[j]
+                    if value == peak:
+                        weight = 1.0
+                    elif value > -np.inf:
+                        weight = np.exp(value - peak)
+                    else:
+                        weight = 0.0
+                    log_weights[j] = weight
+                    total += weight
+            choice = sample_weights(log_weights, k + 1, total, uniform)
+            if choice < 0:
+                # Every placement has probability zero (infeasible state): put it back.
+                slot = old
+            elif choice == k:
+                slot = old if was_singleton else free_slot(where)
+            else:
+                slot = active[choice]
+            if slot != old and not (was_singleton and choice == k):
+                n_changed += 1
+            # assign_point
+            if where[slot] < 0:
+                open_slot(slot, active, where, cluster_count)
+            dispatch.add_point(family_id, params, stats[slot], x_row)
+            sizes[slot] += 1
+            labels[i] = slot
+    return n_changed, n_evaluations
+
+
+@numba.njit(cache=True)
 def _gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
-    """``n_gibbs_sweeps`` sweeps over all points; returns ``(n_changed, n_evaluations)``."""
+    """:func:`_gibbs_sweeps_arrays` on the structures of ``kernels.state``."""
+    family_id, params, x = model
+    labels, sizes, stats, empty_row, active, where, cluster_count = partition
+    log_v_table, log_w_table = tables
+    return _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, active,
+                                where, cluster_count, log_v_table, log_w_table, n_gibbs_sweeps,
+                                random_scan)
+
+
+@numba.njit(cache=True)
+def _composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
+    """Plain composition of the shared primitives: the judge of :func:`_gibbs_sweeps_arrays`.
+
+    ``unassign_point``, :func:`_join_and_new_log_weights`, ``sample_log_weights`` and
+    ``assign_point`` in turn (the sweep before it was fused); for the same numba seed it must
+    make exactly the same moves.
+    """
     family_id, params, x = model
     labels, sizes, stats, empty_row, active, where, cluster_count = partition
     log_v_table, log_w_table = tables
@@ -175,7 +285,6 @@ def _gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
             n_evaluations += k
             choice = sample_log_weights(log_weights, k + 1, np.random.random())
             if choice < 0:
-                # Every placement has probability zero (infeasible state): put it back.
                 slot = old
             elif choice == k:
                 slot = old if was_singleton else free_slot(where)
@@ -228,8 +337,12 @@ class _GibbsSweep:
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> GibbsInfo:
         seed_numba_from(rng)
-        n_changed, n_evaluations = _gibbs_sweeps(model, partition, tables, self.n_gibbs_sweeps,
-                                                 self.random_scan)
+        # loose fields: numba unboxes named tuples of arrays slowly (see _gibbs_sweeps_arrays)
+        n_changed, n_evaluations = _gibbs_sweeps_arrays(
+            model.family_id, model.params, model.x, partition.labels, partition.sizes,
+            partition.stats, partition.empty_row, partition.active, partition.where,
+            partition.cluster_count, tables.log_v, tables.log_w, self.n_gibbs_sweeps,
+            self.random_scan)
         return GibbsInfo(int(n_changed), int(partition.cluster_count[0]), int(n_evaluations))
 
 

@@ -22,7 +22,6 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 
 __all__ = [
@@ -191,6 +190,21 @@ def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, whe
                      cluster_count)
 
 
+@numba.njit(cache=True)
+def _canonical_slot_labels(slot_labels, capacity):
+    """Slot labels (int64 in ``[0, capacity)``) relabelled by order of first appearance."""
+    out = np.empty(slot_labels.shape[0], dtype=np.int64)
+    mapping = np.full(capacity, -1, dtype=np.int64)
+    next_label = 0
+    for i in range(slot_labels.shape[0]):
+        slot = slot_labels[i]
+        if mapping[slot] < 0:
+            mapping[slot] = next_label
+            next_label += 1
+        out[i] = mapping[slot]
+    return out
+
+
 class PartitionState:
     """Labels, cluster sizes and per-cluster sufficient statistics of one partition.
 
@@ -275,8 +289,12 @@ class PartitionState:
         return tuple(prior_tables(self.n, log_v_table, log_w_table))
 
     def labels(self) -> np.ndarray:
-        """Canonical labels (order of first appearance, 0..K-1), int64 array of shape (n,)."""
-        return canonical_labels(self.slot_labels)
+        """Canonical labels (order of first appearance, 0..K-1), int64 array of shape (n,).
+
+        ``core.relabel.canonical_labels`` of the slot labels (its plain reference), without
+        its input checks: slot labels are int64 in ``[0, capacity)`` by construction.
+        """
+        return _canonical_slot_labels(self.slot_labels, self.sizes.shape[0])
 
     def cluster_sizes(self) -> np.ndarray:
         """Sizes of the active clusters (in slot order of ``active``)."""

@@ -79,10 +79,11 @@ def same_values(first, second) -> bool:
         return first == second
 
 
-def _copy_values(values):
-    if isinstance(values, dict):
-        return {key: _copy_values(value) for key, value in values.items()}
-    return np.array(values, copy=True) if isinstance(values, np.ndarray) else values
+def _same_array(first, second) -> bool:
+    """Bitwise equality of two arrays (cheap; a false "changed" only costs a rebuild)."""
+    first = np.asarray(first)
+    return (first.shape == second.shape and first.dtype == second.dtype
+            and first.tobytes() == second.tobytes())
 
 
 def partition_value_and_random_variable(vars, model):
@@ -154,8 +155,8 @@ class PartitionStep(BlockedStep):
         """Forget cached state (called at the start of every chain)."""
         self._state: PartitionState | None = None
         self._cached_labels: np.ndarray | None = None
-        self._cached_prior_values = None
-        self._cached_family_values = None
+        self._cached_evaluated: dict | None = None  # random / Data hyperparameters, last seen
+        self._family = None
         self._prior = None
         self._tables = None
         # Adaptation (the informed anchor proposals) runs while ``self.tune`` is true.  PyMC
@@ -188,30 +189,38 @@ class PartitionStep(BlockedStep):
         """The partition state, numeric prior and tables matching ``point``.
 
         The cached state is reused when the point's labels equal the canonical labels this
-        step wrote last and the family's hyperparameter values are unchanged.
+        step wrote last and the family's hyperparameter values are unchanged.  Constant
+        hyperparameters are read once per chain; only those that can change between draws
+        (random variables or ``pm.Data``: the outputs of the model's one compiled
+        hyperparameter function, ``PartitionModel.random_hyperparameters``) are evaluated
+        and compared at every draw.
         """
-        values = self.partition_model.hyperparameter_values(point)
-        family_values = values.get("family", {})
-        prior_values = {key: value for key, value in values.items() if key != "family"}
         labels = np.asarray(point[self.value_name])
         if labels.shape != (self.n_points,):
             raise ValueError(
                 f"labels of {self.value_name!r} have shape {labels.shape}; expected "
                 f"({self.n_points},)"
             )
-        if self._prior is None or not same_values(prior_values, self._cached_prior_values):
+        prior_changed = family_changed = self._state is None or self._prior is None
+        if self.partition_model.random_hyperparameters:
+            evaluated = self.partition_model._evaluate(point)
+            cached = self._cached_evaluated
+            for key, value in evaluated.items():
+                if cached is None or not _same_array(value, cached[key]):
+                    if key.startswith("family:"):
+                        family_changed = True
+                    else:
+                        prior_changed = True
+            if prior_changed or family_changed:
+                self._cached_evaluated = {key: np.array(value, copy=True)
+                                          for key, value in evaluated.items()}
+        if prior_changed:
             self._prior = self.partition_model.numeric_prior(point)
             self._tables = PriorTables(*self._prior.tables(self.n_points))
-            self._cached_prior_values = _copy_values(prior_values)
-        rebuild = (
-            self._state is None
-            or not same_values(family_values, self._cached_family_values)
-            or not np.array_equal(labels, self._cached_labels)
-        )
-        if rebuild:
-            family = self.partition_model.numeric_family(point)
-            self._state = PartitionState(family, self.partition_model.data, labels)
-            self._cached_family_values = _copy_values(family_values)
+        if family_changed or not np.array_equal(labels, self._cached_labels):
+            if family_changed or self._family is None:
+                self._family = self.partition_model.numeric_family(point)
+            self._state = PartitionState(self._family, self.partition_model.data, labels)
         return self._state, self._prior, self._tables
 
     def build_transition(self):
