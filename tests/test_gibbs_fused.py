@@ -2,7 +2,7 @@
 
 ``kernels.gibbs._gibbs_sweeps_arrays`` (the transition's entry) fuses ``unassign_point``, the
 seating weights, ``sample_log_weights`` and ``assign_point`` to save passes and row views per
-point; ``kernels.gibbs._composed_gibbs_sweeps`` calls those primitives in turn.  From the same
+point; ``testing.kernel_references.composed_gibbs_sweeps`` calls those primitives in turn.  From the same
 state and numba seed both must leave bit-identical labels, sizes, statistics and slot
 bookkeeping, for families with and without a batch predictive leaf, priors with an infeasible
 new cluster (finite Dirichlet at ``K = k``), both scans, and long enough for the NIW rows to
@@ -22,10 +22,11 @@ from pymc_splitmerge.components import (
     NormalKnownCovariance,
 )
 from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.kernels.gibbs import _composed_gibbs_sweeps, _gibbs_sweeps_arrays
+from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
 from pymc_splitmerge.kernels.rng import seed_numba
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
+from pymc_splitmerge.testing.kernel_references import composed_gibbs_sweeps
 
 
 def _problem(name, rng):
@@ -67,7 +68,7 @@ def _fused(state, tables, n_sweeps, random_scan):
 
 
 def _composed(state, tables, n_sweeps, random_scan):
-    return _composed_gibbs_sweeps(state.model, state.partition, tables, n_sweeps, random_scan)
+    return composed_gibbs_sweeps(state.model, state.partition, tables, n_sweeps, random_scan)
 
 
 def _assert_identical(first, second):

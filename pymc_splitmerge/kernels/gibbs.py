@@ -28,8 +28,8 @@ the inner loop never touches the prior object; the seating weights are
 and returns the transition ``sweep(model, partition, tables, rng)`` on the structures of
 ``kernels.state``; the partition is updated in place with the arithmetic of
 ``unassign_point`` / ``assign_point`` (fused into the sweep, whose Python entry takes the
-structures' fields loose; ``_composed_gibbs_sweeps`` is the plain composition it is tested
-against, move for move).
+structures' fields loose; ``testing.kernel_references.composed_gibbs_sweeps`` is the plain
+composition it is tested against, move for move).
 
 References
 ----------
@@ -50,7 +50,7 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.logweights import sample_log_weights, sample_weights
+from pymc_splitmerge.core.logweights import sample_weights
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 from pymc_splitmerge.kernels.options import positive_integer, renamed_keyword
 from pymc_splitmerge.kernels.rng import seed_numba_from
@@ -239,61 +239,6 @@ def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, 
             dispatch.add_point(family_id, params, stats[slot], x_row)
             sizes[slot] += 1
             labels[i] = slot
-    return n_changed, n_evaluations
-
-
-@numba.njit(cache=True)
-def _gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
-    """:func:`_gibbs_sweeps_arrays` on the structures of ``kernels.state``."""
-    family_id, params, x = model
-    labels, sizes, stats, empty_row, active, where, cluster_count = partition
-    log_v_table, log_w_table = tables
-    return _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, active,
-                                where, cluster_count, log_v_table, log_w_table, n_gibbs_sweeps,
-                                random_scan)
-
-
-@numba.njit(cache=True)
-def _composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
-    """Plain composition of the shared primitives: the judge of :func:`_gibbs_sweeps_arrays`.
-
-    ``unassign_point``, :func:`_join_and_new_log_weights`, ``sample_log_weights`` and
-    ``assign_point`` in turn (the sweep before it was fused); for the same numba seed it must
-    make exactly the same moves.
-    """
-    family_id, params, x = model
-    labels, sizes, stats, empty_row, active, where, cluster_count = partition
-    log_v_table, log_w_table = tables
-    n = x.shape[0]
-    log_prior_predictive = np.empty(n)
-    _prior_predictives(family_id, params, x, empty_row, log_prior_predictive)
-    log_weights = np.empty(sizes.shape[0])
-    order = np.arange(n)
-    n_changed = 0
-    n_evaluations = 0
-    for _ in range(n_gibbs_sweeps):
-        if random_scan:
-            order = np.random.permutation(n)
-        for position in range(n):
-            i = order[position]
-            old = unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row,
-                                 active, where, cluster_count)
-            was_singleton = sizes[old] == 0
-            k = _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table,
-                                          sizes, stats, active, cluster_count,
-                                          log_prior_predictive[i], log_weights)
-            n_evaluations += k
-            choice = sample_log_weights(log_weights, k + 1, np.random.random())
-            if choice < 0:
-                slot = old
-            elif choice == k:
-                slot = old if was_singleton else free_slot(where)
-            else:
-                slot = active[choice]
-            if slot != old and not (was_singleton and choice == k):
-                n_changed += 1
-            assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
-                         cluster_count)
     return n_changed, n_evaluations
 
 

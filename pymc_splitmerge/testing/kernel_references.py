@@ -2,16 +2,23 @@
 
 Each function recomputes a quantity of a numba kernel from complete log EPPFs / log
 marginals, sharing no code with the kernel (scikit-learn's "fast code against naive code").
+The exception is :func:`composed_gibbs_sweeps`, the unfused Gibbs sweep built from the
+kernels' own primitives, which judges the fused sweep move for move.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
+from pymc_splitmerge.core.logweights import sample_log_weights
 from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.kernels.gibbs import SCANS
+from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.kernels.gibbs import SCANS, _join_and_new_log_weights, _prior_predictives
+from pymc_splitmerge.kernels.state import assign_point, unassign_point
 
 __all__ = [
+    "composed_gibbs_sweeps",
     "reference_arm_run",
     "reference_gibbs_sweep",
     "reference_log_split_weight",
@@ -359,3 +366,47 @@ def reference_arm_run(family, x, labels, labels_a, labels_b, anchor_i, anchor_j,
     if forced and not np.array_equal(end, canonical_labels(np.asarray(target))):
         return None, -np.inf
     return end, float(log_t)
+
+
+@numba.njit(cache=True)
+def composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
+    """Plain composition of the shared primitives: the judge of ``kernels.gibbs._gibbs_sweeps_arrays``.
+
+    ``unassign_point``, ``_join_and_new_log_weights``, ``sample_log_weights`` and
+    ``assign_point`` in turn (the sweep before it was fused); for the same numba seed it must
+    make exactly the same moves.
+    """
+    family_id, params, x = model
+    labels, sizes, stats, empty_row, active, where, cluster_count = partition
+    log_v_table, log_w_table = tables
+    n = x.shape[0]
+    log_prior_predictive = np.empty(n)
+    _prior_predictives(family_id, params, x, empty_row, log_prior_predictive)
+    log_weights = np.empty(sizes.shape[0])
+    order = np.arange(n)
+    n_changed = 0
+    n_evaluations = 0
+    for _ in range(n_gibbs_sweeps):
+        if random_scan:
+            order = np.random.permutation(n)
+        for position in range(n):
+            i = order[position]
+            old = unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row,
+                                 active, where, cluster_count)
+            was_singleton = sizes[old] == 0
+            k = _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table,
+                                          sizes, stats, active, cluster_count,
+                                          log_prior_predictive[i], log_weights)
+            n_evaluations += k
+            choice = sample_log_weights(log_weights, k + 1, np.random.random())
+            if choice < 0:
+                slot = old
+            elif choice == k:
+                slot = old if was_singleton else free_slot(where)
+            else:
+                slot = active[choice]
+            if slot != old and not (was_singleton and choice == k):
+                n_changed += 1
+            assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
+                         cluster_count)
+    return n_changed, n_evaluations
