@@ -385,3 +385,47 @@ def test_discover_errors():
         pm.Normal("w", mu=z.astype("float64"), observed=data)
     with pytest.raises(ValueError, match="depends on the partition"):
         psd.discover(z, model=model)
+
+
+
+_OBJECT_MODE_SCRIPT = """
+import warnings
+import numpy as np, pymc as pm
+import pymc_splitmerge.distributions as psd
+from pymc_splitmerge import components as comp
+from pymc_splitmerge.distributions.priors import partition_prior_distribution
+from pymc_splitmerge.priors import DirichletProcessPrior, ShiftedPoisson
+
+generated = partition_prior_distribution("dp_generated_for_test", DirichletProcessPrior)
+with pm.Model() as model:
+    z = generated("z", alpha=1.0, n=5)
+    psd.ConjugateMixture("y", partition=z, component=comp.BetaBernoulli(1.0, 1.0),
+                         observed=np.zeros((5, 2)))
+    written = [psd.DirichletProcess("a", alpha=1.0, n=5),
+               psd.PitmanYor("b", alpha=1.0, discount=0.2, n=5),
+               psd.FiniteDirichlet("c", alpha=1.0, k=3, n=5),
+               psd.MixtureOfFiniteMixtures("d", gamma=1.0, k_prior=ShiftedPoisson(1.0), n=5)]
+ops = [z.owner.op, model["y"].owner.op, *(rv.owner.op for rv in written)]
+assert {type(op) for op in ops[2:]} == set(psd.PARTITION_PRIOR_RV_TYPES)
+ops.append(pm.Normal.dist().owner.op)  # negative control: must still warn
+with warnings.catch_warnings(record=True) as record:
+    for op in ops:
+        warnings.warn(f"Numba will use object mode to run {op}'s perform method. Set "
+                      "`pytensor.config.compiler_verbose = True` to see more details.",
+                      UserWarning)
+print([str(w.message).split("{")[0] for w in record])
+"""
+
+
+def test_object_mode_warning_is_silenced_for_our_ops_only():
+    """PyMC 6 runs our NumPy-drawing ops in numba's object mode, warning once per compiled
+    function; the filters registered at import (and by ``partition_prior_distribution``)
+    silence exactly our ops.  In a subprocess: pytest discards filters added while
+    collecting."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _OBJECT_MODE_SCRIPT], capture_output=True,
+                            text=True, timeout=300, check=True)
+    assert result.stdout.strip().splitlines()[-1] == (
+        "['Numba will use object mode to run normal_rv']")

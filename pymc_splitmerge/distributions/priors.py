@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import re
+import warnings
 
 import numpy as np
 import pytensor.tensor as pt
@@ -247,12 +249,31 @@ def _static(value):
 
 
 # --------------------------------------------------------------------------- random variables
+def quiet_object_mode(rv_type: type) -> None:
+    """Silence pytensor's "Numba will use object mode" warning for ``rv_type``'s ops.
+
+    Our random variables draw with NumPy (the urn, the prior predictive); under pytensor's
+    numba backend (PyMC 6) they run in object mode by design, which is not worth a warning
+    per compiled function.  The op prints as ``<name>_rv{...}`` or, with extra properties, as
+    ``<ClassName>{...}``; both forms are matched, nothing else.
+    """
+    names = "|".join(map(re.escape, sorted({f"{rv_type.name}_rv", rv_type.__name__})))
+    warnings.filterwarnings(
+        "ignore",
+        message=rf"Numba will use object mode to run ({names})\{{",
+        category=UserWarning,
+    )
+
+
 class PartitionPriorRV(RandomVariable):
     """Base ``RandomVariable`` of the partition priors: integer labels of shape (n,).
 
     The last distribution parameter is always ``n`` (a constant int64 scalar); the others
     are the prior's hyperparameters in the order of :attr:`parameter_names`.  The value's
     dtype is set per op (``dtype=label_dtype(n)``); int64 is only the class default.
+    Every subclass is registered with :func:`quiet_object_mode` (the written ones below
+    :data:`PARTITION_PRIOR_RV_TYPES`, the generated ones by
+    :func:`partition_prior_distribution`).
     """
 
     dtype = "int64"
@@ -615,6 +636,7 @@ def partition_prior_distribution(name: str, prior_class: type) -> type[Discrete]
         "parameter_names": parameter_names,
         "numeric_prior": numeric_prior,
     })
+    quiet_object_mode(rv_type)
 
     def _graph_parameters(values):
         return {key: (_python_value(value) if key in static else value)
@@ -689,3 +711,6 @@ the four written above (with their own messages and documentation), and one gene
 PARTITION_PRIOR_RV_TYPES = tuple(distribution.rv_type
                                  for distribution in PARTITION_PRIOR_DISTRIBUTIONS.values())
 """The ``RandomVariable`` of each registered prior."""
+
+for _rv_type in PARTITION_PRIOR_RV_TYPES:
+    quiet_object_mode(_rv_type)
