@@ -258,6 +258,17 @@ def test_numpy_eppf_and_tables(name, params):
 
 
 @pytest.mark.parametrize(("name", "params"), _examples())
+def test_parameters_are_attributes_and_label_range_holds_samples(name, params):
+    """The step's start check reads ``getattr(prior, name)`` for every ``parameter_names``
+    entry and ``label_range`` for the labels' bound: both must agree with the urn's draws."""
+    prior = _build(name, params)
+    values = {key: getattr(prior, key) for key in type(prior).parameter_names}
+    limit = type(prior).label_range(6, **values)
+    draws = prior.sample(6, np.random.default_rng(1), size=200)
+    assert draws.min() >= 0 and draws.max() < limit
+
+
+@pytest.mark.parametrize(("name", "params"), _examples())
 def test_pytensor_graph_matches_numpy(name, params):
     prior = _build(name, params)
     check_graph_matches_numpy(prior)

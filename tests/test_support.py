@@ -48,7 +48,7 @@ def _sample(step_name, initvals, k=2, **kwargs):
 def test_start_with_too_many_clusters_is_refused(step_name):
     start = {"z": np.array([0, 1, 0, 1, 0, 1, 0])}
     bad = {"z": np.array([0, 1, 2, 3, 4, 0, 1])}  # labels 0..4: 5 clusters, k = 2
-    with pytest.raises(SamplingError, match=r"'z'.*5 clusters.*at most k = 2"):
+    with pytest.raises(SamplingError, match=r"'z'.*5 clusters.*FiniteDirichletPrior allows at most 2"):
         _sample(step_name, bad)
     idata = _sample(step_name, start)  # a start inside the support samples normally
     assert np.asarray(idata["posterior"]["z"].values).max() < 2

@@ -43,7 +43,7 @@ from rich.progress import TextColumn
 from rich.table import Column
 
 from pymc_splitmerge.distributions import discover
-from pymc_splitmerge.distributions.priors import FiniteDirichletRV, PartitionPriorRV
+from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.options import renamed_keyword
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
@@ -252,29 +252,28 @@ class PartitionStep(BlockedStep):
 
         Called at the first step of every chain.  Raises ``pymc.exceptions.SamplingError``
         naming the variable and the reason: labels outside the prior's label range
-        (``[0, n)``; ``[0, k)`` for a finite Dirichlet prior), more clusters than a finite
-        prior allows, a log prior or a collapsed log likelihood that is ``-inf`` or NaN.
+        (``prior.label_range``: ``[0, n)``, ``[0, k)`` for a finite Dirichlet prior), more
+        clusters than a finite prior allows, a log prior or a collapsed log likelihood that is ``-inf`` or NaN.
         """
         prefix = (f"Initial evaluation of model at starting point failed: the start of "
                   f"partition variable {self.value_name!r}")
         advice = (f"Give a start inside the support (initvals={{{self.value_name!r}: labels}}), e.g. every point "
                   "in one cluster (the default)")
-        finite = isinstance(self.partition_var.owner.op, FiniteDirichletRV)
+        prior_name = type(prior).__name__
         n_clusters = state.n_clusters
         max_clusters = prior.max_clusters
         if max_clusters is not None and n_clusters > max_clusters:
-            bound = f"k = {max_clusters}" if finite else str(max_clusters)
             raise SamplingError(
-                f"{prefix} has {n_clusters} clusters but {type(prior).__name__} allows at most "
-                f"{bound} (log prior = -inf). {advice}.")
+                f"{prefix} has {n_clusters} clusters but {prior_name} allows at most "
+                f"{max_clusters} (log prior = -inf). {advice}.")
         labels = np.asarray(point[self.value_name])
-        limit = int(prior.k) if finite else self.n_points
+        parameters = {name: getattr(prior, name) for name in type(prior).parameter_names}
+        limit = int(type(prior).label_range(self.n_points, **parameters))
         if labels.min() < 0 or labels.max() >= limit:
-            where = f"k = {limit} for FiniteDirichlet" if finite else f"n = {limit}"
             raise SamplingError(
-                f"{prefix} has labels outside [0, {limit}) ({where}; found "
-                f"{int(labels.min())}..{int(labels.max())}), so its log prior is -inf. "
-                f"{advice}.")
+                f"{prefix} has labels outside [0, {limit}) (the label range of {prior_name} "
+                f"for n = {self.n_points}; found {int(labels.min())}..{int(labels.max())}), "
+                f"so its log prior is -inf. {advice}.")
         log_prior = float(prior.log_eppf(state.cluster_sizes()))
         if not np.isfinite(log_prior):
             raise SamplingError(
