@@ -137,14 +137,19 @@ def profile_sample(draws: int = 600) -> None:
         step_only = (time.perf_counter() - start) / draws
         # the adapter's parts (steps/base.py PartitionStep.step), timed alone
         state, prior, tables = step.current_state(point)
-        parts = _time_blocks({
+        blocks = {
             "step.step (whole adapter + kernels)": lambda: step.step(point),
             "kernel_step (SAMS + Gibbs kernels)": lambda: step.kernel_step(state, prior, tables),
             "current_state (cache check)": lambda: step.current_state(point),
-            "  hyperparameter_values(point)":
-                lambda: step.partition_model.hyperparameter_values(point),
             "state.labels() (canonical relabel)": state.labels,
-        }, draws)
+        }
+        # current_state evaluates the model's hyperparameter function only when some
+        # hyperparameter is random or pm.Data (constants are read once per chain): time it
+        # only when it is on the path, so the table adds up.
+        if step.partition_model.random_hyperparameters:
+            blocks["  compiled hyperparameter function"] = (
+                lambda: step.partition_model._evaluate(point))
+        parts = _time_blocks(blocks, draws)
         profiler = cProfile.Profile()
         profiler.enable()
         pm.sample(draws=draws, **kwargs)
