@@ -288,6 +288,21 @@ def test_credible_ball(rng):
     k_inside = flat[inside].max(1) + 1
     assert all(b.max() + 1 == k_inside.min() for b in ball.vertical_upper_bound)
     assert all(b.max() + 1 == k_inside.max() for b in ball.vertical_lower_bound)
+    # the bounds are the distinct rows in np.unique's order
+    max_distance = distances[inside].max()
+    expected = np.unique(flat[inside & (distances >= max_distance - 1e-12)], axis=0)
+    np.testing.assert_array_equal(ball.horizontal_bound, expected)
+
+
+def test_distinct_rows_is_numpy_unique(rng):
+    from pymc_splitmerge.analysis.point_estimate import _distinct_rows
+
+    for _ in range(200):
+        rows = rng.integers(0, 3, size=(rng.integers(0, 12), rng.integers(1, 6)))
+        rows = rows.astype(rng.choice([np.int8, np.int32, np.int64]))
+        got, expected = _distinct_rows(rows), np.unique(rows, axis=0)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
 
 
 # ---------------------------------------------------------------------------------------------
