@@ -21,6 +21,16 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import kernel_chain_draws, one_step_invariance_draws
 
+
+def pytest_configure(config):
+    """pytest drops the warning filters a package adds while pytest imports it (collection):
+    re-add the package's object-mode filters (``distributions.priors.quiet_object_mode``)."""
+    from pymc_splitmerge.distributions.priors import OBJECT_MODE_PATTERNS
+
+    for pattern in OBJECT_MODE_PATTERNS:
+        config.addinivalue_line("filterwarnings", f"ignore:{pattern}:UserWarning")
+
+
 #: One prior of each kind (priors are immutable, so the objects are shared by all tests).
 #: Hyperparameters are away from the special cases (alpha = 1, discount = 0) so that a kernel
 #: that confuses two priors, or the DP with Pitman-Yor, gives a different law.

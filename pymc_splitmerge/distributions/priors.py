@@ -258,11 +258,14 @@ def quiet_object_mode(rv_type: type) -> None:
     ``<ClassName>{...}``; both forms are matched, nothing else.
     """
     names = "|".join(map(re.escape, sorted({f"{rv_type.name}_rv", rv_type.__name__})))
-    warnings.filterwarnings(
-        "ignore",
-        message=rf"Numba will use object mode to run ({names})\{{",
-        category=UserWarning,
-    )
+    pattern = rf"Numba will use object mode to run ({names})\{{"
+    OBJECT_MODE_PATTERNS.append(pattern)
+    warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+
+
+OBJECT_MODE_PATTERNS: list[str] = []
+"""The message patterns :func:`quiet_object_mode` has silenced (for test runners that reset
+the warning filters, e.g. pytest while it collects)."""
 
 
 class PartitionPriorRV(RandomVariable):
