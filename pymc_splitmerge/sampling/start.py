@@ -91,7 +91,8 @@ def splitmerge_start(vars=None, model=None, *, subsample_size: int = 2000,
     Raises
     ------
     TypeError
-        If a given variable is not a partition variable of this package.
+        If a given variable is not a partition variable of this package, no model is given
+        or on the context stack, or ``random_seed`` is not an int, a Generator or None.
     ValueError
         If the model has no partition variable, an option is out of range, or the start of
         stage 1 (the labels of ``point``) is outside the prior's support.
