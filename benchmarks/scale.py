@@ -36,6 +36,10 @@ posterior predictive), then the full sampler (the start's CPU time is included i
 ``t(lpd)``).  The reference is the mean of two long SAMS+Gibbs runs from that start with two
 other seeds (second half of each); the table prints both and their difference.
 
+``--start-cost N1,N2,..``: cost, K and adjusted Rand index of ``psm.splitmerge_start``;
+``--first-draw N``: CPU time from the model build to the first draw from the start, in a
+fresh process and again in the same (warm) process.
+
 ``--analysis N``: time of every analysis function on a ZarrTrace of N points, read back
 thinned (summary, VI point estimate, credible ball, held-out density, streamed n_clusters).
 
@@ -336,6 +340,53 @@ def vi_table(sizes, seed, reference_draws, contenders):
         sys.stdout.flush()
 
 
+def start_cost_table(sizes, dim):
+    """CPU time, K and adjusted Rand index of ``psm.splitmerge_start`` (seeds 0, 1, 2; one
+    process, so the first call also loads the numba kernels from the disk cache)."""
+    import pymc_splitmerge as psm
+
+    print(f"\n## Cost and quality of psm.splitmerge_start ({dim}-D, CPU s)\n")
+    print("| n | first call in the process | later calls (median) | K (3 seeds) | min ARI |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        y, _, truth = make_data(n, dim)
+        model = build_model(y)
+        rows = []
+        for seed in (0, 1, 2):
+            tic = time.process_time()
+            labels = psm.splitmerge_start(model, random_seed=seed)["z"]
+            rows.append((time.process_time() - tic, int(labels.max()) + 1,
+                         psm.adjusted_rand_index(labels, truth)))
+        print(f"| {n:,} | {rows[0][0]:.2f} | {np.median([r[0] for r in rows[1:]]):.2f} | "
+              f"{', '.join(str(r[1]) for r in rows)} | {min(r[2] for r in rows):.4f} |")
+        sys.stdout.flush()
+
+
+def first_draw_times(n):
+    """CPU s from the model build to the first draw from the start, cold then warm (a second
+    fit in the same process: numba kernels and PyMC helpers already loaded)."""
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    y, _, _ = make_data(n, 2)
+    print(f"\n## Time to the first draw from psm.splitmerge_start (n = {n:,}, CPU s)\n")
+    for label in ("cold", "warm"):
+        tic = time.process_time()
+        model = build_model(y)
+        start = psm.splitmerge_start(model, random_seed=0)
+        started = time.process_time()
+        times = []
+        with warnings.catch_warnings(), model:
+            warnings.simplefilter("ignore")
+            pm.sample(draws=2, tune=0, chains=1, cores=1, step=make_step("sams+gibbs", model),
+                      initvals=start, random_seed=0, progressbar=False,
+                      callback=lambda trace, draw, times=times: times.append(time.process_time()),
+                      compute_convergence_checks=False, return_inferencedata=False)
+        print(f"{label}: model build + start {started - tic:.2f}, pm.sample to its first draw "
+              f"{times[0] - started:.2f}, total {times[0] - tic:.2f}")
+
+
 def analysis_table(n, draws, zarr_path):
     config = {"n": n, "dim": 2, "sampler": "sams+gibbs", "draws": draws, "analysis": True,
               "lpd": False, "zarr": os.path.join("/tmp", f"scale_analysis_{os.getpid()}.zarr")}
@@ -406,6 +457,11 @@ def main():
     parser.add_argument("--zarr-path", default=os.environ.get("SCALE_ZARR_PATH"),
                         help="extra sys.path entry holding zarr 2 (for ZarrTrace)")
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--start-cost", default="",
+                        help="comma-separated n: cost and quality of psm.splitmerge_start "
+                             "(first of --dims)")
+    parser.add_argument("--first-draw", type=int, default=0,
+                        help="n: CPU s to the first draw from the start, cold and warm")
     parser.add_argument("--profile", action="store_true",
                         help="cProfile the pm.sample call of each timing run (to stderr)")
     parser.add_argument("--start", choices=["subsample"], default=None,
@@ -436,6 +492,10 @@ def main():
         scale_table(sizes, [int(d) for d in args.dims.split(",")], args.samplers.split(","),
                     lambda n: args.draws or (10 if n >= 10**6 else 20), zarr_path,
                     start=args.start, profile=args.profile)
+    if args.start_cost:
+        start_cost_table([int(v) for v in args.start_cost.split(",")], int(args.dims.split(",")[0]))
+    if args.first_draw:
+        first_draw_times(args.first_draw)
     if args.analysis:
         analysis_table(args.analysis, args.draws or 20, zarr_path)
     if args.vi:
