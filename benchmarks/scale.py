@@ -30,9 +30,15 @@ Each configuration runs in its own subprocess, which reports
 ``n_init = 1`` and ``5``; its
 ``t(lpd)`` is the CPU time of the fit when its ``score_samples`` held-out density is within
 0.01 of the reference, ``never`` otherwise) at n = 2,000, 20,000, 200,000, 2-D; and the
-``subsample`` start (a fast split-merge burn-in): on 2,000 random points 2,000 pure SAMS draws
-(no Gibbs sweep, ~0.1 ms each) and 20 SAMS+Gibbs draws, every point assigned to the nearest
-cluster mean, then the full sampler (the start's CPU time is included in ``t(lpd)``).
+``subsample`` start: ``psm.splitmerge_start`` (on 2,000 random points 2,000 pure SAMS
+updates and 20 SAMS+Gibbs updates, every other point placed greedily by its prior-weighted
+posterior predictive), then the full sampler (the start's CPU time is included in
+``t(lpd)``).  The reference is the mean of two long SAMS+Gibbs runs from that start with two
+other seeds (second half of each); the table prints both and their difference.
+
+``--start-cost N1,N2,..``: cost, K and adjusted Rand index of ``psm.splitmerge_start``;
+``--first-draw N``: CPU time from the model build to the first draw from the start, in a
+fresh process and again in the same (warm) process.
 
 ``--analysis N``: time of every analysis function on a ZarrTrace of N points, read back
 thinned (summary, VI point estimate, credible ball, held-out density, streamed n_clusters).
@@ -106,35 +112,12 @@ def make_step(sampler, model):
     raise ValueError(sampler)
 
 
-def subsample_start(y, seed, size=2000, split_merge_draws=2000, polish_draws=20):
-    """Fast split-merge burn-in: on a random subsample, ``split_merge_draws`` pure SAMS draws
-    (no Gibbs sweep: each costs O(size of the clusters involved), ~0.1 ms here), then
-    ``polish_draws`` SAMS+Gibbs draws; every point then goes to the nearest cluster mean."""
-    import pymc as pm
-
+def subsample_start(model, seed, size=2000):
+    """The split-merge burn-in start (``psm.splitmerge_start``, the library function):
+    SAMS then SAMS+Gibbs on ``size`` random points, the rest placed greedily."""
     import pymc_splitmerge as psm
 
-    rng = np.random.default_rng(seed)
-    subset = rng.choice(len(y), size=min(size, len(y)), replace=False)
-    small = build_model(y[subset])
-    common = {"tune": 0, "chains": 1, "cores": 1, "progressbar": False,
-              "compute_convergence_checks": False, "return_inferencedata": False}
-    with small:
-        trace = pm.sample(draws=split_merge_draws, step=psm.SAMSStep(small["z"], model=small),
-                          random_seed=seed, **common)
-        labels = np.asarray(trace.get_values("z"))[-1]
-        trace = pm.sample(draws=polish_draws, step=make_step("sams+gibbs", small),
-                          initvals={"z": labels}, random_seed=seed + 1, **common)
-    labels = np.asarray(trace.get_values("z"))[-1]
-    k = int(labels.max()) + 1
-    means = np.stack([y[subset][labels == j].mean(0) for j in range(k)])
-    out = np.empty(len(y), dtype=np.int64)
-    for start in range(0, len(y), 100_000):
-        block = y[start:start + 100_000]
-        distances = ((block[:, None, :] - means[None]) ** 2).sum(-1)
-        out[start:start + 100_000] = distances.argmin(1)
-    _, out = np.unique(out, return_inverse=True)
-    return out
+    return psm.splitmerge_start(model, subsample_size=size, random_seed=seed)["z"]
 
 
 # ------------------------------------------------------------------ one configuration
@@ -164,12 +147,17 @@ def run_one(config):
 
     warnings.simplefilter("ignore")
     n, dim, sampler, draws = config["n"], config["dim"], config["sampler"], config["draws"]
-    y, y_test, _ = make_data(n, dim, seed=config.get("seed", 0))
+    # the data (and held-out set) never depend on the sampler's seed: every run of one n
+    # sees the same points (before 2026-11-27 the reference runs, seed + 1, drew other data)
+    y, y_test, _ = make_data(n, dim, seed=config.get("data_seed", 0))
     cpu0 = time.process_time()
     initvals = None
-    if config.get("start") == "subsample":
-        initvals = {"z": subsample_start(y, config.get("seed", 0))}
     model = build_model(y)
+    start_cpu = 0.0
+    if config.get("start") == "subsample":  # on the model pm.sample runs, as a user would
+        tic = time.process_time()
+        initvals = {"z": subsample_start(model, config.get("seed", 0))}
+        start_cpu = time.process_time() - tic
     step = make_step(sampler, model)
     times, labels_list = [], []
     record_every = int(config.get("record_every", 1))
@@ -186,15 +174,30 @@ def run_one(config):
 
         trace_backend = ZarrTrace(store=zarr.DirectoryStore(config["zarr"]), draws_per_chunk=10)
     kwargs = {"trace": trace_backend} if trace_backend is not None else {}
+    profiler = None
+    if config.get("profile"):
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     with model:
         pm.sample(draws=draws, tune=0, chains=1, cores=1, step=step, initvals=initvals,
                   random_seed=config.get("seed", 0), progressbar=False, callback=callback,
                   compute_convergence_checks=False, return_inferencedata=False, **kwargs)
+    if profiler is not None:
+        import io
+        import pstats
+
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+        print(out.getvalue(), file=sys.stderr)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     per_draw = np.diff(times)
     result = {**config, "s_per_draw": float(np.median(per_draw)) if per_draw.size else None,
               "setup_cpu": float(times[0] - cpu0 - (np.median(per_draw) if per_draw.size else 0)),
-              "peak_mb": peak_mb, "label_dtype": str(labels_list[0].dtype),
+              "peak_mb": peak_mb, "label_dtype": str(labels_list[0].dtype), "start_cpu": start_cpu,
+              "n_clusters_first": int(labels_list[0].max()) + 1,
               "n_clusters_last": int(labels_list[-1].max()) + 1}
     if config.get("lpd", True):
         running, result["half_lpd"] = heldout_running_lpd(y, y_test, labels_list)
@@ -214,6 +217,8 @@ def spawn(config, extra_path=None):
                          capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return {**config, "error": out.stderr.strip().splitlines()[-1:]}
+    if config.get("profile"):
+        print(out.stderr, file=sys.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -238,9 +243,10 @@ def fmt(value, digits=2):
     return f"{value:.{digits}f}"
 
 
-def scale_table(sizes, dims, samplers, draws, zarr_path):
+def scale_table(sizes, dims, samplers, draws, zarr_path, start=None, profile=False):
     print("\n## Time per draw and peak memory (one chain, CPU time)\n")
-    print("| D | n | sampler | K (last) | label dtype | s/draw | peak MB (NDArray) | "
+    print(f"start: {start or 'all in one cluster'}\n")
+    print("| D | n | sampler | K (first->last) | label dtype | s/draw | peak MB (NDArray) | "
           "peak MB (ZarrTrace) | est. MB for 1,000 draws NDArray / Zarr |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
@@ -248,7 +254,7 @@ def scale_table(sizes, dims, samplers, draws, zarr_path):
         for n in sizes:
             for sampler in samplers:
                 config = {"n": n, "dim": dim, "sampler": sampler, "draws": draws(n),
-                          "lpd": False}
+                          "lpd": False, "start": start, "profile": profile}
                 memory = spawn(config)
                 zarr_result = {}
                 if zarr_path:
@@ -261,35 +267,46 @@ def scale_table(sizes, dims, samplers, draws, zarr_path):
                 itemsize = np.dtype(memory["label_dtype"]).itemsize
                 extrapolated = memory["peak_mb"] + (1000 - config["draws"]) * n * itemsize / 2**20
                 zarr_mb = zarr_result.get("peak_mb", np.nan)
-                print(f"| {dim} | {n:,} | {sampler} | {memory['n_clusters_last']} | "
+                print(f"| {dim} | {n:,} | {sampler} | {memory['n_clusters_first']}->"
+                      f"{memory['n_clusters_last']} | "
                       f"{memory['label_dtype']} | {fmt(memory['s_per_draw'], 3)} | "
                       f"{fmt(memory['peak_mb'], 0)} | {fmt(zarr_mb, 0)} | "
                       f"{fmt(extrapolated, 0)} / {fmt(zarr_mb, 0)} |")
+                print(f"    start {memory['start_cpu']:.2f} CPU s; pm.sample setup (start "
+                      f"included) {memory['setup_cpu']:.2f} CPU s")
                 sys.stdout.flush()
                 rows.append(memory)
     return rows
 
 
-def vi_table(sizes, seed, reference_draws):
+def vi_table(sizes, seed, reference_draws, contenders):
     from sklearn.mixture import BayesianGaussianMixture
 
     print("\n## Time to answer vs variational inference (2-D, CPU seconds)\n")
-    print("Cells: t(lpd) (CPU s of the whole run or fit) / final lpd minus reference.\n")
-    print("| n | reference lpd | SAMS+Gibbs | SAMS+Gibbs, subsample start | PGSM+Gibbs | "
-          "sklearn n_init=1 | sklearn n_init=5 |")
-    print("|---|---|---|---|---|---|---|")
+    print("Cells: t(lpd) (CPU s of the whole run or fit) / final lpd minus reference.  "
+          "Reference: mean of two long SAMS+Gibbs runs from the split-merge start (seeds "
+          f"{seed + 1}, {seed + 2}), second half of each.\n")
+    labels = {("sams+gibbs", None): "SAMS+Gibbs", ("sams+gibbs", "subsample"):
+              "SAMS+Gibbs, splitmerge_start", ("pgsm+gibbs", None): "PGSM+Gibbs"}
+    print("| n | reference lpd (two seeds, difference) | "
+          + " | ".join(labels[c] for c in contenders)
+          + " | sklearn n_init=1 | sklearn n_init=5 |")
+    print("|---|---|" + "---|" * (len(contenders) + 2))
     for n in sizes:
         long_draws, run_draws, record = reference_draws(n)
-        reference = spawn({"n": n, "dim": 2, "sampler": "sams+gibbs", "draws": long_draws,
-                           "record_every": record, "seed": seed + 1, "start": "subsample"})
-        if "error" in reference:
-            print(f"| {n:,} | reference failed: {reference['error']} |")
+        references = [spawn({"n": n, "dim": 2, "sampler": "sams+gibbs", "draws": long_draws,
+                             "record_every": record, "seed": seed + offset,
+                             "start": "subsample"})
+                      for offset in (1, 2)]
+        failed = [r["error"] for r in references if "error" in r]
+        if failed:
+            print(f"| {n:,} | reference failed: {failed} |")
             continue
         y, y_test, _ = make_data(n, 2, seed=0)
-        ref_value = reference["half_lpd"]  # pooled over the second half of the long run
+        halves = [r["half_lpd"] for r in references]  # second half of each long run
+        ref_value = float(np.mean(halves))
         cells = []
-        for sampler, start in (("sams+gibbs", None), ("sams+gibbs", "subsample"),
-                               ("pgsm+gibbs", None)):
+        for sampler, start in contenders:
             result = spawn({"n": n, "dim": 2, "sampler": sampler, "draws": run_draws,
                             "record_every": record, "seed": seed, "start": start})
             if "error" in result:
@@ -314,8 +331,60 @@ def vi_table(sizes, seed, reference_draws):
             gap = float(model.score_samples(y_test).mean()) - ref_value
             reached = seconds if abs(gap) <= TOLERANCE else np.inf
             cells.append(f"{fmt(reached)} ({fmt(seconds)} s) / {gap:+.3f}")
-        print(f"| {n:,} | {ref_value:.4f} | " + " | ".join(cells) + " |")
+        print(f"| {n:,} | {ref_value:.4f} ({halves[0]:.4f}, {halves[1]:.4f}; "
+              f"{halves[1] - halves[0]:+.4f}) | " + " | ".join(cells) + " |")
+        details = {"n": n, "reference_setup_cpu": [r["setup_cpu"] for r in references],
+                   "reference_s_per_draw": [r["s_per_draw"] for r in references],
+                   "reference_k_last": [r["n_clusters_last"] for r in references]}
+        print("    details:", json.dumps(details))
         sys.stdout.flush()
+
+
+def start_cost_table(sizes, dim):
+    """CPU time, K and adjusted Rand index of ``psm.splitmerge_start`` (seeds 0, 1, 2; one
+    process, so the first call also loads the numba kernels from the disk cache)."""
+    import pymc_splitmerge as psm
+
+    print(f"\n## Cost and quality of psm.splitmerge_start ({dim}-D, CPU s)\n")
+    print("| n | first call in the process | later calls (median) | K (3 seeds) | min ARI |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        y, _, truth = make_data(n, dim)
+        model = build_model(y)
+        rows = []
+        for seed in (0, 1, 2):
+            tic = time.process_time()
+            labels = psm.splitmerge_start(model, random_seed=seed)["z"]
+            rows.append((time.process_time() - tic, int(labels.max()) + 1,
+                         psm.adjusted_rand_index(labels, truth)))
+        print(f"| {n:,} | {rows[0][0]:.2f} | {np.median([r[0] for r in rows[1:]]):.2f} | "
+              f"{', '.join(str(r[1]) for r in rows)} | {min(r[2] for r in rows):.4f} |")
+        sys.stdout.flush()
+
+
+def first_draw_times(n):
+    """CPU s from the model build to the first draw from the start, cold then warm (a second
+    fit in the same process: numba kernels and PyMC helpers already loaded)."""
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    y, _, _ = make_data(n, 2)
+    print(f"\n## Time to the first draw from psm.splitmerge_start (n = {n:,}, CPU s)\n")
+    for label in ("cold", "warm"):
+        tic = time.process_time()
+        model = build_model(y)
+        start = psm.splitmerge_start(model, random_seed=0)
+        started = time.process_time()
+        times = []
+        with warnings.catch_warnings(), model:
+            warnings.simplefilter("ignore")
+            pm.sample(draws=2, tune=0, chains=1, cores=1, step=make_step("sams+gibbs", model),
+                      initvals=start, random_seed=0, progressbar=False,
+                      callback=lambda trace, draw, times=times: times.append(time.process_time()),
+                      compute_convergence_checks=False, return_inferencedata=False)
+        print(f"{label}: model build + start {started - tic:.2f}, pm.sample to its first draw "
+              f"{times[0] - started:.2f}, total {times[0] - tic:.2f}")
 
 
 def analysis_table(n, draws, zarr_path):
@@ -378,6 +447,8 @@ def main():
     parser.add_argument("--full", action="store_true", help="add n = 10^6")
     parser.add_argument("--vi", action="store_true", help="time to answer vs sklearn")
     parser.add_argument("--vi-sizes", default="2000,20000,200000")
+    parser.add_argument("--vi-contenders", default="sams+gibbs,sams+gibbs:subsample,pgsm+gibbs",
+                        help="sampler[:subsample] list (subsample: from psm.splitmerge_start)")
     parser.add_argument("--sizes", default=None, help="comma-separated n (overrides)")
     parser.add_argument("--dims", default="2,10")
     parser.add_argument("--samplers", default="sams+gibbs,pgsm+gibbs")
@@ -386,6 +457,15 @@ def main():
     parser.add_argument("--zarr-path", default=os.environ.get("SCALE_ZARR_PATH"),
                         help="extra sys.path entry holding zarr 2 (for ZarrTrace)")
     parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--start-cost", default="",
+                        help="comma-separated n: cost and quality of psm.splitmerge_start "
+                             "(first of --dims)")
+    parser.add_argument("--first-draw", type=int, default=0,
+                        help="n: CPU s to the first draw from the start, cold and warm")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile the pm.sample call of each timing run (to stderr)")
+    parser.add_argument("--start", choices=["subsample"], default=None,
+                        help="time-per-draw runs from psm.splitmerge_start (K near 20)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.one:
@@ -410,14 +490,22 @@ def main():
           f"{os.cpu_count()} cores, shared machine)")
     if not args.skip_scale:
         scale_table(sizes, [int(d) for d in args.dims.split(",")], args.samplers.split(","),
-                    lambda n: args.draws or (10 if n >= 10**6 else 20), zarr_path)
+                    lambda n: args.draws or (10 if n >= 10**6 else 20), zarr_path,
+                    start=args.start, profile=args.profile)
+    if args.start_cost:
+        start_cost_table([int(v) for v in args.start_cost.split(",")], int(args.dims.split(",")[0]))
+    if args.first_draw:
+        first_draw_times(args.first_draw)
     if args.analysis:
         analysis_table(args.analysis, args.draws or 20, zarr_path)
     if args.vi:
         def reference_draws(n):  # (reference draws, draws per contender run, record every)
-            return (600, 300, 1) if n <= 20_000 else (120, 60, 1)
+            return (600, 300, 1) if n <= 20_000 else (200, 60, 1)
 
-        vi_table([int(s) for s in args.vi_sizes.split(",")], args.seed, reference_draws)
+        contenders = [(name, start or None) for name, _, start in
+                      (item.partition(":") for item in args.vi_contenders.split(","))]
+        vi_table([int(s) for s in args.vi_sizes.split(",")], args.seed, reference_draws,
+                 contenders)
 
 
 if __name__ == "__main__":

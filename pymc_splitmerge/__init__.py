@@ -6,8 +6,8 @@ Partition priors (:class:`DirichletProcess`, :class:`PitmanYor`, :class:`FiniteD
 methods (:class:`CollapsedGibbsStep`, :class:`SAMSStep`, :class:`RGSMStep`,
 :class:`PGSMStep`, :class:`ARMStep`, :class:`ConcentrationGibbs`,
 :class:`PartitionPriorSlice`), :func:`sample` (``pm.sample`` with label-invariant convergence
-checks), sequential Monte Carlo with model evidence (:func:`sample_smc`,
-:func:`compare_evidence`) and the analysis of the resulting traces (:func:`summary`,
+checks), :func:`splitmerge_start` (start labels from a split-merge burn-in on a subsample),
+sequential Monte Carlo with model evidence (:func:`sample_smc`, :func:`compare_evidence`) and the analysis of the resulting traces (:func:`summary`,
 :func:`point_estimate`, :func:`sample_components`, ...).
 
 Importing the package registers step methods with PyMC so that a plain ``pm.sample()``
@@ -52,6 +52,7 @@ from pymc_splitmerge.sampling import (
     partition_convergence_checks,
     sample,
     sample_smc,
+    splitmerge_start,
 )
 from pymc_splitmerge.steps import (
     ARMStep,
@@ -121,6 +122,8 @@ __all__ = [
     "sample_components",
     # sequential Monte Carlo with model evidence
     "sample_smc",
+    # start labels from a split-merge burn-in on a subsample
+    "splitmerge_start",
     # analysis
     "summary",
     "testing",

@@ -2,6 +2,8 @@
 
 * :func:`sample`: ``pm.sample`` with label-invariant convergence checks of the partition
   variables (:mod:`pymc_splitmerge.sampling.mcmc`);
+* :func:`splitmerge_start`: start labels for ``pm.sample(initvals=...)`` from a split-merge
+  burn-in on a subsample (:mod:`pymc_splitmerge.sampling.start`);
 * :func:`sample_smc`, :func:`compare_evidence`: sequential Monte Carlo over partitions with
   model evidence (:mod:`pymc_splitmerge.sampling.smc`).
 """
@@ -13,6 +15,7 @@ from pymc_splitmerge.sampling.mcmc import (
     sample,
 )
 from pymc_splitmerge.sampling.smc import compare_evidence, sample_smc
+from pymc_splitmerge.sampling.start import splitmerge_start
 
 __all__ = [
     "CHECKED_QUANTITIES",
@@ -21,4 +24,5 @@ __all__ = [
     "partition_convergence_checks",
     "sample",
     "sample_smc",
+    "splitmerge_start",
 ]
