@@ -14,12 +14,13 @@ through ``dispatch.add_point``, and with up to three anchors.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
 from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart
-from pymc_splitmerge.kernels.pgsm import _pgsm_transition_fields
-from pymc_splitmerge.kernels.rng import seed_numba_from
+from pymc_splitmerge.kernels.pgsm import _numba_seed, _pgsm_transition_fields
+from pymc_splitmerge.kernels.rng import seed_numba, seed_numba_from
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior, PitmanYorPrior
 
@@ -42,11 +43,9 @@ def _transitions(state, prior, seeds, n_anchors, threshold, deduplicate):
     model, partition = state.model, state.partition
     history = []
     for seed in seeds:
-        rng = np.random.default_rng(seed)
-        seed_numba_from(rng)
         anchors = np.full(n_anchors, -1, dtype=np.int64)  # drawn inside the kernel
         result = _pgsm_transition_fields(
-            model.family_id, model.params, model.x, partition.labels, partition.sizes,
+            _numba_seed(np.random.default_rng(seed)), model.family_id, model.params, model.x, partition.labels, partition.sizes,
             partition.stats, partition.empty_row, partition.active, partition.where,
             partition.cluster_count, log_v, log_w, anchors, 12, threshold, True, True,
             deduplicate)
@@ -82,3 +81,19 @@ def test_twin_caching_comparison_detects_a_different_stream():
     second = _transitions(_state("normal", np.random.default_rng(4)), prior,
                           range(100, 120), 2, 0.5, True)
     assert any(not np.array_equal(a[1], b[1]) for a, b in zip(first, second))
+
+
+@numba.njit
+def _numba_draws(count):
+    return np.random.random(count)
+
+
+def test_kernel_seed_reproduces_seed_numba_from():
+    """The move seeds numba inside its kernel: same stream as ``seed_numba_from``."""
+    for seed in (0, 1, 12345, 2**40 + 7):
+        seed_numba_from(np.random.default_rng(seed))
+        expected = _numba_draws(5)
+        seed_numba(_numba_seed(np.random.default_rng(seed)))
+        np.testing.assert_array_equal(_numba_draws(5), expected)
+    with pytest.raises(TypeError, match="Generator"):
+        _numba_seed(np.random.RandomState(0))

@@ -77,7 +77,6 @@ from pymc_splitmerge.components._leaf_dispatch import FAMILY_NORMAL_INVERSE_WISH
 from pymc_splitmerge.components.normal_inverse_wishart import niw_add_point
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
-from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
     propose,
@@ -576,7 +575,7 @@ def pgsm_transition(model, partition, tables, anchors, options):
     labels = partition.labels
     where = partition.where
     n_total = labels.shape[0]
-    if anchors[0] < 0:  # draw the anchors uniformly here (anchors[:] = -1, length m)
+    if anchors[0] < 0:  # draw the anchors uniformly here (anchors[0] = -1, length m)
         anchors[:] = np.random.permutation(n_total)[: anchors.shape[0]]
     m = anchors.shape[0]
     capacity = where.shape[0]
@@ -652,10 +651,15 @@ def pgsm_transition(model, partition, tables, anchors, options):
 
 
 @numba.njit(cache=True)
-def _pgsm_transition_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
-                            where, cluster_count, log_v, log_w, anchors, num_particles,
+def _pgsm_transition_fields(seed, family_id, params, x, labels, sizes, stats, empty_row,
+                            active, where, cluster_count, log_v, log_w, anchors, num_particles,
                             resampling_threshold, annealing, conditional, deduplicate):
-    """:func:`pgsm_transition` with the structures' fields as arguments (Python entry)."""
+    """:func:`pgsm_transition` with the structures' fields as arguments (Python entry).
+
+    ``seed`` (32-bit, from :func:`_numba_seed`) seeds numba's random state here, which
+    saves the separate numba call of ``kernels.rng.seed_numba_from`` (same stream).
+    """
+    np.random.seed(seed)
     return pgsm_transition(
         Model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
@@ -780,7 +784,8 @@ class _PGSMMove:
             anchors = proposal.sample(n, rng)
         if anchors is None:
             # uniform anchors, drawn inside the numba kernel (same law as uniform_anchors)
-            anchors = np.full(n_anchors, -1, dtype=np.int64)
+            anchors = np.empty(n_anchors, dtype=np.int64)
+            anchors[0] = -1
         else:
             anchors = np.array(anchors, dtype=np.int64)
             # checked on a Python list: numpy's reductions cost microseconds on 2 entries
@@ -789,18 +794,29 @@ class _PGSMMove:
                 raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
             if min(values) < 0 or max(values) >= n:
                 raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
-        seed_numba_from(rng)
         options = self.options
         # the structures' fields are handed over loose: numba unboxes named tuples of arrays
         # several microseconds slower than plain arguments (the move is rebuilt inside)
         move, size, events, ess, generations = _pgsm_transition_fields(
-            model.family_id, model.params, model.x, partition.labels, partition.sizes,
+            _numba_seed(rng), model.family_id, model.params, model.x, partition.labels, partition.sizes,
             partition.stats, partition.empty_row, partition.active, partition.where,
             partition.cluster_count, tables.log_v, tables.log_w, anchors,
             options.num_particles, options.resampling_threshold, options.annealing,
             options.conditional, options.deduplicate)
         return PGSMInfo(int(move), anchors, int(size), int(events), float(ess),
                         int(generations))
+
+
+def _numba_seed(rng):
+    """The 32-bit seed :func:`~pymc_splitmerge.kernels.rng.seed_numba_from` would give numba.
+
+    Drawn the same way from ``rng`` (one ``integers(2**63)`` draw, folded to 32 bits), so
+    that seeding inside the kernel reproduces the stream of ``seed_numba_from`` (tested).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
+    seed = int(rng.integers(2**63))
+    return (seed ^ (seed >> 32)) & 0xFFFFFFFF
 
 
 def pgsm_step(*args, **kwargs):
