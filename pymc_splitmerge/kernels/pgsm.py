@@ -51,9 +51,12 @@ Early stopping: once every particle is in the absorbing merge state all particle
 from then on and the result is the merge.
 
 Cost (§3.5): every particle carries the sufficient statistics of at most ``m`` blocks
-(``(N, m, stat_dim)`` float arrays); a generation costs ``O(N m)`` predictive evaluations,
-independent of the number of clusters.  The whole sweep is one ``@njit`` function; the
-lineage is stored as ``(n, N)`` ancestor/decision arrays and traced back once at the end.
+(rows ``p m .. p m + m - 1`` of one ``(N m, stat_dim)`` pool); a generation costs at most
+``O(N m)`` predictive evaluations, independent of the number of clusters, computed once per
+*distinct* particle (copies left by resampling, or particles whose decisions coincided,
+reuse their root's values) in one batched ``dispatch.log_predictive_many`` call.  The whole
+sweep is one ``@njit`` function; the lineage is stored as ``(n, N)`` ancestor/decision
+arrays and traced back once at the end.
 
 References
 ----------
