@@ -51,9 +51,12 @@ Early stopping: once every particle is in the absorbing merge state all particle
 from then on and the result is the merge.
 
 Cost (§3.5): every particle carries the sufficient statistics of at most ``m`` blocks
-(``(N, m, stat_dim)`` float arrays); a generation costs ``O(N m)`` predictive evaluations,
-independent of the number of clusters.  The whole sweep is one ``@njit`` function; the
-lineage is stored as ``(n, N)`` ancestor/decision arrays and traced back once at the end.
+(rows ``p m .. p m + m - 1`` of one ``(N m, stat_dim)`` pool); a generation costs at most
+``O(N m)`` predictive evaluations, independent of the number of clusters, computed once per
+*distinct* particle (copies left by resampling, or particles whose decisions coincided,
+reuse their root's values) in one batched ``dispatch.log_predictive_many`` call.  The whole
+sweep is one ``@njit`` function; the lineage is stored as ``(n, N)`` ancestor/decision
+arrays and traced back once at the end.
 
 References
 ----------
@@ -73,9 +76,10 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.components._leaf_dispatch import FAMILY_NORMAL_INVERSE_WISHART
+from pymc_splitmerge.components.normal_inverse_wishart import niw_add_point
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
-from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
     propose,
@@ -199,11 +203,13 @@ class BlockParticles(NamedTuple):
     """The PGSM particle population: partitions of the anchors' blocks (stacked arrays).
 
     Block ``j`` of particle ``p`` (numbered by first appearance along ``σ``) has statistics
-    ``stats[p, j]`` and size ``sizes[p, j]``; ``n_blocks[p]`` blocks are open.
+    row ``stats[p * m + j]`` and size ``sizes[p, j]``; ``n_blocks[p]`` blocks are open.  The
+    rows form one 2-D pool so that a generation's predictives are one batched
+    ``dispatch.log_predictive_many`` call over the rows of all distinct particles.
     """
 
     stats: np.ndarray
-    """float64 (N, m, stat_dim)."""
+    """float64 (N * m, stat_dim): row ``p * m + j`` is block ``j`` of particle ``p``."""
     sizes: np.ndarray
     """int64 (N, m)."""
     n_blocks: np.ndarray
@@ -216,7 +222,7 @@ class BlockParticles(NamedTuple):
 
 @numba.njit(cache=True)
 def _block_particles(num_particles, n_anchors, stat_dim):
-    return BlockParticles(np.empty((num_particles, n_anchors, stat_dim)),
+    return BlockParticles(np.empty((num_particles * n_anchors, stat_dim)),
                           np.zeros((num_particles, n_anchors), dtype=np.int64),
                           np.ones(num_particles, dtype=np.int64), np.empty(num_particles),
                           np.zeros(num_particles))
@@ -225,9 +231,10 @@ def _block_particles(num_particles, n_anchors, stat_dim):
 @numba.njit(cache=True)
 def _copy_blocks(source, p_source, target, p_target):
     """Particle ``p_source`` of ``source`` into slot ``p_target`` of ``target``."""
-    for j in range(source.sizes.shape[1]):
-        for k in range(source.stats.shape[2]):
-            target.stats[p_target, j, k] = source.stats[p_source, j, k]
+    m = source.sizes.shape[1]
+    for j in range(m):
+        for k in range(source.stats.shape[1]):
+            target.stats[p_target * m + j, k] = source.stats[p_source * m + j, k]
         target.sizes[p_target, j] = source.sizes[p_source, j]
     target.n_blocks[p_target] = source.n_blocks[p_source]
     target.log_gamma[p_target] = source.log_gamma[p_source]
@@ -324,8 +331,8 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                  + dispatch.log_predictive(family_id, params, empty_row, first))
     for p in range(num_particles):
         for j in range(m):
-            stats[p, j, :] = empty_row
-        dispatch.add_point(family_id, params, stats[p, 0], first)
+            stats[p * m + j, :] = empty_row
+        dispatch.add_point(family_id, params, stats[p * m], first)
         sizes[p, 0] = 1
         log_gamma[p] = log_first
         decisions[0, p] = 0
@@ -352,7 +359,11 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     option_cache = np.empty((num_particles, m + 1))
     total_cache = np.empty(num_particles)
     option_weight = np.empty(m + 1)
-    block_slots = np.arange(m)
+    # rows of the distinct particles' blocks for the batched predictive, and where each
+    # particle's values start in ``predictive``
+    rows = np.empty(num_particles * m, dtype=np.int64)
+    predictive = np.empty(num_particles * m)
+    first_row = np.empty(num_particles, dtype=np.int64)
     weight_cache = np.empty((num_particles, m + 1))
     weight_total_cache = np.empty(num_particles)
     count_cache = np.empty(num_particles, dtype=np.int64)
@@ -387,8 +398,17 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
         if anchor_phase:
             log_new_predictive = dispatch.log_predictive(family_id, params, empty_row, xt)
         all_merged = True
+        n_rows = 0
         for p in range(num_particles):
             diverged[p] = -1
+            if twin[p] < 0:
+                first_row[p] = n_rows
+                for j in range(n_blocks[p]):
+                    rows[n_rows] = p * m + j
+                    n_rows += 1
+        # the predictive of every block of every distinct particle: one dispatch call per
+        # generation (a call per particle costs more than two low-dimensional predictives)
+        dispatch.log_predictive_many(family_id, params, stats, rows, n_rows, xt, predictive)
         for p in range(num_particles):
             nb = n_blocks[p]
             r = twin[p]
@@ -404,13 +424,12 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                 # model (smc.allocation_log_weights) in its fixed-n form, where the
                 # V ratio of a join is 1, written out with the seating helpers of
                 # priors/seating.py: calling the general function costs ~10-15 % of a move
-                # (reference counting of its array arguments per particle and generation);
-                # the predictives of all blocks in one batch call.  Copies of an identical
-                # particle reuse these values.
-                dispatch.log_predictive_many(family_id, params, stats[p], block_slots, nb, xt,
-                                             option_log)
+                # (reference counting of its array arguments per particle and generation).
+                # Copies of an identical particle reuse these values.
+                start = first_row[p]
                 for j in range(nb):
-                    option_log[j] += log_join_weight(log_w_table, sizes[p, j], 1)
+                    option_log[j] = predictive[start + j] + log_join_weight(
+                        log_w_table, sizes[p, j], 1)
                 count = nb
                 if anchor_phase:
                     option_log[nb] = log_open_weight(log_v_table, log_w_table,
@@ -460,12 +479,17 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
             log_gamma[p] += option_log[choice]
             if choice == nb:
                 n_blocks[p] = nb + 1
+            row = p * m + choice
             if source >= 0:
+                source_row = source * m + choice
                 for k in range(stat_dim):
-                    stats[p, choice, k] = stats[source, choice, k]
+                    stats[row, k] = stats[source_row, k]
                 twin[p] = source
             else:
-                dispatch.add_point(family_id, params, stats[p, choice], xt)
+                if family_id == FAMILY_NORMAL_INVERSE_WISHART:
+                    niw_add_point(params, stats[row], xt)
+                else:
+                    dispatch.add_point(family_id, params, stats[row], xt)
                 twin[p] = -1
             sizes[p, choice] += 1
             root_choice[p] = choice
@@ -554,7 +578,7 @@ def pgsm_transition(model, partition, tables, anchors, options):
     labels = partition.labels
     where = partition.where
     n_total = labels.shape[0]
-    if anchors[0] < 0:  # draw the anchors uniformly here (anchors[:] = -1, length m)
+    if anchors[0] < 0:  # draw the anchors uniformly here (anchors[0] = -1, length m)
         anchors[:] = np.random.permutation(n_total)[: anchors.shape[0]]
     m = anchors.shape[0]
     capacity = where.shape[0]
@@ -630,10 +654,15 @@ def pgsm_transition(model, partition, tables, anchors, options):
 
 
 @numba.njit(cache=True)
-def _pgsm_transition_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
-                            where, cluster_count, log_v, log_w, anchors, num_particles,
+def _pgsm_transition_fields(seed, family_id, params, x, labels, sizes, stats, empty_row,
+                            active, where, cluster_count, log_v, log_w, anchors, num_particles,
                             resampling_threshold, annealing, conditional, deduplicate):
-    """:func:`pgsm_transition` with the structures' fields as arguments (Python entry)."""
+    """:func:`pgsm_transition` with the structures' fields as arguments (Python entry).
+
+    ``seed`` (32-bit, from :func:`_numba_seed`) seeds numba's random state here, which
+    saves the separate numba call of ``kernels.rng.seed_numba_from`` (same stream).
+    """
+    np.random.seed(seed)
     return pgsm_transition(
         Model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
@@ -758,7 +787,8 @@ class _PGSMMove:
             anchors = proposal.sample(n, rng)
         if anchors is None:
             # uniform anchors, drawn inside the numba kernel (same law as uniform_anchors)
-            anchors = np.full(n_anchors, -1, dtype=np.int64)
+            anchors = np.empty(n_anchors, dtype=np.int64)
+            anchors[0] = -1
         else:
             anchors = np.array(anchors, dtype=np.int64)
             # checked on a Python list: numpy's reductions cost microseconds on 2 entries
@@ -767,18 +797,29 @@ class _PGSMMove:
                 raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
             if min(values) < 0 or max(values) >= n:
                 raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
-        seed_numba_from(rng)
         options = self.options
         # the structures' fields are handed over loose: numba unboxes named tuples of arrays
         # several microseconds slower than plain arguments (the move is rebuilt inside)
         move, size, events, ess, generations = _pgsm_transition_fields(
-            model.family_id, model.params, model.x, partition.labels, partition.sizes,
+            _numba_seed(rng), model.family_id, model.params, model.x, partition.labels, partition.sizes,
             partition.stats, partition.empty_row, partition.active, partition.where,
             partition.cluster_count, tables.log_v, tables.log_w, anchors,
             options.num_particles, options.resampling_threshold, options.annealing,
             options.conditional, options.deduplicate)
         return PGSMInfo(int(move), anchors, int(size), int(events), float(ess),
                         int(generations))
+
+
+def _numba_seed(rng):
+    """The 32-bit seed :func:`~pymc_splitmerge.kernels.rng.seed_numba_from` would give numba.
+
+    Drawn the same way from ``rng`` (one ``integers(2**63)`` draw, folded to 32 bits), so
+    that seeding inside the kernel reproduces the stream of ``seed_numba_from`` (tested).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
+    seed = int(rng.integers(2**63))
+    return (seed ^ (seed >> 32)) & 0xFFFFFFFF
 
 
 def pgsm_step(*args, **kwargs):
