@@ -65,7 +65,44 @@ def _niw_family(dim, rng):
                                 psi0=a @ a.T + dim * np.eye(dim))
 
 
-@pytest.mark.parametrize("dim", [1, 2, 3, 5])
+def _niw_layout_cases():
+    """NIW at the dimensions of every predictive path: registers (1, 2), row-major rows
+    (3, 15, 17; 32 with the residual in scratch) and the dense column-major D = 16 product."""
+    rng = np.random.default_rng(16)
+    cases = []
+    for dim in (1, 2, 3, 15, 16, 17, 32):
+        family = _niw_family(dim, rng)
+        x = family.prepare_data(rng.normal(size=(12, dim)) @ np.diag(rng.uniform(0.5, 2.0, dim))
+                                + rng.normal(size=dim))
+        cases.append(pytest.param(family, x, id=f"niw-{dim}d"))
+    return cases
+
+
+@pytest.mark.parametrize(("family", "x"), _niw_layout_cases())
+def test_niw_every_layout_matches_reference(family, x):
+    """Every cached NIW evaluation equals the reference along a random add/remove sequence,
+    for the row-major (D != 16) and column-major (D = 16) layouts of the inverse factor."""
+    check_random_add_remove_sequence(family, niw_module, x)
+
+
+def test_niw_column_major_layout():
+    """At D = COLUMN_MAJOR_DIM the inverse factor is stored column-major, otherwise
+    row-major (upper triangle zero in both)."""
+    rng = np.random.default_rng(7)
+    for dim in (niw_module.COLUMN_MAJOR_DIM - 1, niw_module.COLUMN_MAJOR_DIM, 17):
+        family = _niw_family(dim, rng)
+        x = family.prepare_data(rng.normal(size=(30, dim)))
+        row = family.stats_of(x)
+        offset = 1 + 2 * dim + dim * dim
+        stored = row[offset:offset + dim * dim].reshape(dim, dim)
+        factor = stored.T if dim == niw_module.COLUMN_MAJOR_DIM else stored
+        _, _, _, _, psi = niw_module._posterior(family, x)
+        np.testing.assert_allclose(factor, np.linalg.inv(np.linalg.cholesky(psi)),
+                                   rtol=1e-9, atol=1e-12)
+        assert np.all(np.triu(factor, 1) == 0.0)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3, 5, 16])
 def test_niw_periodic_refresh_against_drift(dim):
     """The update counter triggers a recomputation from the raw sums every REFRESH_INTERVAL
     incremental updates, and the refreshed row is the recomputed one exactly."""
@@ -99,7 +136,7 @@ def test_niw_periodic_refresh_against_drift(dim):
                       niw_module.reference_log_predictive(family, query, x[members]))
 
 
-@pytest.mark.parametrize("dim", [2, 3])
+@pytest.mark.parametrize("dim", [2, 3, 16, 17])
 def test_niw_downdate_fallback_recomputes_from_the_sums(dim):
     """Points close to a hyperplane plus a far outlier across it: removing the outlier
     cancels nearly all digits of a pivot, the downdate is abandoned and the inverse factor
@@ -108,8 +145,9 @@ def test_niw_downdate_fallback_recomputes_from_the_sums(dim):
     rng = np.random.default_rng(3)
     family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=1e-3, nu0=dim,
                                   psi0=1e-9 * np.eye(dim))
-    base = rng.normal(size=(12, dim - 1))
-    last = base.sum(axis=1) + 1e-1 * rng.normal(size=12)
+    n_base = max(12, 2 * dim)
+    base = rng.normal(size=(n_base, dim - 1))
+    last = base.sum(axis=1) + 1e-1 * rng.normal(size=n_base)
     raw = np.vstack([np.column_stack([base, last]), np.r_[np.zeros(dim - 1), 1e3]])
     x = family.prepare_data(raw)
     row = family.stats_of(x)
