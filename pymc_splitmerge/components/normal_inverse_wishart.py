@@ -99,12 +99,14 @@ __all__ = [
     "REFRESH_INTERVAL",
     "NormalInverseWishart",
     "niw_add_point",
+    "niw_add_point_at",
     "niw_inverse_factor_update",
     "niw_log_marginal",
     "niw_log_predictive",
     "niw_log_predictive_many",
     "niw_recompute",
     "niw_remove_point",
+    "niw_remove_point_at",
     "reference_log_marginal",
     "reference_log_predictive",
 ]
@@ -623,6 +625,150 @@ def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
         _niw_log_predictive_rows(params, stats, slots, n_slots, x, out)
 
 
+# ------------------------------------------------------------------ slot-index forms
+# ``f_at(params, stats, slot, x, i)`` is ``f(params, stats[slot], x[i])`` on the 2-D arrays,
+# without the two row views (each costs two atomic reference-count updates, more than a
+# D = 2 update itself).  D = 2 repeats the arithmetic of the row functions above line for
+# line (bit-identical results, tested); every other D, and the rare paths (reset, refresh,
+# fallback), call the row functions through views.
+
+
+@njit(cache=True)
+def _niw_add_point_rows(params, stats, slot, x, i):
+    niw_add_point(params, stats[slot], x[i])
+
+
+@njit(cache=True)
+def _niw_remove_point_rows(params, stats, slot, x, i):
+    return niw_remove_point(params, stats[slot], x[i])
+
+
+@njit(cache=True)
+def _niw_recompute_row(params, stats, slot):
+    niw_recompute(params, stats[slot])
+
+
+@njit(cache=True, inline="always")
+def niw_add_point_at(params, stats, slot, x, i):
+    """``niw_add_point(params, stats[slot], x[i])`` without row views (D = 2 in registers)."""
+    dim = int(params[0])
+    offset_factor = 1 + 2 * dim + dim * dim
+    tail = offset_factor + dim * dim
+    if not (dim == 2 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
+        _niw_add_point_rows(params, stats, slot, x, i)
+        return
+    slot = uint64(slot)  # unsigned: no negative-index wraparound tests
+    i = uint64(i)
+    kappa_old = params[1] + stats[slot, 0]
+    kappa_new = kappa_old + 1.0
+    scale = math.sqrt(kappa_old / kappa_new)
+    first = x[i, 0]
+    second = x[i, 1]
+    difference_first = first - stats[slot, 7]
+    difference_second = second - stats[slot, 8]
+    stats[slot, 7] += difference_first / kappa_new
+    stats[slot, 8] += difference_second / kappa_new
+    vector_first = scale * difference_first
+    vector_second = scale * difference_second
+    stats[slot, 1] += first
+    stats[slot, 2] += second
+    cross = first * second
+    stats[slot, 3] += first * first
+    stats[slot, 4] += cross
+    stats[slot, 5] += cross
+    stats[slot, 6] += second * second
+    count = stats[slot, 0] + 1.0
+    stats[slot, 0] = count
+    w00 = stats[slot, 9]
+    w10 = stats[slot, 11]
+    w11 = stats[slot, 12]
+    projection_first = w00 * vector_first
+    projection_second = w10 * vector_first + w11 * vector_second
+    squared = 1.0 + projection_first * projection_first
+    inverse_scale = 1.0 / math.sqrt(squared)
+    new00 = w00 * inverse_scale
+    carried = projection_first * inverse_scale * new00
+    running = 1.0 / squared
+    inverse_scale = 1.0 / math.sqrt(1.0 + running * projection_second * projection_second)
+    new11 = w11 * inverse_scale
+    stats[slot, 9] = new00
+    stats[slot, 11] = (w10 - projection_second * carried) * inverse_scale
+    stats[slot, 12] = new11
+    nu = params[2] + count
+    shrink = kappa_new / (kappa_new + 1.0)
+    stats[slot, 13] = -_LOG_PI + math.log(0.5 * (nu - 1.0) * shrink * (new00 * new11))
+    stats[slot, 14] = 0.5 * (nu + 1.0)
+    stats[slot, 15] = shrink
+    stats[slot, 16] += 1.0
+
+
+@njit(cache=True, inline="always")
+def niw_remove_point_at(params, stats, slot, x, i):
+    """``niw_remove_point(params, stats[slot], x[i])`` without row views (D = 2 in registers).
+
+    Returns True when the downdate was abandoned and the factor recomputed (the fallback).
+    """
+    dim = int(params[0])
+    count = stats[slot, 0]
+    offset_factor = 1 + 2 * dim + dim * dim
+    tail = offset_factor + dim * dim
+    if not (dim == 2 and count > 1.0 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
+        return _niw_remove_point_rows(params, stats, slot, x, i)
+    slot = uint64(slot)  # unsigned: no negative-index wraparound tests
+    i = uint64(i)
+    kappa_new = params[1] + count
+    kappa_old = kappa_new - 1.0
+    scale = math.sqrt(kappa_new / kappa_old)
+    first = x[i, 0]
+    second = x[i, 1]
+    difference_first = first - stats[slot, 7]
+    difference_second = second - stats[slot, 8]
+    stats[slot, 7] -= difference_first / kappa_old
+    stats[slot, 8] -= difference_second / kappa_old
+    stats[slot, 1] -= first
+    stats[slot, 2] -= second
+    cross = first * second
+    stats[slot, 3] -= first * first
+    stats[slot, 4] -= cross
+    stats[slot, 5] -= cross
+    stats[slot, 6] -= second * second
+    stats[slot, 0] = count - 1.0
+    # _niw_downdate_two (same arithmetic); the pivot bounds are params[9], params[10]
+    vector_first = scale * difference_first
+    vector_second = scale * difference_second
+    w00 = stats[slot, 9]
+    w10 = stats[slot, 11]
+    w11 = stats[slot, 12]
+    projection_first = w00 * vector_first
+    projection_second = w10 * vector_first + w11 * vector_second
+    squared = 1.0 - projection_first * projection_first
+    if not (squared >= 1e-6 and squared >= params[_HEADER + 10] * w00 * w00):
+        _niw_recompute_row(params, stats, slot)
+        return True
+    inverse_scale = 1.0 / math.sqrt(squared)
+    new00 = w00 * inverse_scale
+    carried = -projection_first * inverse_scale * new00
+    running = -1.0 / squared
+    squared = 1.0 + running * projection_second * projection_second
+    if not (squared >= 1e-6 and squared >= params[_HEADER + 11] * w11 * w11):
+        _niw_recompute_row(params, stats, slot)
+        return True
+    inverse_scale = 1.0 / math.sqrt(squared)
+    new11 = w11 * inverse_scale
+    stats[slot, 9] = new00
+    stats[slot, 11] = (w10 - projection_second * carried) * inverse_scale
+    stats[slot, 12] = new11
+    count = stats[slot, 0]
+    kappa = params[1] + count
+    nu = params[2] + count
+    shrink = kappa / (kappa + 1.0)
+    stats[slot, 13] = -_LOG_PI + math.log(0.5 * (nu - 1.0) * shrink * (new00 * new11))
+    stats[slot, 14] = 0.5 * (nu + 1.0)
+    stats[slot, 15] = shrink
+    stats[slot, 16] += 1.0
+    return False
+
+
 @njit(cache=True)
 def niw_log_marginal(params, stats):
     """Log marginal likelihood (eq. 31) of a statistics row; 0.0 for an empty row."""
@@ -678,6 +824,7 @@ class NormalInverseWishart(ComponentFamily):
         add_point=niw_add_point, remove_point=niw_remove_point,
         log_predictive=niw_log_predictive, log_marginal=niw_log_marginal,
         log_predictive_many=niw_log_predictive_many,
+        add_point_at=niw_add_point_at, remove_point_at=niw_remove_point_at,
     )
     history_entries = 1
 
