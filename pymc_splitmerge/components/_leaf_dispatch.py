@@ -128,7 +128,7 @@ def leaf_remove_point(family_id, params, stats_row, x_row):
         raise ValueError("unknown family_id")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def leaf_log_predictive(family_id, params, stats_row, x_row):
     """Log posterior predictive of ``x_row`` given a cluster's statistics row."""
     if family_id == FAMILY_NORMAL_INVERSE_WISHART:

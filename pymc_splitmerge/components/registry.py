@@ -213,7 +213,12 @@ def leaf_dispatch_source(entries: tuple[FamilyEntry, ...] = FAMILIES) -> str:
     for entry in entries:
         lines.append(f"{entry.constant} = {entry.family_id}")
     for name, signature, field, returns, doc in _SWITCHES:
-        lines += ["", "", "@njit(cache=True)", f"def {name}({signature}):", f'    """{doc}"""']
+        # the single predictive is inlined (numba IR) into dispatch.log_predictive and the
+        # product's loop: one call level with four array arguments less, 10-12 ns per call
+        # (benchmarks/components.py), which the restricted scans pay twice per point
+        decorator = ('@njit(cache=True, inline="always")' if name == "leaf_log_predictive"
+                     else "@njit(cache=True)")
+        lines += ["", "", decorator, f"def {name}({signature}):", f'    """{doc}"""']
         for index, entry in enumerate(leaves):
             keyword = "if" if index == 0 else "elif"
             function = getattr(entry.family_class.numba_leaves, field)
