@@ -560,7 +560,10 @@ def niw_log_predictive(params, stats, x):
     """Log multivariate Student-t predictive of ``x`` from the row's cached form (O(D^2)).
 
     ``c_n - e_n log1p(r_n |W (x - mu_n)|^2)``: a triangular matrix-vector product, no
-    division, one ``log1p``.  D = 1 and D = 2 work in registers.
+    division, one ``log1p``.  D = 1 and D = 2 work in registers.  For D > 2 the logarithm
+    is ``log(1 + z)``, ~7 ns cheaper than ``log1p`` here: its absolute error, at most about
+    ``e_n`` ulp of 1, stays far below the 1e-10 to which the predictive is tested (the
+    quadratic form is not small for a point of the data's scale).
     """
     dim = int(params[0])
     offset_mu = 1 + dim + dim * dim
@@ -574,10 +577,12 @@ def niw_log_predictive(params, stats, x):
     elif dim == 1:
         first = stats[offset_factor] * (x[0] - stats[offset_mu])
         quadratic = first * first
-    elif dim == COLUMN_MAJOR_DIM:
-        quadratic = _niw_quadratic_16(stats, x, offset_mu, offset_factor)
     else:
-        quadratic = _niw_quadratic_rows(params, stats, x, dim, offset_mu, offset_factor)
+        if dim == COLUMN_MAJOR_DIM:
+            quadratic = _niw_quadratic_16(stats, x, offset_mu, offset_factor)
+        else:
+            quadratic = _niw_quadratic_rows(params, stats, x, dim, offset_mu, offset_factor)
+        return stats[tail] - stats[tail + 1] * math.log(1.0 + quadratic * stats[tail + 2])
     return stats[tail] - stats[tail + 1] * math.log1p(quadratic * stats[tail + 2])
 
 
