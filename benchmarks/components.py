@@ -26,6 +26,10 @@ printed (the before/after figures of ``docs/benchmarks.md``).  It also imports t
 ``dispatch.add_point`` + ``dispatch.remove_point`` pair, with ratios old / new (the
 before/after of a change to the switch itself, e.g. the generated one of issue 11).
 
+Last, for every family, a ``dispatch.add_point`` + ``remove_point`` pair on row views
+against the slot-index forms ``add_point_at`` + ``remove_point_at`` (issue 14), with the
+ratio rows / slots.
+
 Times are CPU time of the thread (``time.thread_time``): on a shared machine the wall
 time includes waiting for a core.  Run with ``python benchmarks/components.py [--baseline
 DIR]``.  No assertion is made on the timings.
@@ -281,6 +285,49 @@ def compare_dispatch(directory) -> None:
               f"{ratio[2]:7.2f}", flush=True)
 
 
+@njit
+def _loop_update_rows(family_id, params, stats, x, repetitions):
+    n, capacity = x.shape[0], stats.shape[0]
+    for r in range(repetitions):
+        i, slot = r % n, r % capacity
+        dispatch.add_point(family_id, params, stats[slot], x[i])
+        dispatch.remove_point(family_id, params, stats[slot], x[i])
+    return stats[0, 0]
+
+
+@njit
+def _loop_update_slots(family_id, params, stats, x, repetitions):
+    n, capacity = x.shape[0], stats.shape[0]
+    for r in range(repetitions):
+        i, slot = r % n, r % capacity
+        dispatch.add_point_at(family_id, params, stats, slot, x, i)
+        dispatch.remove_point_at(family_id, params, stats, slot, x, i)
+    return stats[0, 0]
+
+
+def compare_slot_forms() -> None:
+    """``dispatch.add_point`` + ``remove_point`` on row views vs the slot-index forms
+    ``add_point_at`` + ``remove_point_at`` (8 clusters, best of three, interleaved)."""
+    header = (f"{'add+remove: row views vs slot index':36s} {'rows ns':>8s} {'slots ns':>8s} "
+              f"{'rows/slots':>10s}")
+    print()
+    print(header)
+    print("-" * len(header))
+    for name, family, _, _, raw in _cases(np.random.default_rng(0)):
+        x = np.ascontiguousarray(family.prepare_data(raw))
+        stats = np.stack([family.stats_of(x[6 * k:6 * k + 6]) for k in range(8)])
+        params, family_id = family.params, int(family.family_id)
+        best = np.full(2, np.inf)
+        for _ in range(3):
+            times = (
+                _time_per_call(lambda r: _loop_update_rows(family_id, params, stats, x, r), 1000),
+                _time_per_call(lambda r: _loop_update_slots(family_id, params, stats, x, r),
+                               1000))
+            best = np.minimum(best, times)
+        print(f"{name:36s} {best[0] * 1e9:8.1f} {best[1] * 1e9:8.1f} {best[0] / best[1]:10.2f}",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=None,
@@ -331,6 +378,7 @@ def main() -> None:
         print(line, flush=True)
     if args.baseline:
         compare_dispatch(args.baseline)
+    compare_slot_forms()
 
 
 if __name__ == "__main__":

@@ -15,8 +15,13 @@ overhead times the Gibbs transition inside the draws it is part of (patched time
 reports what ``CollapsedGibbsStep.step`` (best of 5 x 200 draws) and ``pm.sample``
 (difference of 1,000- and 200-draw runs) add to it.
 
+``--compare-row-views {niw,nig,beta-bernoulli}`` instead runs the kernel and the same sweep
+on statistics-row views (before the slot-index forms of issue 14), paired in one process on
+the same state and seed, ``--repeats`` pairs of 3 sweeps, and prints the time ratio and
+whether the results are identical (they must be, bit for bit).
+
 Run: ``python benchmarks/gibbs.py [--n 10000] [--sweeps 5] [--overhead-n 100]
-[--repeats 5] [--skip-overhead]``.
+[--repeats 5] [--skip-overhead] [--compare-row-views niw]``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 from numba import njit
 from scipy.special import gammaln
 
-from pymc_splitmerge.components import NormalInverseWishart
+from pymc_splitmerge.components import BetaBernoulli, NormalInverseGamma, NormalInverseWishart
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior
@@ -295,6 +300,83 @@ def pymc_overhead(x, family_kwargs, draws=200):
     return float(np.median(kernel_per_draw)), step_overhead, sample_overhead - step_overhead
 
 
+def _row_view_sweeps():
+    """The fused Gibbs sweep as it was before the slot-index forms (issue 14): compiled here
+    from the kernel's own source with ``dispatch.remove_point_at`` / ``add_point_at``
+    replaced by ``remove_point`` / ``add_point`` on the row views ``stats[slot]``, ``x[i]``
+    (everything else identical), for a paired comparison in one process."""
+    import inspect
+
+    from pymc_splitmerge.kernels import gibbs
+
+    source = inspect.getsource(gibbs._gibbs_sweeps_arrays.py_func)
+    replacements = (
+        ("@numba.njit(cache=True)\n", ""),
+        ("def _gibbs_sweeps_arrays(", "def row_view_sweeps("),
+        ("dispatch.remove_point_at(family_id, params, stats, old, x, i)",
+         "dispatch.remove_point(family_id, params, stats[old], x_row)"),
+        ("dispatch.add_point_at(family_id, params, stats, slot, x, i)",
+         "dispatch.add_point(family_id, params, stats[slot], x_row)"),
+    )
+    for old, new in replacements:
+        if old not in source:
+            raise RuntimeError(f"kernels/gibbs.py changed: {old!r} not found")
+        source = source.replace(old, new)
+    namespace = dict(vars(gibbs))
+    exec(source, namespace)  # noqa: S102 - benchmark only: the kernel's source, edited above
+    return njit(namespace["row_view_sweeps"])
+
+
+@njit
+def _seed(seed):
+    np.random.seed(seed)
+
+
+def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
+    """Paired runs, same state and seed: the kernel (slot-index updates) against the same
+    sweep on row views.  Prints the evaluation rates, the time ratio and whether labels and
+    statistics came out identical."""
+    import copy
+
+    from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
+
+    row_view_sweeps = _row_view_sweeps()
+    state = PartitionState(family, prepared, truth)
+
+    def fields(current):
+        partition = current.partition
+        return (family.family_id, current.model.params, current.model.x, partition.labels,
+                partition.sizes, partition.stats, partition.empty_row, partition.active,
+                partition.where, partition.cluster_count, *tables)
+
+    _seed(0)
+    _gibbs_sweeps_arrays(*fields(state), 2, True)  # compile, burn in
+    _seed(0)
+    row_view_sweeps(*fields(copy.deepcopy(state)), 1, True)  # compile
+    ratios = []
+    for pair in range(pairs):
+        rows, slots = copy.deepcopy(state), copy.deepcopy(state)
+        runs = {}
+        # alternate which runs first (the second of a pair tends to run on warmer caches)
+        order = ("rows", "slots") if pair % 2 == 0 else ("slots", "rows")
+        for which in order:
+            sweep, current = ((row_view_sweeps, rows) if which == "rows"
+                              else (_gibbs_sweeps_arrays, slots))
+            _seed(pair)
+            start = time.thread_time()
+            _, evaluations = sweep(*fields(current), sweeps, True)
+            runs[which] = (evaluations, time.thread_time() - start)
+        (row_evaluations, row_time), (slot_evaluations, slot_time) = runs["rows"], runs["slots"]
+        identical = (np.array_equal(rows.partition.labels, slots.partition.labels)
+                     and np.array_equal(rows.partition.stats, slots.partition.stats))
+        ratios.append(row_time / slot_time)
+        print(f"  pair {pair}: row views {row_evaluations / row_time / 1e6:.2f} M/s, slot index "
+              f"{slot_evaluations / slot_time / 1e6:.2f} M/s, time ratio rows/slots "
+              f"{ratios[-1]:.3f}, identical {identical}", flush=True)
+    print(f"slot-index updates vs row views ({type(family).__name__}): median time ratio "
+          f"rows/slots {np.median(ratios):.3f} over {pairs} pairs")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=10_000)
@@ -305,7 +387,27 @@ def main():
     parser.add_argument("--overhead-n", type=int, default=200,
                         help="points of the per-draw overhead measurement (issue 13: 100)")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--compare-row-views", choices=("niw", "nig", "beta-bernoulli"),
+                        default=None,
+                        help="only the paired slot-index / row-view sweep comparison (issue 14)"
+                        " for this family, then exit")
     args = parser.parse_args()
+    if args.compare_row_views:
+        x, truth = make_data(args.n)
+        if args.compare_row_views == "niw":
+            family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.01, nu0=4.0, psi0=np.eye(2))
+            prepared = family.prepare_data(x)
+        elif args.compare_row_views == "nig":
+            family = NormalInverseGamma(mu0=0.0, kappa0=0.01, alpha0=2.0, beta0=1.0)
+            prepared = family.prepare_data(x[:, 0])
+        else:
+            family = BetaBernoulli(a=1.0, b=1.0)
+            rates = (truth[:, None] % 4 + 1) / 6.0
+            prepared = family.prepare_data(
+                (np.random.default_rng(1).random((args.n, 8)) < rates).astype(int))
+        tables = DirichletProcessPrior(alpha=1.0).tables(args.n)
+        compare_row_views(family, prepared, truth, tables, args.repeats, 3)
+        return
 
     x, truth = make_data(args.n)
     family_kwargs = {"mu0": np.zeros(2), "kappa0": 0.01, "nu0": 4.0, "psi0": np.eye(2)}

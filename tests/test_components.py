@@ -166,25 +166,35 @@ def test_grid_brute_force_and_normalisation():
 
 
 # ------------------------------------------------------------------ NIW downdate
-def test_niw_inverse_factor_update_matches_numpy():
+@pytest.mark.parametrize("dim", [4, 16, 17])
+def test_niw_inverse_factor_update_matches_numpy(dim):
+    """Rank-1 update and downdate of the inverse factor, in its row-major (D != 16) and
+    column-major (D = 16) layouts."""
     rng = np.random.default_rng(0)
-    dim = 4
+    column_major = dim == niw_module.COLUMN_MAJOR_DIM
+
+    def pack(matrix):
+        return (matrix.T if column_major else matrix).ravel().copy()
+
+    def unpack(flat):
+        return flat.reshape(dim, dim).T if column_major else flat.reshape(dim, dim)
+
     psi0 = _spd(rng, dim)
     bound = 0.5 * np.diag(np.linalg.cholesky(psi0)) ** 2
     scratch = np.empty(dim)
     matrix = psi0 + 5 * np.outer(*(2 * [rng.normal(size=dim)]))
     vector = rng.normal(size=dim)
-    inverse = np.linalg.inv(np.linalg.cholesky(matrix)).ravel().copy()
+    inverse = pack(np.linalg.inv(np.linalg.cholesky(matrix)))
     assert niw_module.niw_inverse_factor_update(inverse, vector, dim, 1.0, bound, scratch)
     expected = np.linalg.inv(np.linalg.cholesky(matrix + np.outer(vector, vector)))
-    np.testing.assert_allclose(inverse.reshape(dim, dim), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(unpack(inverse), expected, rtol=1e-10, atol=1e-12)
     # and back down (downdate)
     assert niw_module.niw_inverse_factor_update(inverse, vector, dim, -1.0, bound, scratch)
     expected = np.linalg.inv(np.linalg.cholesky(matrix))
-    np.testing.assert_allclose(inverse.reshape(dim, dim), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(unpack(inverse), expected, rtol=1e-10, atol=1e-12)
     # a downdate that would go below psi0 is refused
     chol0 = np.linalg.cholesky(psi0)
-    inverse = np.linalg.inv(chol0).ravel().copy()
+    inverse = pack(np.linalg.inv(chol0))
     assert not niw_module.niw_inverse_factor_update(inverse, 2 * chol0[:, 0].copy(), dim, -1.0,
                                                     bound, scratch)
 

@@ -44,10 +44,12 @@ from pymc_splitmerge.components.normal_inverse_gamma import (
 )
 from pymc_splitmerge.components.normal_inverse_wishart import (
     niw_add_point,
+    niw_add_point_at,
     niw_log_marginal,
     niw_log_predictive,
     niw_log_predictive_many,
     niw_remove_point,
+    niw_remove_point_at,
 )
 from pymc_splitmerge.components.normal_known_covariance import (
     normal_known_covariance_add_point,
@@ -66,10 +68,12 @@ __all__ = [
     "FAMILY_NORMAL_KNOWN_COVARIANCE",
     "FAMILY_PRODUCT",
     "leaf_add_point",
+    "leaf_add_point_at",
     "leaf_log_marginal",
     "leaf_log_predictive",
     "leaf_log_predictive_many",
     "leaf_remove_point",
+    "leaf_remove_point_at",
 ]
 
 FAMILY_NORMAL_INVERSE_WISHART = 0
@@ -124,7 +128,7 @@ def leaf_remove_point(family_id, params, stats_row, x_row):
         raise ValueError("unknown family_id")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def leaf_log_predictive(family_id, params, stats_row, x_row):
     """Log posterior predictive of ``x_row`` given a cluster's statistics row."""
     if family_id == FAMILY_NORMAL_INVERSE_WISHART:
@@ -196,3 +200,30 @@ def leaf_log_predictive_many(family_id, params, stats, slots, n_slots, x_row, ou
             out[j] = grid_log_predictive(params, stats[slots[j]], x_row)
     else:
         raise ValueError("unknown family_id")
+
+
+@njit(cache=True, inline="always")
+def leaf_add_point_at(family_id, params, stats, slot, x, i):
+    """``leaf_add_point(family_id, params, stats[slot], x[i])`` without the row views.
+
+    Families with an ``add_point_at`` leaf run it here (inlined, numba IR, into
+    ``dispatch.add_point_at``); the others go through ``leaf_add_point`` on views, which
+    for them measured faster than an inlined call of their row leaf.
+    """
+    if family_id == FAMILY_NORMAL_INVERSE_WISHART:
+        niw_add_point_at(params, stats, slot, x, i)
+    else:
+        leaf_add_point(family_id, params, stats[slot], x[i])
+
+
+@njit(cache=True, inline="always")
+def leaf_remove_point_at(family_id, params, stats, slot, x, i):
+    """``leaf_remove_point(family_id, params, stats[slot], x[i])`` without the row views.
+
+    Families with a ``remove_point_at`` leaf run it here (inlined, numba IR, into
+    ``dispatch.remove_point_at``); the others go through ``leaf_remove_point`` on views.
+    """
+    if family_id == FAMILY_NORMAL_INVERSE_WISHART:
+        niw_remove_point_at(params, stats, slot, x, i)
+    else:
+        leaf_remove_point(family_id, params, stats[slot], x[i])

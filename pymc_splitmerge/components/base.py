@@ -67,11 +67,20 @@ class NumbaLeaves(NamedTuple):
         log_predictive(params, stats_row, x_row) -> float
         log_marginal(params, stats_row) -> float         0.0 for an empty row
         log_predictive_many(params, stats, slots, n_slots, x_row, out)   optional
+        add_point_at(params, stats, slot, x, i)          optional, in place
+        remove_point_at(params, stats, slot, x, i)       optional, in place
+
+    The ``_at`` forms take the 2-D arrays ``stats`` (capacity, stat_dim) and ``x`` (n,
+    data_dim) and the indices: ``add_point_at(params, stats, slot, x, i)`` must do exactly
+    what ``add_point(params, stats[slot], x[i])`` does (bit for bit), without the two row
+    views (each costs two atomic reference-count updates, which matters when the update
+    itself is a few dozen operations, as in the kernels' hot loops).
 
     The generated switch :mod:`pymc_splitmerge.components._leaf_dispatch` imports them by
     module and name (rewritten by the import of :mod:`pymc_splitmerge.components.registry`
     when out of date, or by ``python -m pymc_splitmerge.components``); a
-    family without ``log_predictive_many`` gets a loop over ``log_predictive``.
+    family without ``log_predictive_many`` gets a loop over ``log_predictive``, one without
+    an ``_at`` form a call of the row function on views.
     """
 
     add_point: Any
@@ -79,6 +88,8 @@ class NumbaLeaves(NamedTuple):
     log_predictive: Any
     log_marginal: Any
     log_predictive_many: Any = None
+    add_point_at: Any = None
+    remove_point_at: Any = None
 
 
 def is_numeric_value(value: Any) -> bool:

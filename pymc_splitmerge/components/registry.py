@@ -173,6 +173,20 @@ _SWITCHES = (
 )
 
 
+_SLOT_SWITCHES = (
+    # (function, slot-index leaf field, row switch of the fallback, docstring lines)
+    ("leaf_add_point_at", "add_point_at", "leaf_add_point",
+     ("``leaf_add_point(family_id, params, stats[slot], x[i])`` without the row views.",
+      "Families with an ``add_point_at`` leaf run it here (inlined, numba IR, into",
+      "``dispatch.add_point_at``); the others go through ``leaf_add_point`` on views, which",
+      "for them measured faster than an inlined call of their row leaf.")),
+    ("leaf_remove_point_at", "remove_point_at", "leaf_remove_point",
+     ("``leaf_remove_point(family_id, params, stats[slot], x[i])`` without the row views.",
+      "Families with a ``remove_point_at`` leaf run it here (inlined, numba IR, into",
+      "``dispatch.remove_point_at``); the others go through ``leaf_remove_point`` on views.")),
+)
+
+
 def _call_arguments(signature: str) -> str:
     return signature.split(", ", 1)[1]
 
@@ -193,12 +207,18 @@ def leaf_dispatch_source(entries: tuple[FamilyEntry, ...] = FAMILIES) -> str:
         lines.extend(f"    {name}," for name in sorted(imports[module]))
         lines.append(")")
     exported = sorted(entry.constant for entry in entries) + sorted(
-        [name for name, *_ in _SWITCHES] + ["leaf_log_predictive_many"])
+        [name for name, *_ in _SWITCHES] + ["leaf_log_predictive_many"]
+        + [name for name, *_ in _SLOT_SWITCHES])
     lines += ["", "__all__ = ["] + [f'    "{name}",' for name in exported] + ["]", ""]
     for entry in entries:
         lines.append(f"{entry.constant} = {entry.family_id}")
     for name, signature, field, returns, doc in _SWITCHES:
-        lines += ["", "", "@njit(cache=True)", f"def {name}({signature}):", f'    """{doc}"""']
+        # the single predictive is inlined (numba IR) into dispatch.log_predictive and the
+        # product's loop: one call level with four array arguments less, 10-12 ns per call
+        # (benchmarks/components.py), which the restricted scans pay twice per point
+        decorator = ('@njit(cache=True, inline="always")' if name == "leaf_log_predictive"
+                     else "@njit(cache=True)")
+        lines += ["", "", decorator, f"def {name}({signature}):", f'    """{doc}"""']
         for index, entry in enumerate(leaves):
             keyword = "if" if index == 0 else "elif"
             function = getattr(entry.family_class.numba_leaves, field)
@@ -228,7 +248,26 @@ def leaf_dispatch_source(entries: tuple[FamilyEntry, ...] = FAMILIES) -> str:
             single = entry.family_class.numba_leaves.log_predictive.py_func.__name__
             lines.append("        for j in range(n_slots):")
             lines.append(f"            out[j] = {single}(params, stats[slots[j]], x_row)")
-    lines += ["    else:", '        raise ValueError("unknown family_id")', ""]
+    lines += ["    else:", '        raise ValueError("unknown family_id")']
+    # slot-index forms: inlined into dispatch.add_point_at / remove_point_at (called once per
+    # point move by the kernels); a family without its own falls back to the row leaf
+    for name, field, row_switch, doc in _SLOT_SWITCHES:
+        lines += ["", "", '@njit(cache=True, inline="always")',
+                  f"def {name}(family_id, params, stats, slot, x, i):"]
+        lines += [f'    """{doc[0]}', ""] + [f"    {line}" for line in doc[1:]] + ['    """']
+        keyword = "if"
+        for entry in leaves:
+            at_form = getattr(entry.family_class.numba_leaves, field)
+            if at_form is not None:
+                lines.append(f"    {keyword} family_id == {entry.constant}:")
+                lines.append(f"        {at_form.py_func.__name__}(params, stats, slot, x, i)")
+                keyword = "elif"
+        call = f"{row_switch}(family_id, params, stats[slot], x[i])"
+        if keyword == "if":
+            lines.append(f"    {call}")
+        else:
+            lines += ["    else:", f"        {call}"]
+    lines.append("")
     return "\n".join(lines)
 
 

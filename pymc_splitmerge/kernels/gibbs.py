@@ -186,7 +186,7 @@ def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, 
             if was_singleton:
                 close_slot(old, stats, empty_row, active, where, cluster_count)
             else:
-                dispatch.remove_point(family_id, params, stats[old], x_row)
+                dispatch.remove_point_at(family_id, params, stats, old, x, i)
             # _join_and_new_log_weights, with the peak of the weights
             k = cluster_count[0]
             dispatch.log_predictive_many(family_id, params, stats, active, k, x_row,
@@ -236,7 +236,7 @@ def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, 
             # assign_point
             if where[slot] < 0:
                 open_slot(slot, active, where, cluster_count)
-            dispatch.add_point(family_id, params, stats[slot], x_row)
+            dispatch.add_point_at(family_id, params, stats, slot, x, i)
             sizes[slot] += 1
             labels[i] = slot
     return n_changed, n_evaluations
