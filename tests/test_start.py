@@ -153,6 +153,7 @@ def test_several_partition_variables_and_selection_by_name():
     assert psm.adjusted_rand_index(both["first"], truth) == 1.0
 
 
+@pytest.mark.filterwarnings("ignore:`return_inferencedata=False` is deprecated:FutureWarning")
 def test_pm_sample_starts_from_it():
     y, truth = _blobs(45)
     model = _model(y)
@@ -167,6 +168,7 @@ def test_pm_sample_starts_from_it():
     assert psm.adjusted_rand_index(draws[0], truth) == 1.0
 
 
+@pytest.mark.filterwarnings("ignore:`return_inferencedata=False` is deprecated:FutureWarning")
 def test_pm_sample_multichain_initvals():
     y, _ = _blobs(30)
     model = _model(y)
