@@ -13,7 +13,11 @@ sequential Monte Carlo with model evidence (:func:`sample_smc`, :func:`compare_e
 Importing the package registers step methods with PyMC so that a plain ``pm.sample()``
 samples partition variables with SAMS + one Gibbs sweep (``steps.DefaultPartitionStep``), a
 Dirichlet-process concentration with a Gamma prior with :class:`ConcentrationGibbs` and the
-other partition-prior parameters with :class:`PartitionPriorSlice` (where exact).
+other partition-prior parameters with :class:`PartitionPriorSlice` (where exact), and makes
+``pm.sample``'s end-of-run R-hat / ESS checks skip the raw label vectors of partition
+variables and check their label-invariant quantities instead
+(:func:`install_pymc_convergence_checks`; ``install_pymc_convergence_checks(False)`` restores
+PyMC's).
 """
 
 from pymc_splitmerge import components, datasets, priors, testing
@@ -49,6 +53,7 @@ from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.sampling import (
     compare_evidence,
+    install_pymc_convergence_checks,
     partition_convergence_checks,
     sample,
     sample_smc,
@@ -65,6 +70,8 @@ from pymc_splitmerge.steps import (
 )
 
 __version__ = "0.1.0.dev0"
+
+install_pymc_convergence_checks()
 
 # every registered component family (components.registry.FAMILIES) and the PyMC distribution
 # of every registered partition prior (priors.PRIOR_REGISTRY), each under its class name:
@@ -107,6 +114,7 @@ __all__ = [
     "distance_diagnostics",
     "expected_loss",
     "heldout_log_predictive_density",
+    "install_pymc_convergence_checks",
     "least_squares_draw",
     "log_joint_draws",
     "partition_convergence_checks",

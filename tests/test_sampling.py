@@ -165,3 +165,82 @@ def test_numeric_log_joint_equals_model_log_joint():
     expected = psm.log_joint_draws(idata, model, "z")
     np.testing.assert_allclose(numeric_log_joint(idata, model, "z"), expected, rtol=1e-9)
     assert np.unique(expected).size > 5  # the draws differ
+
+
+# ----------------------------------------------------------------- plain pm.sample (the hook)
+
+
+def _spy_on_pymc_checks(monkeypatch):
+    from pymc.stats import convergence
+
+    seen = []
+    original = convergence.run_convergence_checks
+
+    def spy(idata, model):
+        seen.append(sorted(compat.get_group(idata, "posterior").data_vars))
+        return original(idata, model)
+
+    monkeypatch.setattr(convergence, "run_convergence_checks", spy)
+    return seen
+
+
+def test_plain_pm_sample_checks_skip_labels(monkeypatch, convergence_log):
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    assert pymc_mcmc.run_convergence_checks is psm.sampling.label_invariant_convergence_checks
+    seen = _spy_on_pymc_checks(monkeypatch)
+    with _model(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no divide warning from label R-hats
+        idata = pm.sample(draws=400, tune=50, chains=2, cores=1, random_seed=3,
+                          progressbar=False)
+    assert seen == [["alpha"]]  # PyMC's R-hat / ESS never saw the label vector
+    assert not compat.has_group(idata, "partition_diagnostics")  # pm.sample's output unchanged
+    assert not [m for m in convergence_log if "rhat" in m or "effective sample" in m], (
+        convergence_log)
+
+
+def test_plain_pm_sample_without_hook_checks_labels_negative_control(monkeypatch):
+    seen = _spy_on_pymc_checks(monkeypatch)
+    psm.install_pymc_convergence_checks(False)
+    try:
+        with _model(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pm.sample(draws=100, tune=20, chains=2, cores=1, random_seed=3, progressbar=False,
+                      quiet=True)
+    finally:
+        psm.install_pymc_convergence_checks()
+    assert seen == [["alpha", "z"]]  # PyMC's own function takes the labels
+
+
+def test_hook_passes_models_without_partition_to_pymc(monkeypatch):
+    seen = _spy_on_pymc_checks(monkeypatch)
+    with pm.Model() as model:
+        pm.Normal("mu", 0.0, 1.0)
+    posterior = xr.Dataset({"mu": (("chain", "draw"),
+                                   np.random.default_rng(0).normal(size=(2, 150)))})
+    data = (xr.DataTree.from_dict({"posterior": posterior}) if compat.ARVIZ_MAJOR >= 1
+            else __import__("arviz").InferenceData(posterior=posterior))
+    psm.sampling.label_invariant_convergence_checks(data, model)
+    assert seen == [["mu"]]
+
+
+def _stuck_model():
+    rng = np.random.default_rng(1)
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=12)
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=rng.integers(0, 2, size=(12, 3)))
+    return model
+
+
+def test_hook_warns_for_stuck_chains_negative_control(monkeypatch):
+    seen = _spy_on_pymc_checks(monkeypatch)
+    model = _stuck_model()
+    warns = psm.sampling.label_invariant_convergence_checks(_stuck_data(shift=3), model)
+    messages = [w.message for w in warns]
+    assert seen == []  # nothing but the partition: PyMC's R-hat has nothing to check
+    rhat = [m for m in messages if "rhat statistic is larger than 1.01" in m]
+    assert len(rhat) == 1 and "'z'" in rhat[0] and "n_clusters" in rhat[0] and "log_joint" in rhat[0]
+    assert any("effective sample size per chain is smaller than 100" in m for m in messages)
+    same = psm.sampling.label_invariant_convergence_checks(_stuck_data(shift=0), model)
+    assert not [w for w in same if "rhat" in w.message]

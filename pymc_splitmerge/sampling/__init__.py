@@ -10,6 +10,8 @@
 
 from pymc_splitmerge.sampling.mcmc import (
     CHECKED_QUANTITIES,
+    install_pymc_convergence_checks,
+    label_invariant_convergence_checks,
     numeric_log_joint,
     partition_convergence_checks,
     sample,
@@ -20,6 +22,8 @@ from pymc_splitmerge.sampling.start import splitmerge_start
 __all__ = [
     "CHECKED_QUANTITIES",
     "compare_evidence",
+    "install_pymc_convergence_checks",
+    "label_invariant_convergence_checks",
     "numeric_log_joint",
     "partition_convergence_checks",
     "sample",

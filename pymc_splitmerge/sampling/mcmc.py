@@ -22,6 +22,11 @@ then:
    quantities (number of clusters, log joint, largest-cluster fractions) and logs warnings in
    PyMC's style (:func:`partition_convergence_checks`).
 
+A plain ``pm.sample`` gets steps 2 and 3 too: importing the package replaces the name
+``run_convergence_checks`` in ``pymc.sampling.mcmc`` (the module that calls it) by
+:func:`label_invariant_convergence_checks`, which hands models without a partition variable to
+PyMC's function unchanged (:func:`install_pymc_convergence_checks`; ``False`` restores PyMC's).
+
 References
 ----------
 Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. and Bürkner, P.-C. (2021). Rank-normalization,
@@ -48,7 +53,14 @@ from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.steps.base import same_values
 
-__all__ = ["CHECKED_QUANTITIES", "numeric_log_joint", "partition_convergence_checks", "sample"]
+__all__ = [
+    "CHECKED_QUANTITIES",
+    "install_pymc_convergence_checks",
+    "label_invariant_convergence_checks",
+    "numeric_log_joint",
+    "partition_convergence_checks",
+    "sample",
+]
 
 #: label-invariant quantities whose R-hat / ESS are checked after sampling
 CHECKED_QUANTITIES = ("n_clusters", "log_joint", "fraction_in_largest_clusters")
@@ -167,32 +179,38 @@ def partition_convergence_checks(data, model=None, *, var_names=None):
         if not compat.has_group(data, group):
             raise ValueError(f"the data has no group {group!r}: run psm.sample or "
                              "psm.add_partition_quantities first")
-        dataset = compat.get_group(data, group)
-        n_chains, n_draws = dataset.sizes["chain"], dataset.sizes["draw"]
-        if n_draws < 100 or n_chains < 2:
-            continue
-        rhats, ess_per_chain = {}, {}
-        for name, values in _quantity_rows(dataset):
-            rhat = compat.rhat(values)
-            ess = compat.ess(values, "bulk") / n_chains
-            if np.isfinite(rhat) and rhat > RHAT_THRESHOLD:
-                rhats[name] = rhat
-            if np.isfinite(ess) and ess < ESS_PER_CHAIN_THRESHOLD:
-                ess_per_chain[name] = ess
-        subject = f"the label-invariant quantities of the partition {var_name!r}"
-        if rhats:
-            warnings.append(SamplerWarning(
-                WarningType.CONVERGENCE,
-                f"The rhat statistic is larger than {RHAT_THRESHOLD} for some of {subject} "
-                f"({_format(rhats, 3)}). This indicates problems during sampling. {_REFERENCE}",
-                "info", extra=rhats))
-        if ess_per_chain:
-            warnings.append(SamplerWarning(
-                WarningType.CONVERGENCE,
-                f"The effective sample size per chain is smaller than "
-                f"{ESS_PER_CHAIN_THRESHOLD} for some of {subject} ({_format(ess_per_chain, 0)}). "
-                f"A higher number is needed for reliable rhat and ess computation. {_REFERENCE}",
-                "error", extra=ess_per_chain))
+        warnings += _quantity_checks(compat.get_group(data, group), var_name)
+    return warnings
+
+
+def _quantity_checks(dataset: xr.Dataset, var_name: str) -> list:
+    """The R-hat / ESS-per-chain checks of one partition's label-invariant quantities."""
+    n_chains, n_draws = dataset.sizes["chain"], dataset.sizes["draw"]
+    if n_draws < 100 or n_chains < 2:
+        return []
+    rhats, ess_per_chain = {}, {}
+    for name, values in _quantity_rows(dataset):
+        rhat = compat.rhat(values)
+        ess = compat.ess(values, "bulk") / n_chains
+        if np.isfinite(rhat) and rhat > RHAT_THRESHOLD:
+            rhats[name] = rhat
+        if np.isfinite(ess) and ess < ESS_PER_CHAIN_THRESHOLD:
+            ess_per_chain[name] = ess
+    subject = f"the label-invariant quantities of the partition {var_name!r}"
+    warnings = []
+    if rhats:
+        warnings.append(SamplerWarning(
+            WarningType.CONVERGENCE,
+            f"The rhat statistic is larger than {RHAT_THRESHOLD} for some of {subject} "
+            f"({_format(rhats, 3)}). This indicates problems during sampling. {_REFERENCE}",
+            "info", extra=rhats))
+    if ess_per_chain:
+        warnings.append(SamplerWarning(
+            WarningType.CONVERGENCE,
+            f"The effective sample size per chain is smaller than "
+            f"{ESS_PER_CHAIN_THRESHOLD} for some of {subject} ({_format(ess_per_chain, 0)}). "
+            f"A higher number is needed for reliable rhat and ess computation. {_REFERENCE}",
+            "error", extra=ess_per_chain))
     return warnings
 
 
@@ -285,3 +303,52 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
         if not quiet:
             convergence.log_warnings(warnings)
     return result
+
+
+def _pymc_run_convergence_checks():
+    """PyMC's own ``run_convergence_checks`` (never the hook below)."""
+    return convergence.run_convergence_checks
+
+
+def label_invariant_convergence_checks(idata, model) -> list:
+    """What a plain ``pm.sample`` checks at the end of a run once this package is imported.
+
+    A drop-in for ``pymc.stats.convergence.run_convergence_checks(idata, model)``: models
+    without a partition variable get PyMC's function itself.  For a model with partition
+    variables, PyMC's checks run on every *other* variable (the R-hat / ESS of a raw label
+    vector mean nothing; see the module docstring) and the same R-hat > 1.01 / ESS-per-chain
+    < 100 checks run on each partition's label-invariant quantities (number of clusters, log
+    joint, largest-cluster fractions), computed here and not stored: :func:`sample` stores
+    them as the group ``"partition_diagnostics"``.
+    """
+    partition_names = partition_variable_names(model)
+    if not partition_names:
+        return _pymc_run_convergence_checks()(idata, model)
+    warnings = _pymc_checks_without_partitions(idata, model, partition_names)
+    posterior = compat.get_group(idata, "posterior")
+    for var_name in partition_names:
+        if var_name not in posterior:
+            continue
+        try:
+            log_joint = numeric_log_joint(idata, model, var_name)
+        except (TypeError, ValueError):  # no collapsed likelihood found: check the rest
+            log_joint = None
+        dataset = partition_quantities(idata, var_name, num_pairs=0, log_joint=log_joint)
+        warnings += _quantity_checks(dataset, var_name)
+    return warnings
+
+
+def install_pymc_convergence_checks(install: bool = True) -> None:
+    """Make a plain ``pm.sample`` use :func:`label_invariant_convergence_checks` (or not).
+
+    Importing ``pymc_splitmerge`` installs it (``pymc.sampling.mcmc`` calls the function by
+    the name it imported, so that name is the one replaced; PyMC's own function in
+    ``pymc.stats.convergence`` is untouched).  ``install_pymc_convergence_checks(False)``
+    restores PyMC's.  Idempotent.
+    """
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    if not hasattr(pymc_mcmc, "run_convergence_checks"):  # a PyMC without the name: no hook
+        return
+    pymc_mcmc.run_convergence_checks = (label_invariant_convergence_checks if install
+                                        else _pymc_run_convergence_checks())
