@@ -246,3 +246,24 @@ def test_pm_sample_prior_predictive_stays_prior():
     residual = (means - mean) / np.sqrt(variance + SIGMA / Y.shape[0])
     with pytest.raises(AssertionError):
         assert_expectations(np.c_[residual, residual**2], [0.0, 1.0], "control")
+
+
+def test_partition_model_found_after_posterior_predictive_of_a_trace():
+    """pymc 5.28's ``sample_posterior_predictive`` of an ``InferenceData`` with observed data
+    lists the observed variable twice in ``model.observed_RVs`` afterwards (its
+    ``observed_vars += ...`` extends the model's own list; pymc 6 copies it).  The partition's
+    discovery must still see one ``ConjugateMixture``, not refuse with "2 ConjugateMixture
+    variables use the partition"."""
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 2, size=(12, 3))
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=len(data))
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=data)
+        idata = pm.sample(draws=20, tune=5, chains=1, random_seed=1, progressbar=False,
+                          quiet=True, compute_convergence_checks=False)
+        pm.sample_posterior_predictive(idata, progressbar=False, random_seed=2)
+        start = psm.splitmerge_start(model, random_seed=1)
+        step = psm.SAMSStep(z)
+    assert start["z"].shape == (len(data),)
+    assert step.partition_model.data.shape[0] == len(data)

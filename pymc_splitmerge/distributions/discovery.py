@@ -188,7 +188,9 @@ def discover(partition_var, model=None) -> PartitionModel:
 
 def _discover(partition_var, model) -> PartitionModel:
     name = partition_var.name
-    mixtures = [rv for rv in model.observed_RVs
+    # dict.fromkeys: pymc 5's sample_posterior_predictive appends the observed variables to
+    # model.observed_RVs a second time (``observed_vars += ...`` on the model's own list)
+    mixtures = [rv for rv in dict.fromkeys(model.observed_RVs)
                 if isinstance(rv.owner.op, ConjugateMixtureRV)
                 and rv.owner.op.dist_params(rv.owner)[0] is partition_var]
     if not mixtures:
