@@ -299,5 +299,13 @@ def test_old_entry_point_names_warn_and_give_the_same_move():
     with pytest.warns(DeprecationWarning, match="sams_step is deprecated"):
         old = sams_step(states[0], *tables, np.random.default_rng(1))
     assert old == sams_move(states[1], *tables, np.random.default_rng(1))
-    with pytest.warns(DeprecationWarning, match="rgsm_step is deprecated"):
+    with pytest.warns(DeprecationWarning, match="rgsm_step is deprecated") as record:
         rgsm_step(states[0], *tables, np.random.default_rng(2))
+    assert record[0].filename == __file__  # the warning points at the caller
+    from pymc_splitmerge.kernels.arm import arm_move, arm_step
+
+    with (pytest.warns(DeprecationWarning, match="arm_step is deprecated; use arm_move"),
+          pytest.raises(TypeError)):  # the alias warns, then calls arm_move
+        arm_step()
+    assert arm_step.__name__ == "arm_step" and ":func:`arm_move`" in arm_step.__doc__
+    assert arm_step.__wrapped__ is arm_move

@@ -68,7 +68,6 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -78,6 +77,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, sample_weights
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights
+from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
@@ -758,10 +758,6 @@ def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a
     return move(state.model, state.partition, tables, rng)
 
 
-def arm_step(*args, **kwargs) -> ARMInfo:
-    """Deprecated name of :func:`arm_move`."""
-    warnings.warn("arm_step is deprecated; use arm_move (same arguments)", DeprecationWarning,
-                  stacklevel=2)
-    return arm_move(*args, **kwargs)
+arm_step = deprecated_alias(arm_move, "arm_step")
 
 

@@ -7,6 +7,7 @@ is checked (and its error message worded) in one place.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import warnings
 
@@ -56,3 +57,22 @@ def renamed_keyword(new_value, old_value, new_name: str, old_name: str, default,
                       DeprecationWarning, stacklevel=stacklevel)
         return old_value
     return default if new_value is None else new_value
+
+
+def deprecated_alias(function, old_name: str):
+    """``function`` under its deprecated old name ``old_name`` (a ``DeprecationWarning`` per call).
+
+    One entry-point name per kernel (issue 11): the old ``*_step`` names of the kernel moves
+    stay importable through this wrapper.
+    """
+    new_name = function.__name__
+
+    @functools.wraps(function)
+    def alias(*args, **kwargs):
+        warnings.warn(f"{old_name} is deprecated; use {new_name} (same arguments)",
+                      DeprecationWarning, stacklevel=2)
+        return function(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old_name
+    alias.__doc__ = f"Deprecated name of :func:`{new_name}` (same arguments)."
+    return alias

@@ -45,7 +45,6 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -56,6 +55,7 @@ from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import uniform_anchors
 from pymc_splitmerge.kernels.gibbs import GibbsInfo
 from pymc_splitmerge.kernels.options import (
+    deprecated_alias,
     non_negative_integer,
     renamed_keyword,
 )
@@ -326,11 +326,7 @@ def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     return move(state.model, state.partition, tables, rng)
 
 
-def rgsm_step(*args, **kwargs) -> SplitMergeInfo:
-    """Deprecated name of :func:`rgsm_move`."""
-    warnings.warn("rgsm_step is deprecated; use rgsm_move (same arguments)", DeprecationWarning,
-                  stacklevel=2)
-    return rgsm_move(*args, **kwargs)
+rgsm_step = deprecated_alias(rgsm_move, "rgsm_step")
 
 
 class RGSMUpdateInfo(NamedTuple):

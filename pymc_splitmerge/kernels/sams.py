@@ -48,7 +48,6 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 
 import numba
@@ -56,6 +55,7 @@ import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
+from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
@@ -306,8 +306,4 @@ def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     return move(state.model, state.partition, tables, rng)
 
 
-def sams_step(*args, **kwargs) -> SplitMergeInfo:
-    """Deprecated name of :func:`sams_move`."""
-    warnings.warn("sams_step is deprecated; use sams_move (same arguments)", DeprecationWarning,
-                  stacklevel=2)
-    return sams_move(*args, **kwargs)
+sams_step = deprecated_alias(sams_move, "sams_step")
