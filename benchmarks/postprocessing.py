@@ -7,7 +7,10 @@ then times, and measures the peak RSS of,
 * ``pymc``: ``pymc.stats.convergence.run_convergence_checks(idata, model)`` — what every
   ``pm.sample`` run does by default (R-hat / ESS of every label);
 * ``psm``: what ``psm.sample`` does instead — the ``partition_diagnostics`` group (with the
-  log joint), PyMC's checks without the partition variable and the label-invariant checks.
+  log joint), PyMC's checks without the partition variable and the label-invariant checks;
+* ``hook``: what a plain ``pm.sample`` runs once ``pymc_splitmerge`` is imported
+  (``pymc.sampling.mcmc.run_convergence_checks``, i.e.
+  ``psm.sampling.label_invariant_convergence_checks``: the same checks, nothing stored).
 
 Prints seconds and peak RSS after sampling / after post-processing, and the ratios.
 
@@ -54,12 +57,13 @@ def child(mode: str, n: int, draws: int) -> dict:
         from pymc.stats.convergence import run_convergence_checks
 
         warnings = run_convergence_checks(idata, model)
+    elif mode == "hook":
+        from pymc.sampling import mcmc as pymc_mcmc
+
+        warnings = pymc_mcmc.run_convergence_checks(idata, model)
     else:
         names = sampling.partition_variable_names(model)
-        for name in names:  # what psm.sample does (no co-clustering pairs at this n)
-            psm.analysis.quantities.compat.add_group(
-                idata, sampling.diagnostics_group_name(name, names),
-                psm.partition_quantities(idata, name, model=model, num_pairs=0))
+        sampling._add_diagnostics_groups(idata, model, names)  # what psm.sample does
         warnings = sampling._pymc_checks_without_partitions(idata, model, names)
         warnings += sampling.partition_convergence_checks(idata, var_names=names)
     seconds = time.perf_counter() - start
@@ -72,13 +76,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--draws", type=int, default=200)
-    parser.add_argument("--child", choices=["pymc", "psm"])
+    parser.add_argument("--child", choices=["pymc", "psm", "hook"])
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.n, args.draws)))
         return 0
     results = {}
-    for mode in ("pymc", "psm"):
+    for mode in ("pymc", "psm", "hook"):
         out = subprocess.run([sys.executable, __file__, "--child", mode, "--n", str(args.n),
                               "--draws", str(args.draws)], capture_output=True, text=True,
                              check=True)
@@ -92,11 +96,13 @@ def main(argv=None) -> int:
               f"{r['rss_peak_mb']:7.0f} MB")
         for message in r["warnings"]:
             print(f"      warning: {message}")
-    p, s = results["pymc"], results["psm"]
-    print(f"ratio pymc / psm: post-processing time "
-          f"{p['postprocessing_seconds'] / s['postprocessing_seconds']:.1f}x, "
-          f"post-processing RSS growth "
-          f"{(p['rss_peak_mb'] - p['rss_after_sampling_mb']) / max(s['rss_peak_mb'] - s['rss_after_sampling_mb'], 1.0):.1f}x")
+    p = results["pymc"]
+    for mode in ("psm", "hook"):
+        s = results[mode]
+        print(f"ratio pymc / {mode}: post-processing time "
+              f"{p['postprocessing_seconds'] / s['postprocessing_seconds']:.1f}x, "
+              f"post-processing RSS growth "
+              f"{(p['rss_peak_mb'] - p['rss_after_sampling_mb']) / max(s['rss_peak_mb'] - s['rss_after_sampling_mb'], 1.0):.1f}x")
     return 0
 
 

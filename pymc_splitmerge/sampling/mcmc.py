@@ -236,6 +236,19 @@ def _pymc_checks_without_partitions(data, model, partition_names):
     return [*warnings, SamplerWarning(WarningType.BAD_PARAMS, message, "info")]
 
 
+def _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs=None) -> None:
+    """Add each partition's label-invariant quantities to ``result`` (what :func:`sample` adds)."""
+    options = dict(diagnostics_kwargs or {})
+    posterior = compat.get_group(result, "posterior")
+    for var_name in partition_names:
+        n = posterior[var_name].shape[-1]
+        defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
+        if "model" not in options and "log_joint" not in options:
+            defaults["log_joint"] = numeric_log_joint(result, model, var_name)
+        dataset = partition_quantities(result, var_name, **{**defaults, **options})
+        compat.add_group(result, diagnostics_group_name(var_name, partition_names), dataset)
+
+
 def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, **kwargs):
     """``pm.sample`` with label-invariant convergence checks and partition diagnostics.
 
@@ -286,16 +299,7 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
         return result
     partition_names = partition_variable_names(model)
     if partition_diagnostics:
-        options = dict(diagnostics_kwargs or {})
-        posterior = compat.get_group(result, "posterior")
-        for var_name in partition_names:
-            n = posterior[var_name].shape[-1]
-            defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
-            if "model" not in options and "log_joint" not in options:
-                defaults["log_joint"] = numeric_log_joint(result, model, var_name)
-            dataset = partition_quantities(result, var_name, **{**defaults, **options})
-            compat.add_group(result, diagnostics_group_name(var_name, partition_names),
-                             dataset)
+        _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs)
     if checks:
         warnings = _pymc_checks_without_partitions(result, model, partition_names)
         if partition_diagnostics:
