@@ -330,10 +330,15 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     first = x[points[0]]
     log_first = (log_v_table[n_other_clusters + 1] + log_w_table[1]
                  + dispatch.log_predictive(family_id, params, empty_row, first))
+    # particle 0's first block gets the anchor's statistics; the others copy that row (the
+    # same numbers as adding the point to each: one family call instead of N)
+    for j in range(m):
+        stats[j, :] = empty_row
+    dispatch.add_point(family_id, params, stats[0], first)
     for p in range(num_particles):
-        for j in range(m):
-            stats[p * m + j, :] = empty_row
-        dispatch.add_point(family_id, params, stats[p * m], first)
+        if p > 0:
+            for j in range(m):
+                stats[p * m + j, :] = stats[j]
         sizes[p, 0] = 1
         log_gamma[p] = log_first
         decisions[0, p] = 0
