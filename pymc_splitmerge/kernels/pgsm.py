@@ -80,6 +80,7 @@ from pymc_splitmerge.components._leaf_dispatch import FAMILY_NORMAL_INVERSE_WISH
 from pymc_splitmerge.components.normal_inverse_wishart import niw_add_point
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
     propose,
@@ -329,10 +330,15 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     first = x[points[0]]
     log_first = (log_v_table[n_other_clusters + 1] + log_w_table[1]
                  + dispatch.log_predictive(family_id, params, empty_row, first))
+    # particle 0's first block gets the anchor's statistics; the others copy that row (the
+    # same numbers as adding the point to each: one family call instead of N)
+    for j in range(m):
+        stats[j, :] = empty_row
+    dispatch.add_point(family_id, params, stats[0], first)
     for p in range(num_particles):
-        for j in range(m):
-            stats[p * m + j, :] = empty_row
-        dispatch.add_point(family_id, params, stats[p * m], first)
+        if p > 0:
+            for j in range(m):
+                stats[p * m + j, :] = stats[j]
         sizes[p, 0] = 1
         log_gamma[p] = log_first
         decisions[0, p] = 0
@@ -740,8 +746,9 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
                                resampling_threshold=resampling_threshold, n_anchors=n_anchors,
                                annealing=annealing, anchor_proposal=anchor_proposal,
                                _conditional=conditional)
-    return move(state.model, state.partition, PriorTables(log_v_table, log_w_table), rng,
-                anchors=anchors)
+    return move.run(state.family_id, state.params, state.x, state.slot_labels, state.sizes,
+                    state.stats, state.empty_row, state.active, state.where,
+                    state.cluster_count, log_v_table, log_w_table, rng, anchors)
 
 
 @functools.lru_cache(maxsize=64)
@@ -778,7 +785,20 @@ class _PGSMMove:
         self.anchor_proposal = anchor_proposal
 
     def __call__(self, model, partition, tables, rng, anchors=None):
-        n = model.x.shape[0]
+        return self.run(model.family_id, model.params, model.x, partition.labels,
+                        partition.sizes, partition.stats, partition.empty_row, partition.active,
+                        partition.where, partition.cluster_count, tables.log_v, tables.log_w,
+                        rng, anchors)
+
+    def run(self, family_id, params, x, labels, sizes, stats, empty_row, active, where,
+            cluster_count, log_v, log_w, rng, anchors=None):
+        """:meth:`__call__` on the structures' fields (what :func:`pgsm_move` has at hand).
+
+        The fields are handed to numba loose: numba unboxes named tuples of arrays several
+        microseconds slower than plain arguments (the structures are rebuilt inside), and
+        building them here costs another ~0.5 us per move.
+        """
+        n = x.shape[0]
         n_anchors = self.n_anchors
         if n < n_anchors:
             raise ValueError(f"need at least n_anchors={n_anchors} points; got {n}")
@@ -787,8 +807,7 @@ class _PGSMMove:
             anchors = proposal.sample(n, rng)
         if anchors is None:
             # uniform anchors, drawn inside the numba kernel (same law as uniform_anchors)
-            anchors = np.empty(n_anchors, dtype=np.int64)
-            anchors[0] = -1
+            anchors = np.full(n_anchors, -1, dtype=np.int64)
         else:
             anchors = np.array(anchors, dtype=np.int64)
             # checked on a Python list: numpy's reductions cost microseconds on 2 entries
@@ -797,29 +816,15 @@ class _PGSMMove:
                 raise ValueError(f"anchors must be >= 2 distinct point indices; got {anchors}")
             if min(values) < 0 or max(values) >= n:
                 raise ValueError(f"anchors must be in [0, {n}); got {anchors}")
-        options = self.options
-        # the structures' fields are handed over loose: numba unboxes named tuples of arrays
-        # several microseconds slower than plain arguments (the move is rebuilt inside)
         move, size, events, ess, generations = _pgsm_transition_fields(
-            _numba_seed(rng), model.family_id, model.params, model.x, partition.labels, partition.sizes,
-            partition.stats, partition.empty_row, partition.active, partition.where,
-            partition.cluster_count, tables.log_v, tables.log_w, anchors,
-            options.num_particles, options.resampling_threshold, options.annealing,
-            options.conditional, options.deduplicate)
-        return PGSMInfo(int(move), anchors, int(size), int(events), float(ess),
-                        int(generations))
+            numba_seed_from(rng), family_id, params, x, labels, sizes, stats, empty_row, active,
+            where, cluster_count, log_v, log_w, anchors, *self.options)
+        return PGSMInfo(move, anchors, size, events, ess, generations)
 
 
-def _numba_seed(rng):
-    """The 32-bit seed :func:`~pymc_splitmerge.kernels.rng.seed_numba_from` would give numba.
-
-    Drawn the same way from ``rng`` (one ``integers(2**63)`` draw, folded to 32 bits), so
-    that seeding inside the kernel reproduces the stream of ``seed_numba_from`` (tested).
-    """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
-    seed = int(rng.integers(2**63))
-    return (seed ^ (seed >> 32)) & 0xFFFFFFFF
+# The 32-bit seed ``kernels.rng.seed_numba_from`` gives numba (one ``integers(2**63)`` draw of
+# ``rng``, folded), so that seeding inside the kernel reproduces its stream (tested).
+_numba_seed = numba_seed_from
 
 
 def pgsm_step(*args, **kwargs):

@@ -246,17 +246,38 @@ def _check_options(n_intermediate_scans, negative_control) -> tuple[int, int]:
             _CONTROL_CODES[negative_control])
 
 
+@numba.njit(cache=True)
+def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+                          cluster_count, log_v, log_w, n_intermediate_scans, uniforms,
+                          control):
+    """:func:`rgsm_proposal_core` with the structures' fields as arguments (Python entry).
+
+    numba unboxes named tuples of arrays ~4 us slower than plain arguments, so the Python
+    side hands the fields over loose and the structures are rebuilt here; the two anchors are
+    drawn here with ``kernels.anchors.uniform_anchors`` from ``uniforms[-2:]`` (what the
+    Python side did before, in a numba call of its own).
+    """
+    anchors = np.empty(2, dtype=np.int64)
+    uniform_anchors(x.shape[0], uniforms[uniforms.shape[0] - 2:], anchors)
+    return rgsm_proposal_core(
+        Model(family_id, params, x),
+        Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
+        PriorTables(log_v, log_w), anchors[0], anchors[1], n_intermediate_scans, uniforms,
+        control)
+
+
 def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control):
     n = model.x.shape[0]
     if n < 2:
         return NO_PROPOSAL
     # |S| <= n - 2: launch + t intermediate + final blocks, and 2 for the anchors
     uniforms = rng.random((n_intermediate_scans + 2) * (n - 2) + 2)
-    anchor_i, anchor_j = uniform_anchors(n, uniforms[-2:], np.empty(2, dtype=np.int64))
-    move, log_ratio, moving, target = rgsm_proposal_core(
-        model, partition, tables, int(anchor_i), int(anchor_j), n_intermediate_scans, uniforms,
+    move, log_ratio, moving, target = _rgsm_proposal_fields(
+        model.family_id, model.params, model.x, partition.labels, partition.sizes,
+        partition.stats, partition.empty_row, partition.active, partition.where,
+        partition.cluster_count, tables.log_v, tables.log_w, n_intermediate_scans, uniforms,
         control)
-    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+    return SplitMergeProposal(move, moving, target, log_ratio)
 
 
 def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | None = None

@@ -209,18 +209,39 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
     return MOVE_MERGE, log_q_reverse - log_ratio, moving, labels[anchor_j]
 
 
+@numba.njit(cache=True)
+def _sams_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+                          cluster_count, log_v, log_w, anchors, uniforms, sampled_reverse):
+    """:func:`sams_proposal_core` with the structures' fields as arguments (Python entry).
+
+    numba unboxes named tuples of arrays ~4 us slower than plain arguments, so the Python
+    side hands the fields over loose and the structures are rebuilt here.  ``anchors[0] < 0``
+    draws the two anchors here with ``kernels.anchors.uniform_anchors`` from
+    ``uniforms[-2:]`` (what the Python side did before, in a numba call of its own).
+    """
+    if anchors[0] < 0:
+        uniform_anchors(x.shape[0], uniforms[uniforms.shape[0] - 2:], anchors)
+    return sams_proposal_core(
+        Model(family_id, params, x),
+        Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
+        PriorTables(log_v, log_w), anchors[0], anchors[1], uniforms, sampled_reverse)
+
+
 def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_reverse):
     n = model.x.shape[0]
     if n < 2:
         return NO_PROPOSAL
     uniforms = rng.random(2 * n)
     if anchor_proposal is None or anchor_proposal.kind == "uniform":
-        anchor_i, anchor_j = uniform_anchors(n, uniforms[-2:], np.empty(2, dtype=np.int64))
+        anchors = np.full(2, -1, dtype=np.int64)  # uniform_anchors(uniforms[-2:]) in the kernel
     else:
-        anchor_i, anchor_j = anchor_proposal.sample(n, rng)
-    move, log_ratio, moving, target = sams_proposal_core(
-        model, partition, tables, int(anchor_i), int(anchor_j), uniforms, sampled_reverse)
-    return SplitMergeProposal(int(move), moving, int(target), float(log_ratio))
+        anchors = np.array(anchor_proposal.sample(n, rng), dtype=np.int64)
+    move, log_ratio, moving, target = _sams_proposal_fields(
+        model.family_id, model.params, model.x, partition.labels, partition.sizes,
+        partition.stats, partition.empty_row, partition.active, partition.where,
+        partition.cluster_count, tables.log_v, tables.log_w, anchors, uniforms,
+        sampled_reverse)
+    return SplitMergeProposal(move, moving, target, log_ratio)
 
 
 def _check_options(anchor_proposal, negative_control):
