@@ -38,6 +38,7 @@ DIR]``.  No assertion is made on the timings.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import os
@@ -248,6 +249,17 @@ def _dispatch_loops(dispatch_module):
     return predictive, many, update
 
 
+def _best_interleaved(timers, rounds=3):
+    """Best (minimum) of ``rounds`` calls of each timer in ``timers`` (name -> no-argument
+    callable returning seconds, a float or an array of them), called in turn each round so
+    that the timers share the machine's slow and fast phases."""
+    best = {name: np.inf for name in timers}
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            best[name] = np.minimum(best[name], timer())
+    return best
+
+
 def _dispatch_times(loops, family, raw):
     """(predictive, batch of 8, add + remove) seconds per call through one tree's dispatch."""
     predictive, many, update = loops
@@ -275,10 +287,9 @@ def compare_dispatch(directory) -> None:
     print("-" * len(header))
     for name, family, _, _, raw in _cases(np.random.default_rng(0)):
         old_family = getattr(old_components, type(family).__name__)(**family.hyperparameters)
-        best = {"new": np.full(3, np.inf), "old": np.full(3, np.inf)}
-        for _ in range(3):
-            for tree, member in (("new", family), ("old", old_family)):
-                best[tree] = np.minimum(best[tree], _dispatch_times(loops[tree], member, raw))
+        best = _best_interleaved({
+            tree: functools.partial(_dispatch_times, loops[tree], member, raw)
+            for tree, member in (("new", family), ("old", old_family))})
         ratio = best["old"] / best["new"]
         print(f"{name:32s} {best['new'][0] * 1e9:8.1f} {ratio[0]:7.2f} "
               f"{best['new'][1] * 1e9:9.1f} {ratio[1]:7.2f} {best['new'][2] * 1e9:10.1f} "
@@ -317,15 +328,12 @@ def compare_slot_forms() -> None:
         x = np.ascontiguousarray(family.prepare_data(raw))
         stats = np.stack([family.stats_of(x[6 * k:6 * k + 6]) for k in range(8)])
         params, family_id = family.params, int(family.family_id)
-        best = np.full(2, np.inf)
-        for _ in range(3):
-            times = (
-                _time_per_call(lambda r: _loop_update_rows(family_id, params, stats, x, r), 1000),
-                _time_per_call(lambda r: _loop_update_slots(family_id, params, stats, x, r),
-                               1000))
-            best = np.minimum(best, times)
-        print(f"{name:36s} {best[0] * 1e9:8.1f} {best[1] * 1e9:8.1f} {best[0] / best[1]:10.2f}",
-              flush=True)
+        best = _best_interleaved({
+            form: functools.partial(_time_per_call, functools.partial(
+                loop, family_id, params, stats, x), 1000)
+            for form, loop in (("rows", _loop_update_rows), ("slots", _loop_update_slots))})
+        print(f"{name:36s} {best['rows'] * 1e9:8.1f} {best['slots'] * 1e9:8.1f} "
+              f"{best['rows'] / best['slots']:10.2f}", flush=True)
 
 
 def main() -> None:

@@ -76,8 +76,6 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.components._leaf_dispatch import FAMILY_NORMAL_INVERSE_WISHART
-from pymc_splitmerge.components.normal_inverse_wishart import niw_add_point
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import numba_seed_from
@@ -492,10 +490,7 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
                     stats[row, k] = stats[source_row, k]
                 twin[p] = source
             else:
-                if family_id == FAMILY_NORMAL_INVERSE_WISHART:
-                    niw_add_point(params, stats[row], xt)
-                else:
-                    dispatch.add_point(family_id, params, stats[row], xt)
+                dispatch.add_point_at(family_id, params, stats, row, x, points[t])
                 twin[p] = -1
             sizes[p, choice] += 1
             root_choice[p] = choice
