@@ -121,20 +121,27 @@ def test_reproducible_with_random_seed():
     generator_again = psm.splitmerge_start(model, random_seed=np.random.default_rng(5),
                                            **options)
     np.testing.assert_array_equal(generator["z"], generator_again["z"])
-    # negative control: the subsample and the allocation order depend on the seed
-    chains = psm.splitmerge_start(model, random_seed=11, chains=3, **options)
+    # negative control: the subsample and the allocation order depend on the seed (on data
+    # without clear clusters: on the three blobs every seed may end on the same partition)
+    vague = _model(np.random.default_rng(2).normal(size=(90, 2)))
+    chains = psm.splitmerge_start(vague, random_seed=11, chains=3, **options)
     assert len(chains) == 3 and all(set(start) == {"z"} for start in chains)
     assert any(not np.array_equal(start["z"], chains[0]["z"]) for start in chains[1:]) or \
-        not np.array_equal(psm.splitmerge_start(model, random_seed=12, **options)["z"], first)
+        not np.array_equal(psm.splitmerge_start(vague, random_seed=12, **options)["z"],
+                           chains[0]["z"])
 
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
 def test_groups_well_separated_blobs(prior):
     y, truth = _blobs(300, seed=1)
     model = _model(y, prior)
-    labels = psm.splitmerge_start(model, subsample_size=60, split_merge_moves=300,
-                                  gibbs_draws=5, random_seed=2)["z"]
-    assert psm.adjusted_rand_index(labels, truth) == 1.0
+    # a short burn-in on 60 points is a random search: one seed in ~6-12 ends with two
+    # blobs merged or a few points misplaced, with the compiled stage 1 as with the Python
+    # move it replaced (same law, another stream), so several seeds, most exact
+    scores = [psm.adjusted_rand_index(psm.splitmerge_start(
+        model, subsample_size=60, split_merge_moves=1000, gibbs_draws=10,
+        random_seed=seed)["z"], truth) for seed in range(5)]
+    assert sum(score == 1.0 for score in scores) >= 4 and min(scores) > 0.8, scores
 
 
 def test_several_partition_variables_and_selection_by_name():
