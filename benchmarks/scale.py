@@ -34,7 +34,12 @@ Each configuration runs in its own subprocess, which reports
 updates and 20 SAMS+Gibbs updates, every other point placed greedily by its prior-weighted
 posterior predictive), then the full sampler (the start's CPU time is included in
 ``t(lpd)``).  The reference is the mean of two long SAMS+Gibbs runs from that start with two
-other seeds (second half of each); the table prints both and their difference.
+other seeds (second half of each); the table prints both and their difference.  Since
+2026-11-27 (morning) every contender, sklearn included, runs in its own fresh process with two
+clocks: *cold*, CPU time from the start of the process (imports, numba's cache loads,
+PyTensor's and sklearn's first calls included; making the data excluded), and *warm*, the same
+fit again in that process; the table gives ours / sklearn ratios for both.  Default contender:
+the ``splitmerge_start`` run (``--vi-contenders`` adds the runs from one cluster).
 
 ``--start-cost N1,N2,..``: cost, K and adjusted Rand index of ``psm.splitmerge_start``;
 ``--first-draw N``: CPU time from the model build to the first draw from the start, in a
