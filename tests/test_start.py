@@ -307,3 +307,23 @@ def test_compiled_sams_updates_match_the_python_move(prior):
     assert accepted == accepted_plain > 0
     np.testing.assert_array_equal(compiled.slot_labels, plain.slot_labels)
     np.testing.assert_allclose(compiled.log_joint(numeric_prior), plain.log_joint(numeric_prior))
+
+
+def test_sams_updates_do_not_depend_on_the_block_size():
+    from pymc_splitmerge.kernels.allocation import sams_updates
+    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+
+    y, _ = _blobs(40, seed=4)
+    model = _model(y)
+    point = model.initial_point()
+    partition_model = psm.distributions.discover(model["z"], model)
+    family = partition_model.numeric_family(point)
+    tables = PriorTables(*partition_model.numeric_prior(point).tables(len(y)))
+    labels = []
+    for block in (1, 7, 64):
+        state = PartitionState(family, partition_model.data, np.zeros(len(y), dtype=np.int64))
+        sams_updates(state.model, state.partition, tables, 50, np.random.default_rng(3),
+                     block=block)
+        labels.append(state.slot_labels.copy())
+    np.testing.assert_array_equal(labels[0], labels[1])
+    np.testing.assert_array_equal(labels[0], labels[2])

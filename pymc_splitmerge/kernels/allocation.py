@@ -174,10 +174,12 @@ def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Genera
                  block: int = 64) -> int:
     """``n_updates`` SAMS updates (uniform anchors, no Gibbs sweep) of ``partition`` in place,
     compiled (:func:`_sams_updates`), the uniforms drawn from ``rng`` ``block`` updates at a
-    time; returns the number accepted.  Needs ``n >= 2`` points."""
+    time (fewer when ``n`` is large: at most ~8 MB of uniforms at once); returns the number
+    accepted.  Needs ``n >= 2`` points."""
     n = model.x.shape[0]
     if n < 2:
         raise ValueError("SAMS updates need at least 2 points")
+    block = max(1, min(int(block), 2**20 // (2 * n + 1)))
     accepted = 0
     done = 0
     while done < n_updates:
