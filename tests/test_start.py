@@ -121,20 +121,27 @@ def test_reproducible_with_random_seed():
     generator_again = psm.splitmerge_start(model, random_seed=np.random.default_rng(5),
                                            **options)
     np.testing.assert_array_equal(generator["z"], generator_again["z"])
-    # negative control: the subsample and the allocation order depend on the seed
-    chains = psm.splitmerge_start(model, random_seed=11, chains=3, **options)
+    # negative control: the subsample and the allocation order depend on the seed (on data
+    # without clear clusters: on the three blobs every seed may end on the same partition)
+    vague = _model(np.random.default_rng(2).normal(size=(90, 2)))
+    chains = psm.splitmerge_start(vague, random_seed=11, chains=3, **options)
     assert len(chains) == 3 and all(set(start) == {"z"} for start in chains)
     assert any(not np.array_equal(start["z"], chains[0]["z"]) for start in chains[1:]) or \
-        not np.array_equal(psm.splitmerge_start(model, random_seed=12, **options)["z"], first)
+        not np.array_equal(psm.splitmerge_start(vague, random_seed=12, **options)["z"],
+                           chains[0]["z"])
 
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
 def test_groups_well_separated_blobs(prior):
     y, truth = _blobs(300, seed=1)
     model = _model(y, prior)
-    labels = psm.splitmerge_start(model, subsample_size=60, split_merge_moves=300,
-                                  gibbs_draws=5, random_seed=2)["z"]
-    assert psm.adjusted_rand_index(labels, truth) == 1.0
+    # a short burn-in on 60 points is a random search: one seed in ~6-12 ends with two
+    # blobs merged or a few points misplaced, with the compiled stage 1 as with the Python
+    # move it replaced (same law, another stream), so several seeds, most exact
+    scores = [psm.adjusted_rand_index(psm.splitmerge_start(
+        model, subsample_size=60, split_merge_moves=1000, gibbs_draws=10,
+        random_seed=seed)["z"], truth) for seed in range(5)]
+    assert sum(score == 1.0 for score in scores) >= 4 and min(scores) > 0.8, scores
 
 
 def test_several_partition_variables_and_selection_by_name():
@@ -257,3 +264,66 @@ def test_clear_errors():
     outside = {**finite.initial_point(), "z": np.arange(20) % 7}
     with pytest.raises(ValueError, match="outside the support"):
         psm.splitmerge_start(finite, point=outside, subsample_size=20)
+
+
+# ------------------------------------------------------------------ compiled stage 1
+class _RowRng:
+    """Feeds the Python SAMS move the rows the compiled loop reads: ``random(2 n)`` starts the
+    next row, ``random()`` (the Metropolis uniform) is its last entry."""
+
+    def __init__(self, rows):
+        self.rows = rows
+        self.index = -1
+
+    def random(self, size=None):
+        if size is None:
+            return float(self.rows[self.index, -1])
+        self.index += 1
+        return self.rows[self.index, :size].copy()
+
+
+@pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
+def test_compiled_sams_updates_match_the_python_move(prior):
+    from pymc_splitmerge.kernels.allocation import _sams_updates
+    from pymc_splitmerge.kernels.sams import build_sams_move
+    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+
+    y, _ = _blobs(60, seed=3)
+    model = _model(y, prior)
+    point = model.initial_point()
+    partition_model = psm.distributions.discover(model["z"], model)
+    numeric_prior = partition_model.numeric_prior(point)
+    family = partition_model.numeric_family(point)
+    x = partition_model.data
+    tables = PriorTables(*numeric_prior.tables(len(y)))
+    rows = np.random.default_rng(11).random((300, 2 * len(y) + 1))
+    start = np.zeros(len(y), dtype=np.int64)
+    compiled = PartitionState(family, x, start)
+    accepted = _sams_updates(compiled.model, compiled.partition, tables, rows)
+    plain = PartitionState(family, x, start)
+    move, fake = build_sams_move(), _RowRng(rows)
+    accepted_plain = sum(move(plain.model, plain.partition, tables, fake).accepted
+                         for _ in range(rows.shape[0]))
+    assert accepted == accepted_plain > 0
+    np.testing.assert_array_equal(compiled.slot_labels, plain.slot_labels)
+    np.testing.assert_allclose(compiled.log_joint(numeric_prior), plain.log_joint(numeric_prior))
+
+
+def test_sams_updates_do_not_depend_on_the_block_size():
+    from pymc_splitmerge.kernels.allocation import sams_updates
+    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+
+    y, _ = _blobs(40, seed=4)
+    model = _model(y)
+    point = model.initial_point()
+    partition_model = psm.distributions.discover(model["z"], model)
+    family = partition_model.numeric_family(point)
+    tables = PriorTables(*partition_model.numeric_prior(point).tables(len(y)))
+    labels = []
+    for block in (1, 7, 64):
+        state = PartitionState(family, partition_model.data, np.zeros(len(y), dtype=np.int64))
+        sams_updates(state.model, state.partition, tables, 50, np.random.default_rng(3),
+                     block=block)
+        labels.append(state.slot_labels.copy())
+    np.testing.assert_array_equal(labels[0], labels[1])
+    np.testing.assert_array_equal(labels[0], labels[2])

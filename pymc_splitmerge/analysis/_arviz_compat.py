@@ -30,9 +30,27 @@ __all__ = [
     "rhat",
 ]
 
-import arviz as _az
 
-ARVIZ_MAJOR = int(str(_az.__version__).split(".")[0])
+def _arviz():
+    """ArviZ, imported on first use: with pymc 6 / ArviZ 1.x ``import pymc`` does not import it,
+    and importing it (with arviz_plots and matplotlib) costs ~1.3 CPU s, which
+    ``import pymc_splitmerge`` would otherwise add to every fresh process
+    (``benchmarks/scale.py --vi``, cold clock)."""
+    import arviz
+
+    return arviz
+
+
+def _arviz_major() -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return int(version("arviz").split(".")[0])
+    except (PackageNotFoundError, ValueError):  # not installed as a distribution: ask it
+        return int(str(_arviz().__version__).split(".")[0])
+
+
+ARVIZ_MAJOR = _arviz_major()
 
 TAIL_PROBABILITIES = (0.05, 0.95)
 
@@ -47,7 +65,7 @@ def is_inference_data(data) -> bool:
     """Whether ``data`` is an ArviZ 0.x :class:`arviz.InferenceData`."""
     if ARVIZ_MAJOR >= 1:
         return False
-    return isinstance(data, _az.InferenceData)
+    return isinstance(data, _arviz().InferenceData)
 
 
 def group_names(data) -> list[str]:
@@ -139,7 +157,7 @@ def _dataset(values: np.ndarray) -> xr.Dataset:
 def rhat(values) -> float:
     """Rank-normalised split R-hat (Vehtari et al. 2021) of an array of shape (chain, draw)."""
     with np.errstate(invalid="ignore", divide="ignore"):  # a constant chain: NaN, no warning
-        return float(_az.rhat(_dataset(_as_chain_draw(values)))["x"].values)
+        return float(_arviz().rhat(_dataset(_as_chain_draw(values)))["x"].values)
 
 
 def ess(values, method: str = "bulk") -> float:
@@ -152,7 +170,7 @@ def ess(values, method: str = "bulk") -> float:
     if method == "tail":
         kwargs["prob"] = TAIL_PROBABILITIES
     with np.errstate(invalid="ignore", divide="ignore"):  # a constant chain: NaN, no warning
-        return float(_az.ess(_dataset(_as_chain_draw(values)), **kwargs)["x"].values)
+        return float(_arviz().ess(_dataset(_as_chain_draw(values)), **kwargs)["x"].values)
 
 
 def hdi(values, probability: float = 0.94) -> tuple[float, float]:

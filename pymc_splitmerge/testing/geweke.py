@@ -59,7 +59,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from pymc_splitmerge.kernels.concentration import escobar_west_update
 from pymc_splitmerge.kernels.state import PartitionState
@@ -337,6 +336,7 @@ class GewekeResult:
 
 
 def _compare(names, marginal, successive, n_batches, pvalue_threshold) -> GewekeResult:
+    from scipy import stats  # on first use: scipy.stats costs ~0.5 CPU s to import
     num_functions = len(names)
     m_mean = marginal.mean(axis=0)
     m_se = marginal.std(axis=0, ddof=1) / math.sqrt(marginal.shape[0])
