@@ -117,7 +117,7 @@ def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, act
     if sizes[slot] == 0:
         close_slot(slot, stats, empty_row, active, where, cluster_count)
     else:
-        dispatch.remove_point(family_id, params, stats[slot], x[i])
+        dispatch.remove_point_at(family_id, params, stats, slot, x, i)
     return slot
 
 
@@ -127,7 +127,7 @@ def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, wh
     """Put point ``i`` into ``slot`` (opening it if it is free)."""
     if where[slot] < 0:
         open_slot(slot, active, where, cluster_count)
-    dispatch.add_point(family_id, params, stats[slot], x[i])
+    dispatch.add_point_at(family_id, params, stats, slot, x, i)
     sizes[slot] += 1
     labels[i] = slot
 
