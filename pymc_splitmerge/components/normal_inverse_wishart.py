@@ -85,7 +85,7 @@ import math
 
 import numpy as np
 from numba import njit, uint64
-from scipy import linalg, special, stats
+from scipy import linalg, special
 
 from pymc_splitmerge.components.base import (
     ComponentFamily,
@@ -889,6 +889,8 @@ class NormalInverseWishart(ComponentFamily):
 
     def _sample_parameters(self, rng, x2d):
         """``Sigma ~ InvWishart(nu_n, Psi_n)``, ``mu | Sigma ~ N(mu_n, Sigma / kappa_n)`` (eq. 29)."""
+        from scipy import stats  # on first use: scipy.stats costs ~0.5 CPU s to import
+
         _, kappa, nu, mu, psi = _posterior(self, x2d)
         covariance = np.atleast_2d(stats.invwishart(df=nu, scale=psi).rvs(random_state=rng))
         mean = rng.multivariate_normal(mu, covariance / kappa)
@@ -1007,6 +1009,8 @@ def reference_log_predictive(
     family: NormalInverseWishart, x_row: np.ndarray, x2d: np.ndarray
 ) -> float:
     """scipy multivariate Student-t predictive of ``x_row`` given rows ``x2d`` (shape (n, D))."""
+    from scipy import stats  # on first use (see _sample_parameters)
+
     dim = family._full["mu0"].shape[0]
     _, kappa, nu, mu, psi = _posterior(family, x2d)
     df = nu - dim + 1.0
