@@ -125,8 +125,8 @@ class _Particle:
         out = np.full((1, self.sizes.shape[0] + 1), np.nan)
         extra = smc.allocation_log_weights(
             Model(self.family_id, self.params, self.x), seating, self.stats[None],
-            self.sizes[None], self.active[None], self.meta.copy(), np.ones(1, dtype=bool),
-            self.x[i], lpp, True, out)
+            self.sizes[None], self.active[None], self.meta.copy(), self.x[i], lpp, True,
+            out)
         assert extra == 1 and not np.isnan(out[0, : k + 1]).any()
         return k, out[0, : k + 1].copy()
 

@@ -248,11 +248,11 @@ class SeatingStep(NamedTuple):
 
 
 @numba.njit(cache=True)
-def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_row,
+def allocation_log_weights(model, seating, stats, sizes, slots, counts, x_row,
                            log_new_predictive, allow_new, out):
     r"""Log weights of adding one point to each block of every particle or to a new block.
 
-    For particle ``p`` (with ``todo[p]``) holding the partition :math:`\Pi` of the points seen
+    For particle ``p`` holding the partition :math:`\Pi` of the points seen
     so far (:math:`K = k_p` blocks in the rows ``slots[p, :k_p]`` of ``stats[p]``),
     ``out[p, j]`` (``j < k_p``) and ``out[p, k_p]`` (new block, only if ``allow_new``) are the
     logs of
@@ -282,13 +282,10 @@ def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_
     stats : ndarray of float64, shape (N, rows, stat_dim)
         Stacked statistics rows of the population.
     sizes : ndarray of int64, shape (N, rows)
-    slots : ndarray of int64, shape (N, rows) or (1, rows)
-        Rows of each particle's blocks (``active`` for full partitions); one row shared by
-        every particle when the first dimension is 1 (PGSM: block ``j`` in row ``j``).
+    slots : ndarray of int64, shape (N, rows)
+        Rows of each particle's blocks (``active``).
     counts : ndarray of int64, shape (N,)
         Number of blocks ``k_p`` of each particle.
-    todo : ndarray of bool, shape (N,)
-        Particles to compute (PGSM skips copies of identical particles).
     x_row : ndarray of float64, shape (data_dim,)
     log_new_predictive : float
     allow_new : bool
@@ -308,33 +305,24 @@ def allocation_log_weights(model, seating, stats, sizes, slots, counts, todo, x_
     weights_change = seating.weights_change
     family_id = model.family_id
     params = model.params
-    shared = slots.shape[0] == 1
-    shared_slots = slots[0]
-    # no array views in the loop beyond stats[p] (each view costs reference counting): the
-    # predictives go to a scratch row, the block rows are read as slots[row_of_p, j]
+    # no array views in the loop beyond stats[p] and slots[p] (each view costs reference
+    # counting): the predictives go to a scratch row, the block rows are read as slots[p, j]
     scratch = np.empty(out.shape[1])
     for p in range(stats.shape[0]):
-        if not todo[p]:
-            continue
         k = counts[p]
-        slot_row = 0 if shared else p
         common = 0.0
         if weights_change:
             for j in range(k):
-                m = sizes[p, slots[slot_row, j]]
+                m = sizes[p, slots[p, j]]
                 common += log_w_now[m] - log_w_prev[m]
         log_v_prev_k = log_v_prev[offset + k]
         if k > 0:
-            if shared:
-                dispatch.log_predictive_many(family_id, params, stats[p], shared_slots, k,
-                                             x_row, scratch)
-            else:
-                dispatch.log_predictive_many(family_id, params, stats[p], slots[p], k, x_row,
-                                             scratch)
+            dispatch.log_predictive_many(family_id, params, stats[p], slots[p], k, x_row,
+                                         scratch)
             base = log_v_now[offset + k] - log_v_prev_k + common
             for j in range(k):
                 out[p, j] = scratch[j] + (
-                    base + log_join_weight(log_w_now, sizes[p, slots[slot_row, j]], 1))
+                    base + log_join_weight(log_w_now, sizes[p, slots[p, j]], 1))
         if allow_new:
             position = offset + k + 1
             value = -np.inf
@@ -578,7 +566,6 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
     ancestors = np.arange(L)
     alloc = np.empty((L, cap))
     counts = np.zeros(L, dtype=np.int64)
-    everyone = np.ones(L, dtype=np.bool_)
     scratch = np.empty(cap)
     ess_history = np.ones(n + 1)
     resampled = np.zeros(n, dtype=np.bool_)
@@ -596,7 +583,7 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
         for p in range(L):
             counts[p] = population.cluster_count[p, 0]
         allocation_log_weights(model, seating, population.stats, population.sizes,
-                               population.active, counts, everyone, x[i],
+                               population.active, counts, x[i],
                                log_prior_predictive[i], True, alloc)
         for p in range(L):
             increments[p] = log_sum_exp(alloc[p], counts[p] + 1)
