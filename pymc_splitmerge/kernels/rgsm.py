@@ -67,6 +67,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     SplitMergeInfo,
     SplitMergeProposal,
     anchor_clusters_members,
+    anchor_i_side,
     build_moves_then_gibbs,
     log_split_merge_ratio,
     two_way_log_probabilities,
@@ -213,13 +214,7 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
         log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
                                           stats_a, sizes[0], stats_b, sizes[1], empty_row,
                                           log_v_table, log_w_table, n_clusters)
-        moving = np.empty(sizes[0], dtype=np.int64)
-        moving[0] = anchor_i
-        position = 1
-        for t in range(size_s):
-            if sides[t] == 0:
-                moving[position] = members[t]
-                position += 1
+        moving = anchor_i_side(anchor_i, members, sides, sizes[0])
         return MOVE_SPLIT, log_ratio - log_q, moving, -1
     # merge: probability that one scan from the launch state gives the current split
     log_q = restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, True,
@@ -229,13 +224,7 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
     log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
                                       stats_a, sizes[0], stats_b, sizes[1], empty_row,
                                       log_v_table, log_w_table, n_clusters - 1)
-    moving = np.empty(sizes[0], dtype=np.int64)
-    moving[0] = anchor_i
-    position = 1
-    for t in range(size_s):
-        if current_sides[t] == 0:
-            moving[position] = members[t]
-            position += 1
+    moving = anchor_i_side(anchor_i, members, current_sides, sizes[0])
     return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 

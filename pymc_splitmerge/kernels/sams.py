@@ -64,6 +64,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     SplitMergeInfo,
     SplitMergeProposal,
     anchor_clusters_members,
+    anchor_i_side,
     log_split_merge_ratio,
     two_way_log_probabilities,
 )
@@ -182,13 +183,7 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
         log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
                                           stats_a, size_a, stats_b, size_b, empty_row,
                                           log_v_table, log_w_table, n_clusters)
-        moving = np.empty(size_a, dtype=np.int64)
-        moving[0] = anchor_i
-        position = 1
-        for t in range(size_s):
-            if sides[t] == 0:
-                moving[position] = order[t]
-                position += 1
+        moving = anchor_i_side(anchor_i, order, sides, size_a)
         return MOVE_SPLIT, log_ratio - log_q, moving, -1
     # merge: the reverse split is FORCED to the current clusters along the same order
     sides_current = current_sides[permutation]
@@ -199,13 +194,7 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
     log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
                                       stats_a, size_a, stats_b, size_b, empty_row,
                                       log_v_table, log_w_table, n_clusters - 1)
-    moving = np.empty(size_a, dtype=np.int64)
-    moving[0] = anchor_i
-    position = 1
-    for t in range(size_s):
-        if sides_current[t] == 0:
-            moving[position] = order[t]
-            position += 1
+    moving = anchor_i_side(anchor_i, order, sides_current, size_a)
     return MOVE_MERGE, log_q_reverse - log_ratio, moving, labels[anchor_j]
 
 

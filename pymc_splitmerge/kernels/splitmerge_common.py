@@ -78,6 +78,7 @@ __all__ = [
     "SplitMergeProposal",
     "accept_proposal",
     "anchor_clusters_members",
+    "anchor_i_side",
     "apply_proposal",
     "build_moves_then_gibbs",
     "log_split_merge_ratio",
@@ -196,6 +197,33 @@ def anchor_clusters_members(labels, anchor_i, anchor_j):
             sides[position] = 0 if labels[k] == slot_i else 1
             position += 1
     return members, sides
+
+
+@numba.njit(cache=True)
+def anchor_i_side(anchor_i, points, sides, size):
+    """The ``size`` points of anchor ``i``'s side: ``anchor_i``, then ``points[t]`` with
+    ``sides[t] == 0`` in order (the points a split or merge proposal moves).
+
+    Parameters
+    ----------
+    anchor_i : int
+    points : ndarray of int64, shape (|S|,)
+    sides : ndarray of int64, shape (|S|,)
+    size : int
+        ``1 + (sides == 0).sum()``.
+
+    Returns
+    -------
+    ndarray of int64, shape (size,)
+    """
+    moving = np.empty(size, dtype=np.int64)
+    moving[0] = anchor_i
+    position = 1
+    for t in range(points.shape[0]):
+        if sides[t] == 0:
+            moving[position] = points[t]
+            position += 1
+    return moving
 
 
 @numba.njit(cache=True)
