@@ -53,7 +53,7 @@ def _model(n_partitions=1):
     return model
 
 
-def test_pymc_checks_skip_partition_and_group_is_added(monkeypatch, convergence_log):
+def _spy_on_pymc_checks(monkeypatch):
     from pymc.stats import convergence
 
     seen = []
@@ -64,6 +64,11 @@ def test_pymc_checks_skip_partition_and_group_is_added(monkeypatch, convergence_
         return original(idata, model)
 
     monkeypatch.setattr(convergence, "run_convergence_checks", spy)
+    return seen
+
+
+def test_pymc_checks_skip_partition_and_group_is_added(monkeypatch, convergence_log):
+    seen = _spy_on_pymc_checks(monkeypatch)
     with _model():
         idata = psm.sample(draws=400, tune=50, chains=2, cores=1, random_seed=3,
                            progressbar=False)
@@ -168,20 +173,6 @@ def test_numeric_log_joint_equals_model_log_joint():
 
 
 # ----------------------------------------------------------------- plain pm.sample (the hook)
-
-
-def _spy_on_pymc_checks(monkeypatch):
-    from pymc.stats import convergence
-
-    seen = []
-    original = convergence.run_convergence_checks
-
-    def spy(idata, model):
-        seen.append(sorted(compat.get_group(idata, "posterior").data_vars))
-        return original(idata, model)
-
-    monkeypatch.setattr(convergence, "run_convergence_checks", spy)
-    return seen
 
 
 def test_plain_pm_sample_checks_skip_labels(monkeypatch, convergence_log):
