@@ -33,12 +33,17 @@ def seed_numba(seed):
     np.random.seed(seed)
 
 
-def _draw_seed(rng: np.random.Generator) -> int:
-    """``int(rng.integers(2**63))``, through ``random_raw`` where that is the same draw."""
+def _draw_seed(rng: np.random.Generator) -> tuple[int, int]:
+    """``int(rng.integers(2**63))`` (through ``random_raw`` where that is the same draw) and
+    its fold to the unsigned 32-bit integer numba's ``np.random.seed`` takes."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
     bit_generator = rng.bit_generator
     if type(bit_generator) in _RAW_64_BIT:
-        return bit_generator.random_raw() >> 1
-    return int(rng.integers(2**63))
+        seed = bit_generator.random_raw() >> 1
+    else:
+        seed = int(rng.integers(2**63))
+    return seed, (seed ^ (seed >> 32)) & 0xFFFFFFFF
 
 
 def numba_seed_from(rng: np.random.Generator) -> int:
@@ -48,11 +53,7 @@ def numba_seed_from(rng: np.random.Generator) -> int:
     there), which saves the separate numba call of :func:`seed_numba_from` with the same
     stream.  Advances ``rng`` by one draw exactly as :func:`seed_numba_from` does.
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
-    seed = _draw_seed(rng)
-    # numba's np.random.seed takes an unsigned 32-bit integer: fold the 63-bit draw.
-    return (seed ^ (seed >> 32)) & 0xFFFFFFFF
+    return _draw_seed(rng)[1]
 
 
 def seed_numba_from(rng: np.random.Generator) -> int:
@@ -68,9 +69,6 @@ def seed_numba_from(rng: np.random.Generator) -> int:
     int
         The seed used (for logging / reproducibility checks).
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
-    seed = _draw_seed(rng)
-    # numba's np.random.seed takes an unsigned 32-bit integer: fold the 63-bit draw.
-    seed_numba((seed ^ (seed >> 32)) & 0xFFFFFFFF)
+    seed, folded = _draw_seed(rng)
+    seed_numba(folded)
     return seed
