@@ -32,7 +32,7 @@ from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.anchors import uniform_anchors
 from pymc_splitmerge.kernels.sams import sams_proposal_core
-from pymc_splitmerge.kernels.splitmerge_common import apply_proposal
+from pymc_splitmerge.kernels.splitmerge_common import apply_proposal, metropolis_accepts
 from pymc_splitmerge.kernels.state import assign_point, prior_tables
 from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 
@@ -150,7 +150,7 @@ def _sams_updates(model, partition, tables, uniforms):
     times, without a Python round trip per update.  Row ``m`` of ``uniforms`` (shape
     ``(n_updates, 2 n + 1)``) drives update ``m``: ``row[:2 n]`` as ``rng.random(2 n)`` in
     ``kernels.sams._sams_proposal`` (anchors from its last two entries), ``row[2 n]`` the
-    Metropolis uniform (``kernels.splitmerge_common.metropolis_accept``).  Returns the number
+    Metropolis uniform (``kernels.splitmerge_common.metropolis_accepts``).  Returns the number
     of accepted updates."""
     n = model[2].shape[0]
     anchors = np.empty(2, dtype=np.int64)
@@ -161,9 +161,7 @@ def _sams_updates(model, partition, tables, uniforms):
         uniform_anchors(n, proposal_uniforms[2 * n - 2:], anchors)
         _, log_ratio, moving, target = sams_proposal_core(
             model, partition, tables, anchors[0], anchors[1], proposal_uniforms, False)
-        if np.isnan(log_ratio) or log_ratio == -np.inf:
-            continue
-        if log_ratio < 0.0 and not np.log(row[2 * n]) < log_ratio:
+        if not metropolis_accepts(log_ratio, row[2 * n]):
             continue
         apply_proposal(model, partition, moving, target)
         accepted += 1

@@ -83,6 +83,7 @@ __all__ = [
     "build_moves_then_gibbs",
     "log_split_merge_ratio",
     "metropolis_accept",
+    "metropolis_accepts",
     "two_way_log_probabilities",
 ]
 
@@ -165,11 +166,21 @@ def metropolis_accept(log_accept_ratio: float, rng: np.random.Generator) -> bool
     bool
     """
     value = float(log_accept_ratio)
-    if math.isnan(value) or value == -math.inf:
+    # the uniform only when it decides (finite and negative; NaN compares False)
+    uniform = rng.random() if -math.inf < value < 0.0 else 1.0
+    return bool(metropolis_accepts.py_func(value, uniform))
+
+
+@numba.njit(cache=True)
+def metropolis_accepts(log_accept_ratio, uniform):
+    """The decision of :func:`metropolis_accept` given its uniform (for compiled loops that
+    draw their uniforms in advance): ``nan`` and ``-inf`` reject, ``>= 0`` accepts, otherwise
+    ``log(uniform) < log_accept_ratio``."""
+    if math.isnan(log_accept_ratio) or log_accept_ratio == -math.inf:
         return False
-    if value >= 0.0:
+    if log_accept_ratio >= 0.0:
         return True
-    return bool(math.log(rng.random()) < value)
+    return math.log(uniform) < log_accept_ratio
 
 
 @numba.njit(cache=True)
