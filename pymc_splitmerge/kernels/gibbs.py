@@ -284,10 +284,7 @@ class _GibbsSweep:
         seed_numba_from(rng)
         # loose fields: numba unboxes named tuples of arrays slowly (see _gibbs_sweeps_arrays)
         n_changed, n_evaluations = _gibbs_sweeps_arrays(
-            model.family_id, model.params, model.x, partition.labels, partition.sizes,
-            partition.stats, partition.empty_row, partition.active, partition.where,
-            partition.cluster_count, tables.log_v, tables.log_w, self.n_gibbs_sweeps,
-            self.random_scan)
+            *model, *partition, *tables, self.n_gibbs_sweeps, self.random_scan)
         return GibbsInfo(int(n_changed), int(partition.cluster_count[0]), int(n_evaluations))
 
 

@@ -262,10 +262,7 @@ def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control)
     # |S| <= n - 2: launch + t intermediate + final blocks, and 2 for the anchors
     uniforms = rng.random((n_intermediate_scans + 2) * (n - 2) + 2)
     move, log_ratio, moving, target = _rgsm_proposal_fields(
-        model.family_id, model.params, model.x, partition.labels, partition.sizes,
-        partition.stats, partition.empty_row, partition.active, partition.where,
-        partition.cluster_count, tables.log_v, tables.log_w, n_intermediate_scans, uniforms,
-        control)
+        *model, *partition, *tables, n_intermediate_scans, uniforms, control)
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 

@@ -226,10 +226,7 @@ def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_rever
     else:
         anchors = np.array(anchor_proposal.sample(n, rng), dtype=np.int64)
     move, log_ratio, moving, target = _sams_proposal_fields(
-        model.family_id, model.params, model.x, partition.labels, partition.sizes,
-        partition.stats, partition.empty_row, partition.active, partition.where,
-        partition.cluster_count, tables.log_v, tables.log_w, anchors, uniforms,
-        sampled_reverse)
+        *model, *partition, *tables, anchors, uniforms, sampled_reverse)
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
