@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart
-from pymc_splitmerge.kernels.pgsm import _numba_seed, _pgsm_transition_fields
-from pymc_splitmerge.kernels.rng import seed_numba, seed_numba_from
+from pymc_splitmerge.kernels.pgsm import _pgsm_transition_fields
+from pymc_splitmerge.kernels.rng import numba_seed_from, seed_numba, seed_numba_from
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior, PitmanYorPrior
 
@@ -45,7 +45,7 @@ def _transitions(state, prior, seeds, n_anchors, threshold, deduplicate):
     for seed in seeds:
         anchors = np.full(n_anchors, -1, dtype=np.int64)  # drawn inside the kernel
         result = _pgsm_transition_fields(
-            _numba_seed(np.random.default_rng(seed)), model.family_id, model.params, model.x, partition.labels, partition.sizes,
+            numba_seed_from(np.random.default_rng(seed)), model.family_id, model.params, model.x, partition.labels, partition.sizes,
             partition.stats, partition.empty_row, partition.active, partition.where,
             partition.cluster_count, log_v, log_w, anchors, 12, threshold, True, True,
             deduplicate)
@@ -93,7 +93,7 @@ def test_kernel_seed_reproduces_seed_numba_from():
     for seed in (0, 1, 12345, 2**40 + 7):
         seed_numba_from(np.random.default_rng(seed))
         expected = _numba_draws(5)
-        seed_numba(_numba_seed(np.random.default_rng(seed)))
+        seed_numba(numba_seed_from(np.random.default_rng(seed)))
         np.testing.assert_array_equal(_numba_draws(5), expected)
     with pytest.raises(TypeError, match="Generator"):
-        _numba_seed(np.random.RandomState(0))
+        numba_seed_from(np.random.RandomState(0))

@@ -69,7 +69,6 @@ JRSS B 72(3).
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import NamedTuple
 
 import numba
@@ -78,6 +77,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
@@ -660,7 +660,7 @@ def _pgsm_transition_fields(seed, family_id, params, x, labels, sizes, stats, em
                             resampling_threshold, annealing, conditional, deduplicate):
     """:func:`pgsm_transition` with the structures' fields as arguments (Python entry).
 
-    ``seed`` (32-bit, from :func:`_numba_seed`) seeds numba's random state here, which
+    ``seed`` (32-bit, from :func:`~pymc_splitmerge.kernels.rng.numba_seed_from`) seeds numba's random state here, which
     saves the separate numba call of ``kernels.rng.seed_numba_from`` (same stream).
     """
     np.random.seed(seed)
@@ -780,10 +780,7 @@ class _PGSMMove:
         self.anchor_proposal = anchor_proposal
 
     def __call__(self, model, partition, tables, rng, anchors=None):
-        return self.run(model.family_id, model.params, model.x, partition.labels,
-                        partition.sizes, partition.stats, partition.empty_row, partition.active,
-                        partition.where, partition.cluster_count, tables.log_v, tables.log_w,
-                        rng, anchors)
+        return self.run(*model, *partition, *tables, rng, anchors)
 
     def run(self, family_id, params, x, labels, sizes, stats, empty_row, active, where,
             cluster_count, log_v, log_w, rng, anchors=None):
@@ -817,15 +814,7 @@ class _PGSMMove:
         return PGSMInfo(move, anchors, size, events, ess, generations)
 
 
-# The 32-bit seed ``kernels.rng.seed_numba_from`` gives numba (one ``integers(2**63)`` draw of
-# ``rng``, folded), so that seeding inside the kernel reproduces its stream (tested).
-_numba_seed = numba_seed_from
-
-
-def pgsm_step(*args, **kwargs):
-    """Deprecated name of :func:`pgsm_move` (one entry-point name per kernel, issue 11)."""
-    warnings.warn("pgsm_step is deprecated; use pgsm_move", DeprecationWarning, stacklevel=2)
-    return pgsm_move(*args, **kwargs)
+pgsm_step = deprecated_alias(pgsm_move, "pgsm_step")
 
 
 # --------------------------------------------------------------------------- reference
