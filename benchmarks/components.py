@@ -260,13 +260,26 @@ def _best_interleaved(timers, rounds=3):
     return best
 
 
+def _print_header(header: str, blank_line: bool = False) -> None:
+    """A table's header line and its rule (after a blank line between tables)."""
+    if blank_line:
+        print()
+    print(header)
+    print("-" * len(header))
+
+
+def _eight_clusters(family, x):
+    """Statistics of 8 clusters of 6 consecutive prepared rows each (rows 0-47 of ``x``)."""
+    return np.stack([family.stats_of(x[6 * k:6 * k + 6]) for k in range(8)])
+
+
 def _dispatch_times(loops, family, raw):
     """(predictive, batch of 8, add + remove) seconds per call through one tree's dispatch."""
     predictive, many, update = loops
     x = family.prepare_data(raw)
     queries = np.ascontiguousarray(x[CLUSTER_SIZE:])
     params, family_id = family.params, int(family.family_id)
-    stats = np.stack([family.stats_of(x[6 * k:6 * k + 6]) for k in range(8)])
+    stats = _eight_clusters(family, x)
     slots = np.arange(8, dtype=np.int64)
     out = np.empty(8)
     row = family.stats_of(x[:CLUSTER_SIZE])
@@ -282,9 +295,7 @@ def compare_dispatch(directory) -> None:
     loops = {"new": _dispatch_loops(dispatch), "old": _dispatch_loops(old_components.dispatch)}
     header = (f"{'dispatch, old tree vs this tree':32s} {'pred new':>8s} {'old/new':>7s} "
               f"{'many8 new':>9s} {'old/new':>7s} {'add+rm new':>10s} {'old/new':>7s}")
-    print()
-    print(header)
-    print("-" * len(header))
+    _print_header(header, blank_line=True)
     for name, family, _, _, raw in _cases(np.random.default_rng(0)):
         old_family = getattr(old_components, type(family).__name__)(**family.hyperparameters)
         best = _best_interleaved({
@@ -321,12 +332,10 @@ def compare_slot_forms() -> None:
     ``add_point_at`` + ``remove_point_at`` (8 clusters, best of three, interleaved)."""
     header = (f"{'add+remove: row views vs slot index':36s} {'rows ns':>8s} {'slots ns':>8s} "
               f"{'rows/slots':>10s}")
-    print()
-    print(header)
-    print("-" * len(header))
+    _print_header(header, blank_line=True)
     for name, family, _, _, raw in _cases(np.random.default_rng(0)):
         x = np.ascontiguousarray(family.prepare_data(raw))
-        stats = np.stack([family.stats_of(x[6 * k:6 * k + 6]) for k in range(8)])
+        stats = _eight_clusters(family, x)
         params, family_id = family.params, int(family.family_id)
         best = _best_interleaved({
             form: functools.partial(_time_per_call, functools.partial(
@@ -348,8 +357,7 @@ def main() -> None:
     if baseline:
         header += (f" {'old leaf ns':>11s} {'old/new':>7s} {'old add+remove ns':>17s} "
                    f"{'old/new':>7s}")
-    print(header)
-    print("-" * len(header))
+    _print_header(header)
     for name, family, module, leaf, raw in _cases(rng):
         x = family.prepare_data(raw)
         cluster, queries = x[:CLUSTER_SIZE], np.ascontiguousarray(x[CLUSTER_SIZE:])
