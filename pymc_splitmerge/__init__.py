@@ -17,7 +17,11 @@ other partition-prior parameters with :class:`PartitionPriorSlice` (where exact)
 ``pm.sample``'s end-of-run R-hat / ESS checks skip the raw label vectors of partition
 variables and check their label-invariant quantities instead
 (:func:`install_pymc_convergence_checks`; ``install_pymc_convergence_checks(False)`` restores
-PyMC's).
+PyMC's).  It also makes ``pm.sample`` refuse a start of a partition variable that PyMC would
+silently cast (float, NaN, out-of-range or wrong-length labels) with an error saying what to
+give, and run its automatic step assignment inside the model's context, so that
+``pm.sample(model=model)`` picks the same steps as ``pm.sample()`` inside ``with model:``
+(:func:`install_pymc_sample_hooks`).
 """
 
 from pymc_splitmerge import components, datasets, priors, testing
@@ -54,6 +58,7 @@ from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.sampling import (
     compare_evidence,
     install_pymc_convergence_checks,
+    install_pymc_sample_hooks,
     partition_convergence_checks,
     sample,
     sample_smc,
@@ -72,6 +77,7 @@ from pymc_splitmerge.steps import (
 __version__ = "0.1.0.dev0"
 
 install_pymc_convergence_checks()
+install_pymc_sample_hooks()
 
 # every registered component family (components.registry.FAMILIES) and the PyMC distribution
 # of every registered partition prior (priors.PRIOR_REGISTRY), each under its class name:
@@ -115,6 +121,7 @@ __all__ = [
     "expected_loss",
     "heldout_log_predictive_density",
     "install_pymc_convergence_checks",
+    "install_pymc_sample_hooks",
     "least_squares_draw",
     "log_joint_draws",
     "partition_convergence_checks",

@@ -1,8 +1,10 @@
 """Starts outside the prior's support are refused; no kernel leaves the support.
 
 * A start whose model log density is ``-inf`` or NaN (a finite-Dirichlet start with more
-  than ``k`` clusters, labels outside the prior's label range) raises a ``SamplingError`` that names the variable and the reason, at the first
-  step of a chain, before anything is drawn.
+  than ``k`` clusters, labels outside the prior's label range) raises a ``SamplingError`` that
+  names the variable and the reason: ``pm.sample(initvals=...)`` before sampling
+  (``sampling.hooks``, ``tests/test_initvals.py``), and any step at the first step of a chain,
+  before anything is drawn (checked here on the step itself).
 * Every kernel, started inside the support of a finite-Dirichlet prior with ``k = 2``, keeps
   ``K <= k`` for every transition (a split would need ``log V(n, k + 1) = -inf``).
 """
@@ -44,12 +46,24 @@ def _sample(step_name, initvals, k=2, **kwargs):
                          compute_convergence_checks=False, **kwargs)
 
 
+def _first_step(step_name, labels, k=2):
+    """The step's own first-step check (a start that did not come through pm.sample's hook)."""
+    with pm.Model():
+        z = psm.FiniteDirichlet("z", alpha=1.0, k=k, n=N)
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=DATA)
+        step = STEPS[step_name](z)
+    return step.step({"z": np.asarray(labels, dtype=z.dtype)})
+
+
 @pytest.mark.parametrize("step_name", sorted(STEPS))
 def test_start_with_too_many_clusters_is_refused(step_name):
     start = {"z": np.array([0, 1, 0, 1, 0, 1, 0])}
     bad = {"z": np.array([0, 1, 2, 3, 4, 0, 1])}  # labels 0..4: 5 clusters, k = 2
     with pytest.raises(SamplingError, match=r"'z'.*5 clusters.*FiniteDirichletPrior allows at most 2"):
-        _sample(step_name, bad)
+        _first_step(step_name, bad["z"])
+    with pytest.raises(SamplingError, match=r"'z'.*outside \[0, 2\).*5 clusters"):
+        _sample(step_name, bad)  # refused by pm.sample before the first step
     idata = _sample(step_name, start)  # a start inside the support samples normally
     assert np.asarray(idata["posterior"]["z"].values).max() < 2
 
@@ -57,6 +71,8 @@ def test_start_with_too_many_clusters_is_refused(step_name):
 def test_start_with_labels_out_of_range_is_refused():
     # two clusters, but labelled 0 and 7: the finite prior's labels must lie in [0, k)
     bad = {"z": np.array([0, 7, 0, 7, 0, 7, 0])}
+    with pytest.raises(SamplingError, match=r"'z'.*labels.*\[0, 2\)"):
+        _first_step("gibbs", bad["z"])
     with pytest.raises(SamplingError, match=r"'z'.*labels.*\[0, 2\)"):
         _sample("gibbs", bad)
 

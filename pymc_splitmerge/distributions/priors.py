@@ -49,10 +49,12 @@ import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pymc.logprob.abstract import _logprob
+from pymc.model import modelcontext
 from pymc.pytensorf import normalize_rng_param
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_splitmerge.distributions.starts import check_partition_start
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
@@ -372,7 +374,24 @@ def _all_zeros_support_point(rv, *args):
 
 
 # --------------------------------------------------------------------------- distributions
-class DirichletProcess(Discrete):
+class PartitionDistribution(Discrete):
+    """Base of the partition-prior distributions: checks ``initval=`` when the model is built.
+
+    PyMC stores ``initval`` through ``rv.type.filter``, which refuses an int64 array for the
+    compact label dtype ("cannot store a value of dtype int64 without risking loss of
+    precision"); here the start is checked (:func:`~pymc_splitmerge.distributions.starts.
+    check_partition_start`: shape, integer values, label range) and stored in that dtype.
+    """
+
+    def __new__(cls, name, *args, initval=None, **kwargs):
+        rv = super().__new__(cls, name, *args, **kwargs)
+        if initval is not None:
+            labels = check_partition_start(rv, initval, f"initval of {name!r}")
+            modelcontext(None).set_initval(rv, labels)
+        return rv
+
+
+class DirichletProcess(PartitionDistribution):
     r"""Partition of ``n`` points under a Dirichlet process prior (Chinese restaurant process).
 
     .. math:: p(c) = \frac{\alpha^K \Gamma(\alpha)}{\Gamma(\alpha + n)} \prod_{j=1}^K \Gamma(n_j)
@@ -416,7 +435,7 @@ class DirichletProcess(Discrete):
     support_point = staticmethod(_all_zeros_support_point)
 
 
-class PitmanYor(Discrete):
+class PitmanYor(PartitionDistribution):
     r"""Partition of ``n`` points under a Pitman-Yor (two-parameter) prior.
 
     Parameters
@@ -466,7 +485,7 @@ class PitmanYor(Discrete):
     support_point = staticmethod(_all_zeros_support_point)
 
 
-class FiniteDirichlet(Discrete):
+class FiniteDirichlet(PartitionDistribution):
     r"""Partition of ``n`` points of a ``k``-component mixture with Dirichlet(alpha) weights.
 
     .. math:: p(c) = \frac{k!}{(k-K)!}\frac{\Gamma(k\alpha)}{\Gamma(k\alpha+n)}
@@ -521,7 +540,7 @@ class FiniteDirichlet(Discrete):
     support_point = staticmethod(_all_zeros_support_point)
 
 
-class MixtureOfFiniteMixtures(Discrete):
+class MixtureOfFiniteMixtures(PartitionDistribution):
     r"""Partition of ``n`` points under a mixture of finite mixtures (Miller & Harrison 2018).
 
     .. math:: p(c) = V_n(K) \prod_{j=1}^K \gamma^{(n_j)}, \qquad
@@ -686,7 +705,7 @@ def partition_prior_distribution(name: str, prior_class: type) -> type[Discrete]
         *values, n = inputs
         return partition_log_eppf(prior_class, value, int(n.data), **_graph_parameters(values))
 
-    return type(title, (Discrete,), {
+    return type(title, (PartitionDistribution,), {
         "__doc__": f"Partition of ``n`` points under ``{prior_class.__name__}`` "
                    f"(generated from the registry entry {name!r}).",
         "__module__": __name__,

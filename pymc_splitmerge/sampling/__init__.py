@@ -2,12 +2,20 @@
 
 * :func:`sample`: ``pm.sample`` with label-invariant convergence checks of the partition
   variables (:mod:`pymc_splitmerge.sampling.mcmc`);
+* :func:`install_pymc_sample_hooks`: ``pm.sample`` checks the user's start of a partition
+  variable before PyMC casts it, and sees the model when it assigns steps automatically
+  (:mod:`pymc_splitmerge.sampling.hooks`);
 * :func:`splitmerge_start`: start labels for ``pm.sample(initvals=...)`` from a split-merge
   burn-in on a subsample (:mod:`pymc_splitmerge.sampling.start`);
 * :func:`sample_smc`, :func:`compare_evidence`: sequential Monte Carlo over partitions with
   model evidence (:mod:`pymc_splitmerge.sampling.smc`).
 """
 
+from pymc_splitmerge.sampling.hooks import (
+    check_partition_initvals,
+    check_partition_start,
+    install_pymc_sample_hooks,
+)
 from pymc_splitmerge.sampling.mcmc import (
     CHECKED_QUANTITIES,
     install_pymc_convergence_checks,
@@ -21,8 +29,11 @@ from pymc_splitmerge.sampling.start import splitmerge_start
 
 __all__ = [
     "CHECKED_QUANTITIES",
+    "check_partition_initvals",
+    "check_partition_start",
     "compare_evidence",
     "install_pymc_convergence_checks",
+    "install_pymc_sample_hooks",
     "label_invariant_convergence_checks",
     "numeric_log_joint",
     "partition_convergence_checks",
