@@ -1,7 +1,9 @@
 """End-to-end checks of the public API with pm.sample.
 
 * two step methods on the same partition variable, composed through CompoundStep, are exact;
-* ``cores=2`` with the spawn and fork start methods gives the same draws as ``cores=1``;
+* ``cores=2`` with the spawn and fork start methods gives the same draws as ``cores=1``, for
+  every step method (informed anchors adapting in tuning, the ARM libraries, the prior-parameter
+  steps, the steps plain ``pm.sample()`` assigns);
 * the README's main job (``python -m pymc_splitmerge.demo``) runs on this PyMC line.
 """
 
@@ -76,6 +78,41 @@ def test_multiprocess_sampling_reproduces_sequential_draws(mp_ctx):
     # the chains differ from each other (the seed is split per chain)
     assert not np.array_equal(sequential.posterior["alpha"].values[0],
                               sequential.posterior["alpha"].values[1])
+
+
+CORES_STEPS = {
+    "default": lambda z, alpha: None,  # what plain pm.sample() assigns
+    "gibbs": lambda z, alpha: [psm.CollapsedGibbsStep(z, scan="random")],
+    "sams_informed": lambda z, alpha: [psm.SAMSStep(z, anchor_proposal="cluster_informed",
+                                                    n_gibbs_sweeps=1)],
+    "rgsm": lambda z, alpha: [psm.RGSMStep(z, n_intermediate_scans=2)],
+    "pgsm_informed": lambda z, alpha: [psm.PGSMStep(z, num_particles=4,
+                                                    anchor_proposal="threshold_informed")],
+    "arm_frozen": lambda z, alpha: [psm.ARMStep(z, library="frozen")],
+    "arm_ensemble": lambda z, alpha: [psm.ARMStep(z)],
+    "prior_slice": lambda z, alpha: [psm.SAMSStep(z), psm.PartitionPriorSlice(alpha)],
+}
+
+
+@pytest.mark.parametrize("step_name", sorted(CORES_STEPS))
+def test_every_step_gives_the_same_draws_on_two_cores(step_name):
+    data, _ = psm.datasets.jain_neal_bernoulli(6, n_per_component=4, seed=3)
+    chains = 4 if step_name == "arm_ensemble" else 2  # population sampling needs >= 4 chains
+    results = []
+    for cores in (1, 2):
+        with pm.Model():
+            alpha = pm.Gamma("alpha", 2.0, 1.0)
+            z = psm.DirichletProcess("z", alpha=alpha, n=len(data))
+            psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                                 observed=data)
+            results.append(pm.sample(draws=15, tune=15, chains=chains, cores=cores,
+                                     step=CORES_STEPS[step_name](z, alpha), random_seed=11,
+                                     progressbar=False, compute_convergence_checks=False))
+    sequential, parallel = results
+    for name in ("z", "alpha"):
+        np.testing.assert_array_equal(sequential.posterior[name].values,
+                                      parallel.posterior[name].values)
+    assert len({sequential.posterior["alpha"].values[c].tobytes() for c in range(chains)}) > 1
 
 
 def test_main_job_runs(tmp_path, capsys):

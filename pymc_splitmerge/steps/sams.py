@@ -95,8 +95,8 @@ class DefaultPartitionStep(SAMSStep):
     """The step plain ``pm.sample()`` assigns to a partition variable: SAMS + one Gibbs sweep.
 
     Identical to ``SAMSStep(z, n_gibbs_sweeps=1)`` (same stats, ``sams_*``, and the same
-    ``step_kwargs`` key ``"sams"``, e.g. ``pm.sample(step_kwargs={"sams": {"n_gibbs_sweeps":
-    2}})``).  Importing ``pymc_splitmerge`` registers this class first in
+    step name ``"sams"``: ``pm.sample`` passes a keyword argument named after a step to it,
+    e.g. ``pm.sample(sams={"n_gibbs_sweeps": 2})``).  Importing ``pymc_splitmerge`` registers this class first in
     ``pymc.step_methods.STEP_METHODS``.  A split-merge move followed by a Gibbs sweep is the
     robust choice measured by ``benchmarks/jain_neal.py`` (collapsed Gibbs alone stays stuck
     on the Jain & Neal d = 18 data).
