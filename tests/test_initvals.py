@@ -93,6 +93,12 @@ def test_labels_outside_the_range_are_refused_before_sampling(prior, label, limi
         _sample(_model(prior), {"z": start}, chains=2)
 
 
+def test_start_keyed_by_the_variable_is_checked():
+    model = _model()
+    with pytest.raises(ValueError, match=r"initvals\['z'\].*non-integer"):
+        _sample(model, {model["z"]: GOOD + 0.5})
+
+
 def test_per_chain_starts_name_the_chain():
     with pytest.raises(ValueError, match=r"initvals\[1\]\['z'\].*non-integer"):
         _sample(_model(), [{"z": GOOD}, {"z": GOOD + 0.5}], chains=2)
