@@ -2,9 +2,9 @@
 assigns the same steps as ``pm.sample()`` inside ``with model:``; ``initval=`` takes int64 labels.
 
 PyMC casts ``initvals`` to the variable's integer dtype without a check (as for
-``pm.Categorical``): ``0.5`` becomes ``0``, a label too large for the compact label dtype wraps
-around (``256`` is ``0`` in int8), NaN becomes the smallest integer (pymc 6).  Each of these was
-a silent wrong start; ``pymc_splitmerge.sampling.hooks`` refuses them with an error naming the
+``pm.Categorical``): ``0.5`` becomes ``0``; on pymc 6 a label too large for the compact label
+dtype wraps around (``256`` is ``0`` in int8) and NaN becomes another integer.  Each of these
+was a silent wrong start; ``pymc_splitmerge.sampling.hooks`` refuses them with an error naming the
 variable and what to give (``install_pymc_sample_hooks``).
 """
 

@@ -2,7 +2,7 @@
 
 PyMC casts a start to the variable's integer dtype: ``pm.sample(initvals=...)`` without a
 check (``[0.5, 1.7, ...]`` silently becomes ``[0, 1, ...]``, as for ``pm.Categorical``; a label
-too large for the compact label dtype wraps around), ``initval=`` / ``model.set_initval``
+too large for the compact label dtype wraps around on pymc 6), ``initval=`` / ``model.set_initval``
 refusing any wider dtype (an int64 array for an int8 variable: "cannot store a value of dtype
 int64 without risking loss of precision").  :func:`check_partition_start` checks the raw value
 and returns it in the variable's dtype; :class:`~pymc_splitmerge.distributions.priors.PartitionDistribution`

@@ -4,12 +4,14 @@ Two gaps in PyMC 5.28 / 6.4 that a partition variable runs into, closed by wrapp
 that ``pymc.sampling.mcmc`` calls (PyMC's own functions are untouched, as for
 :func:`~pymc_splitmerge.sampling.mcmc.install_pymc_convergence_checks`):
 
-* **Starts.** PyMC casts a user start (``pm.sample(initvals={"z": ...})``, ``initval=`` or
-  ``model.set_initval``) to the variable's integer dtype without a check: ``[0.5, 1.7, ...]``
-  silently becomes ``[0, 1, ...]`` (the same for ``pm.Categorical``), NaN becomes the
-  smallest integer (pymc 6) or a pytensor cast error (pymc 5), a label too large for the
-  compact label dtype wraps around, and a start of the wrong length fails inside pytensor
-  (``The type of the replacement ... must be compatible``).  :func:`check_partition_initvals`
+* **Starts.** PyMC casts a ``pm.sample(initvals={"z": ...})`` start to the variable's integer
+  dtype without a check: ``[0.5, 1.7, ...]`` silently becomes ``[0, 1, ...]`` (the same for
+  ``pm.Categorical``); NaN and a label too large for the compact label dtype (256 in int8)
+  silently become other labels on pymc 6 and fail inside pytensor's constant folding on
+  pymc 5 (logged tracebacks, then ``cannot convert float NaN to integer`` / ``OverflowError``);
+  a start of the wrong length fails inside pytensor (``The type of the replacement ... must
+  be compatible``); a negative label reached ``np.bincount`` (``'list' argument must have no
+  negative elements``) or NUTS's "Bad initial energy".  :func:`check_partition_initvals`
   runs on the raw values before that cast and raises an error that names the variable and
   what to give instead.
 * **Automatic step assignment.** The ``competence`` of :class:`~pymc_splitmerge.ConcentrationGibbs`
