@@ -355,3 +355,11 @@ def test_boolean_binary_data_accepted():
 def test_string_hyperparameter_rejected():
     with pytest.raises(TypeError, match="kappa0"):
         NormalInverseWishart(kappa0="1")
+
+
+def test_positive_hyperparameter_message_shows_the_number():
+    # the message used to print the NumPy repr ("got array(-1.)")
+    with pytest.raises(ValueError, match=r"'a' must be > 0, got -1\.0$"):
+        BetaBernoulli(a=-1.0, b=1.0)
+    with pytest.raises(ValueError, match=r"'b' must be > 0, got \[1\.0, -2\.0\]$"):
+        BetaBernoulli(a=1.0, b=np.array([1.0, -2.0]))

@@ -665,7 +665,8 @@ class ComponentFamily:
 # ---------------------------------------------------------------- validation helpers
 def _require_positive(family: str, name: str, array: np.ndarray) -> None:
     if not np.all(array > 0):
-        raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got {array!r}")
+        raise ValueError(f"{family}: hyperparameter {name!r} must be > 0, got "
+                         f"{np.asarray(array).tolist()}")
 
 
 def _require_scale_matrix(family: str, name: str, value: np.ndarray) -> np.ndarray:
