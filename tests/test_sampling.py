@@ -170,6 +170,11 @@ def test_numeric_log_joint_equals_model_log_joint():
     expected = psm.log_joint_draws(idata, model, "z")
     np.testing.assert_allclose(numeric_log_joint(idata, model, "z"), expected, rtol=1e-9)
     assert np.unique(expected).size > 5  # the draws differ
+    # psm.summary / partition_quantities with model= use the numba evaluation: same numbers
+    quantities = psm.partition_quantities(idata, "z", model=model, num_pairs=0)
+    np.testing.assert_allclose(quantities["log_joint"].values, expected, rtol=1e-9)
+    table = psm.summary(idata, model=model, reference=None)
+    assert table.loc["log_joint", "mean"] == pytest.approx(expected.mean(), rel=1e-9)
 
 
 # ----------------------------------------------------------------- plain pm.sample (the hook)
