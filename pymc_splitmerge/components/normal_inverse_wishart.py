@@ -697,12 +697,12 @@ def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
 
 
 @njit(cache=True)
-def _niw_add_point_rows(params, stats, slot, x, i):
+def _niw_add_point_row(params, stats, slot, x, i):
     niw_add_point(params, stats[slot], x[i])
 
 
 @njit(cache=True)
-def _niw_remove_point_rows(params, stats, slot, x, i):
+def _niw_remove_point_row(params, stats, slot, x, i):
     return niw_remove_point(params, stats[slot], x[i])
 
 
@@ -718,7 +718,7 @@ def niw_add_point_at(params, stats, slot, x, i):
     offset_factor = 1 + 2 * dim + dim * dim
     tail = offset_factor + dim * dim
     if not (dim == 2 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
-        _niw_add_point_rows(params, stats, slot, x, i)
+        _niw_add_point_row(params, stats, slot, x, i)
         return
     slot = uint64(slot)  # unsigned: no negative-index wraparound tests
     i = uint64(i)
@@ -736,7 +736,7 @@ def niw_remove_point_at(params, stats, slot, x, i):
     offset_factor = 1 + 2 * dim + dim * dim
     tail = offset_factor + dim * dim
     if not (dim == 2 and count > 1.0 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
-        return _niw_remove_point_rows(params, stats, slot, x, i)
+        return _niw_remove_point_row(params, stats, slot, x, i)
     slot = uint64(slot)  # unsigned: no negative-index wraparound tests
     i = uint64(i)
     kappa_new = params[1] + count
