@@ -229,13 +229,20 @@ def run_chain(sampler: Sampler, problem: Problem, pair, draws: int, rng) -> dict
         largest[t] = sizes.max() / n
         indicator[t] = labels[i] == labels[j]
         n_clusters[t] = state.n_clusters
+    accept = accepted / proposed if proposed else float("nan")
+    return chain_summary(largest, indicator, n_clusters, draws, cpu / draws, accept)
+
+
+def chain_summary(largest, indicator, n_clusters, draws: int, cpu_per_draw: float,
+                  accept: float) -> dict:
+    """Burn-in, IATs (Geyer's and ArviZ's), IAT x CPU and window means of one chain's
+    largest-cluster fraction, pair indicator and number of clusters."""
     burn_in = burn_in_draws(largest)
     window = slice(analysis_window_start(burn_in, draws), draws)
-    cpu_per_draw = cpu / draws
     iat_fraction = integrated_autocorrelation_time(largest[window])
     iat_pair = integrated_autocorrelation_time(indicator[window])
     return {
-        "accept": accepted / proposed if proposed else float("nan"),
+        "accept": accept,
         "cpu_per_draw": cpu_per_draw,
         "burn_in": burn_in,
         "burn_in_cpu": None if burn_in is None else burn_in * cpu_per_draw,
@@ -493,29 +500,9 @@ def run_arm_ensemble(problem: Problem, pair, draws: int, seed: int) -> list[dict
             indicator[c, t] = state.labels_slots[i] == state.labels_slots[j]
             n_clusters[c, t] = state.n_clusters
     cpu_per_draw = cpu / (ARM_CHAINS * draws)
-    rows = []
-    for c in range(ARM_CHAINS):
-        burn_in = burn_in_draws(largest[c])
-        window = slice(analysis_window_start(burn_in, draws), draws)
-        iat_fraction = integrated_autocorrelation_time(largest[c, window])
-        iat_pair = integrated_autocorrelation_time(indicator[c, window])
-        rows.append({
-            "accept": accepted / proposed if proposed else float("nan"),
-            "cpu_per_draw": cpu_per_draw,
-            "burn_in": burn_in,
-            "burn_in_cpu": None if burn_in is None else burn_in * cpu_per_draw,
-            "iat_fraction": iat_fraction,
-            "iat_pair": iat_pair,
-            "iat_cpu_fraction": iat_fraction * cpu_per_draw,
-            "iat_cpu_pair": iat_pair * cpu_per_draw,
-            "arviz_iat_fraction": arviz_integrated_autocorrelation_time(largest[c, window]),
-            "arviz_iat_pair": arviz_integrated_autocorrelation_time(indicator[c, window]),
-            "mean_fraction": float(largest[c, window].mean()),
-            "mean_pair": float(indicator[c, window].mean()),
-            "mean_clusters": float(n_clusters[c, window].mean()),
-            "fraction_window": largest[c, window],
-        })
-    return rows
+    accept = accepted / proposed if proposed else float("nan")
+    return [chain_summary(largest[c], indicator[c], n_clusters[c], draws, cpu_per_draw, accept)
+            for c in range(ARM_CHAINS)]
 
 
 # --------------------------------------------------------------------------- main

@@ -21,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "exp_shifted",
+    "exp_shifted_from_peak",
     "log_sum_exp",
     "normalise_log_weights",
     "reference_log_sum_exp",
@@ -79,11 +80,22 @@ def exp_shifted(values, count, weights_out):
     returned.
     """
     peak = _peak(values, count)
+    total = exp_shifted_from_peak(values, count, peak, weights_out)
+    if peak == -np.inf:
+        return -np.inf, 0.0
+    return peak + np.log(total), total
+
+
+@numba.njit(cache=True, inline="always")
+def exp_shifted_from_peak(values, count, peak, weights_out):
+    """The weights of :func:`exp_shifted` given ``peak``, the maximum of ``values[:count]``
+    (``-inf`` when there is none), for a caller that found it while filling the values;
+    returns their sum.  ``weights_out`` may be ``values``."""
+    total = 0.0
     if peak == -np.inf:
         for j in range(count):
             weights_out[j] = 0.0
-        return -np.inf, 0.0
-    total = 0.0
+        return total
     for j in range(count):
         value = values[j]
         if value == peak:
@@ -94,7 +106,7 @@ def exp_shifted(values, count, weights_out):
             weight = 0.0
         weights_out[j] = weight
         total += weight
-    return peak + np.log(total), total
+    return total
 
 
 @numba.njit(cache=True)

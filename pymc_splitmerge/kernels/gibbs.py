@@ -50,7 +50,7 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.logweights import sample_weights
+from pymc_splitmerge.core.logweights import exp_shifted_from_peak, sample_weights
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 from pymc_splitmerge.kernels.options import positive_integer, renamed_keyword
 from pymc_splitmerge.kernels.rng import seed_numba_from
@@ -164,7 +164,7 @@ def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, 
     ``tests/test_gibbs_kernel.py`` checks it against), fused to save passes over the weights
     and row views per point: the data row is viewed once per point, the weights loop also
     finds their peak (``core.logweights._peak``), and the shifted exponentials and their sum
-    (``exp_shifted``) feed ``sample_weights`` directly.
+    (``exp_shifted_from_peak``) feed ``sample_weights`` directly.
     """
     n = x.shape[0]
     log_prior_predictive = np.empty(n)
@@ -208,21 +208,7 @@ def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, 
             n_evaluations += k
             # sample_log_weights = exp_shifted + sample_weights
             uniform = np.random.random()
-            total = 0.0
-            if peak == -np.inf:
-                for j in range(k + 1):
-                    log_weights[j] = 0.0
-            else:
-                for j in range(k + 1):
-                    value = log_weights[j]
-                    if value == peak:
-                        weight = 1.0
-                    elif value > -np.inf:
-                        weight = np.exp(value - peak)
-                    else:
-                        weight = 0.0
-                    log_weights[j] = weight
-                    total += weight
+            total = exp_shifted_from_peak(log_weights, k + 1, peak, log_weights)
             choice = sample_weights(log_weights, k + 1, total, uniform)
             if choice < 0:
                 # Every placement has probability zero (infeasible state): put it back.

@@ -242,10 +242,6 @@ def _copy_blocks(source, p_source, target, p_target):
 
 # --------------------------------------------------------------------------- numba core
 
-# ``core.logweights.exp_shifted`` under its former name (``kernels/arm.py`` imports it).
-_log_sum_and_weights = exp_shifted
-
-
 @numba.njit(cache=True)
 def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, options,
                lineage):
