@@ -20,33 +20,9 @@ variables and check their label-invariant quantities instead
 PyMC's).
 """
 
-from pymc_splitmerge import components, datasets, priors, testing
-from pymc_splitmerge.analysis import (
-    DIAGNOSTICS_GROUP,
-    CredibleBall,
-    PointEstimate,
-    add_partition_quantities,
-    adjusted_rand_index,
-    agreement_with_truth,
-    binder_distance,
-    block_fractions,
-    credible_ball,
-    distance_diagnostics,
-    expected_loss,
-    heldout_log_predictive_density,
-    least_squares_draw,
-    log_joint_draws,
-    partition_quantities,
-    plot_block_fractions,
-    plot_n_clusters,
-    plot_similarity_matrix,
-    point_estimate,
-    posterior_similarity_matrix,
-    sample_components,
-    summary,
-    v_measure,
-    variation_of_information,
-)
+import importlib
+
+from pymc_splitmerge import components, datasets, priors
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.distributions import ConjugateMixture, discover
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
@@ -82,6 +58,53 @@ _REGISTERED = {
        for distribution in PARTITION_PRIOR_DISTRIBUTIONS.values()},
 }
 globals().update(_REGISTERED)
+
+# Loaded on first use (PEP 562): the analysis of traces and the testing utilities are not
+# needed to build a model and sample it, and importing them (numba-compiled analysis kernels,
+# scipy.integrate / scipy.optimize for the oracle) would add ~0.3 CPU s to every
+# ``import pymc_splitmerge``.  ``psm.summary``, ``psm.testing`` etc. work as before.
+_LAZY_MODULES = ("analysis", "testing")
+_LAZY_ANALYSIS = (
+    "DIAGNOSTICS_GROUP",
+    "CredibleBall",
+    "PointEstimate",
+    "add_partition_quantities",
+    "adjusted_rand_index",
+    "agreement_with_truth",
+    "binder_distance",
+    "block_fractions",
+    "credible_ball",
+    "distance_diagnostics",
+    "expected_loss",
+    "heldout_log_predictive_density",
+    "least_squares_draw",
+    "log_joint_draws",
+    "partition_quantities",
+    "plot_block_fractions",
+    "plot_n_clusters",
+    "plot_similarity_matrix",
+    "point_estimate",
+    "posterior_similarity_matrix",
+    "sample_components",
+    "summary",
+    "v_measure",
+    "variation_of_information",
+)
+
+
+def __getattr__(name):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_ANALYSIS:
+        value = getattr(importlib.import_module(f"{__name__}.analysis"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY_MODULES, *_LAZY_ANALYSIS})
+
 
 __all__ = [
     "DIAGNOSTICS_GROUP",
