@@ -114,8 +114,9 @@ print("LOADED", sorted(name for name in loaded if name.startswith({watched!r})))
 # not needed to build a model, start and sample it (loaded on first use: PEP 562 in the
 # package's and analysis' __init__); scipy ones only if not already loaded by PyMC
 _NOT_ON_SAMPLING_PATH = ("pymc_splitmerge.testing", "pymc_splitmerge.analysis.plots",
-                         "pymc_splitmerge.analysis.predictive", "pymc_splitmerge.analysis.zarr_trace",
-                         "scipy.stats", "scipy.integrate", "scipy.optimize", "matplotlib", "sklearn")
+                         "pymc_splitmerge.analysis.predictive", "pymc_splitmerge.analysis.components",
+                         "pymc_splitmerge.analysis.zarr_trace", "scipy.stats", "scipy.integrate",
+                         "scipy.optimize", "matplotlib", "sklearn")
 
 
 def test_sampling_path_imports_no_analysis_or_testing_extras():
