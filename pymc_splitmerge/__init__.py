@@ -166,11 +166,11 @@ __all__ = [
 # component families and partition priors (PyMC distributions), from the registries
 __all__ += list(_REGISTERED)
 
-# Cold start: PyMC, PyTensor, numba and this package leave ~10^6 long-lived objects (modules,
-# classes, functions) that every full garbage collection walks again, ~0.1 s each, and the
-# first numba kernel load and PyTensor's first compilation each trigger one.  Moving what
-# exists now to the permanent generation (gc.freeze, CPython >= 3.7) spares those walks:
-# ~0.15 CPU s of a fresh process's time to its first draw (docs/benchmarks.md, "Session
+# Cold start: PyMC, PyTensor, numba and this package leave ~150,000 long-lived container
+# objects (modules, classes, functions, their dicts) that every full garbage collection walks
+# again, ~0.1 s each, and the first numba kernel load and PyTensor's first compilation each
+# trigger one.  Moving what exists now to the permanent generation (gc.freeze) spares those
+# walks: ~0.15 CPU s of a fresh process's time to its first draw (docs/benchmarks.md, "Session
 # 2026-11-27 day: cold start").  Objects frozen here are still freed by reference counting;
 # only reference cycles among them would stay allocated.  PYMC_SPLITMERGE_GC_FREEZE=0 opts out.
 if os.environ.get("PYMC_SPLITMERGE_GC_FREEZE", "1") != "0":
