@@ -24,33 +24,11 @@ give, and run its automatic step assignment inside the model's context, so that
 (:func:`install_pymc_sample_hooks`).
 """
 
-from pymc_splitmerge import components, datasets, priors, testing
-from pymc_splitmerge.analysis import (
-    DIAGNOSTICS_GROUP,
-    CredibleBall,
-    PointEstimate,
-    add_partition_quantities,
-    adjusted_rand_index,
-    agreement_with_truth,
-    binder_distance,
-    block_fractions,
-    credible_ball,
-    distance_diagnostics,
-    expected_loss,
-    heldout_log_predictive_density,
-    least_squares_draw,
-    log_joint_draws,
-    partition_quantities,
-    plot_block_fractions,
-    plot_n_clusters,
-    plot_similarity_matrix,
-    point_estimate,
-    posterior_similarity_matrix,
-    sample_components,
-    summary,
-    v_measure,
-    variation_of_information,
-)
+import gc
+import importlib
+import os
+
+from pymc_splitmerge import components, datasets, priors
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.distributions import ConjugateMixture, discover
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
@@ -88,6 +66,53 @@ _REGISTERED = {
        for distribution in PARTITION_PRIOR_DISTRIBUTIONS.values()},
 }
 globals().update(_REGISTERED)
+
+# Loaded on first use (PEP 562): the analysis of traces and the testing utilities are not
+# needed to build a model and sample it, and importing them (numba-compiled analysis kernels,
+# scipy.integrate / scipy.optimize for the oracle) would add ~0.3 CPU s to every
+# ``import pymc_splitmerge``.  ``psm.summary``, ``psm.testing`` etc. work as before.
+_LAZY_MODULES = ("analysis", "testing")
+_LAZY_ANALYSIS = (
+    "DIAGNOSTICS_GROUP",
+    "CredibleBall",
+    "PointEstimate",
+    "add_partition_quantities",
+    "adjusted_rand_index",
+    "agreement_with_truth",
+    "binder_distance",
+    "block_fractions",
+    "credible_ball",
+    "distance_diagnostics",
+    "expected_loss",
+    "heldout_log_predictive_density",
+    "least_squares_draw",
+    "log_joint_draws",
+    "partition_quantities",
+    "plot_block_fractions",
+    "plot_n_clusters",
+    "plot_similarity_matrix",
+    "point_estimate",
+    "posterior_similarity_matrix",
+    "sample_components",
+    "summary",
+    "v_measure",
+    "variation_of_information",
+)
+
+
+def __getattr__(name):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY_ANALYSIS:
+        value = getattr(importlib.import_module(f"{__name__}.analysis"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY_MODULES, *_LAZY_ANALYSIS})
+
 
 __all__ = [
     "DIAGNOSTICS_GROUP",
@@ -147,3 +172,13 @@ __all__ = [
 ]
 # component families and partition priors (PyMC distributions), from the registries
 __all__ += list(_REGISTERED)
+
+# Cold start: PyMC, PyTensor, numba and this package leave ~150,000 long-lived container
+# objects (modules, classes, functions, their dicts) that every full garbage collection walks
+# again, ~0.1 s each, and the first numba kernel load and PyTensor's first compilation each
+# trigger one.  Moving what exists now to the permanent generation (gc.freeze) spares those
+# walks: ~0.15 CPU s of a fresh process's time to its first draw (docs/benchmarks.md, "Session
+# 2026-11-27 day: cold start").  Objects frozen here are still freed by reference counting;
+# only reference cycles among them would stay allocated.  PYMC_SPLITMERGE_GC_FREEZE=0 opts out.
+if os.environ.get("PYMC_SPLITMERGE_GC_FREEZE", "1") != "0":
+    gc.freeze()

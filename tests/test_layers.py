@@ -88,3 +88,62 @@ def test_blocker_catches_a_forbidden_import():
     result = _run(code)
     assert result.returncode != 0
     assert "numeric core imported" in result.stderr
+
+
+_SAMPLING_PATH = """
+import sys
+import numpy as np
+import pymc as pm
+
+before = set(sys.modules)
+import pymc_splitmerge as psm
+
+rng = np.random.default_rng(0)
+y = np.concatenate([rng.normal(-3.0, 1.0, (30, 2)), rng.normal(3.0, 1.0, (30, 2))])
+with pm.Model() as model:
+    z = psm.DirichletProcess("z", alpha=1.0, n=len(y))
+    psm.ConjugateMixture("y", partition=z, component=psm.NormalInverseWishart(
+        mu0=np.zeros(2), kappa0=0.01, nu0=4.0, psi0=np.eye(2)), observed=y)
+start = psm.splitmerge_start(model, subsample_size=40, random_seed=0)
+with model:
+    pm.sample(draws=2, tune=0, chains=1, cores=1, step=psm.SAMSStep(z), initvals=start,
+              random_seed=0, progressbar=False, compute_convergence_checks=False)
+loaded = set(sys.modules) - before
+print("LOADED", sorted(name for name in loaded if name.startswith({watched!r})))
+"""
+# not needed to build a model, start and sample it (loaded on first use: PEP 562 in the
+# package's and analysis' __init__); scipy ones only if not already loaded by PyMC
+_NOT_ON_SAMPLING_PATH = ("pymc_splitmerge.testing", "pymc_splitmerge.analysis.plots",
+                         "pymc_splitmerge.analysis.predictive", "pymc_splitmerge.analysis.components",
+                         "pymc_splitmerge.analysis.zarr_trace", "scipy.stats", "scipy.integrate",
+                         "scipy.optimize", "matplotlib", "sklearn")
+
+
+def test_sampling_path_imports_no_analysis_or_testing_extras():
+    """``import pymc_splitmerge``, a model, ``splitmerge_start`` and ``pm.sample`` do not load
+    the testing utilities, the plots or scipy.stats / integrate / optimize (cold-start cost)."""
+    result = _run(_SAMPLING_PATH.format(watched=_NOT_ON_SAMPLING_PATH))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "LOADED []" in result.stdout, result.stdout
+
+
+def test_lazy_public_names():
+    """The lazily loaded names are listed by ``dir`` and resolve to the same objects."""
+    import pymc_splitmerge as psm
+    from pymc_splitmerge import analysis
+    from pymc_splitmerge.analysis.point_estimate import point_estimate
+    from pymc_splitmerge.analysis.quantities import summary
+
+    for name in psm.__all__:
+        assert name in dir(psm)
+        assert getattr(psm, name) is not None
+    for name in analysis.__all__:
+        assert name in dir(analysis)
+        assert getattr(analysis, name) is not None
+    assert psm.summary is summary and analysis.summary is summary
+    assert psm.point_estimate is point_estimate and analysis.point_estimate is point_estimate
+    assert psm.testing.exact_posterior is not None
+    with pytest.raises(AttributeError):
+        psm.no_such_name  # noqa: B018
+    with pytest.raises(AttributeError):
+        analysis.no_such_name  # noqa: B018

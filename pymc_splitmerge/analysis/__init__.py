@@ -1,25 +1,18 @@
 """Analysis of partition draws: label-invariant diagnostics, co-clustering, point estimates,
 credible balls, agreement scores and plots.  Works on label arrays and on ArviZ data
-(``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x)."""
+(``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x).
 
-from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable, partition_draws
-from pymc_splitmerge.analysis.components import COMPONENTS_GROUP, sample_components
-from pymc_splitmerge.analysis.log_joint import log_joint_draws
-from pymc_splitmerge.analysis.metrics import (
-    adjusted_rand_index,
-    agreement_with_truth,
-    binder_distance,
-    contingency_table,
-    distances_to_reference,
-    rand_index,
-    v_measure,
-    variation_of_information,
-)
-from pymc_splitmerge.analysis.plots import (
-    plot_block_fractions,
-    plot_n_clusters,
-    plot_similarity_matrix,
-)
+Every public name is loaded from its submodule on first use (PEP 562), so that importing the
+package and sampling (which need only :mod:`._arviz_compat`, and :mod:`.quantities` for the
+end-of-run checks) do not load the quantities, the plots, the predictive densities or the
+Zarr reader.  ``from pymc_splitmerge.analysis import summary`` and ``psm.analysis.summary``
+work as before."""
+
+import importlib
+
+# Imported eagerly (cheap): the function ``point_estimate`` has the name of its submodule, and
+# binding it here, after the submodule is first imported, keeps ``analysis.point_estimate`` the
+# function whichever module later imports the submodule.
 from pymc_splitmerge.analysis.point_estimate import (
     CredibleBall,
     PointEstimate,
@@ -28,24 +21,42 @@ from pymc_splitmerge.analysis.point_estimate import (
     least_squares_draw,
     point_estimate,
 )
-from pymc_splitmerge.analysis.predictive import (
-    heldout_log_predictive_density,
-    partition_log_predictive,
-)
-from pymc_splitmerge.analysis.quantities import (
-    DIAGNOSTICS_GROUP,
-    add_partition_quantities,
-    block_fractions,
-    distance_diagnostics,
-    partition_quantities,
-    summary,
-)
-from pymc_splitmerge.analysis.similarity import (
-    iter_similarity_blocks,
-    most_uncertain_pairs,
-    posterior_similarity_matrix,
-)
-from pymc_splitmerge.analysis.zarr_trace import iter_zarr_draws, zarr_posterior
+
+# public name -> submodule that defines it
+_SUBMODULE_NAMES = {
+    "_labels": ("canonicalize", "find_partition_variable", "partition_draws"),
+    "components": ("COMPONENTS_GROUP", "sample_components"),
+    "log_joint": ("log_joint_draws",),
+    "metrics": (
+        "adjusted_rand_index", "agreement_with_truth", "binder_distance", "contingency_table",
+        "distances_to_reference", "rand_index", "v_measure", "variation_of_information",
+    ),
+    "plots": ("plot_block_fractions", "plot_n_clusters", "plot_similarity_matrix"),
+    "predictive": ("heldout_log_predictive_density", "partition_log_predictive"),
+    "quantities": (
+        "DIAGNOSTICS_GROUP", "add_partition_quantities", "block_fractions",
+        "distance_diagnostics", "partition_quantities", "summary",
+    ),
+    "similarity": (
+        "iter_similarity_blocks", "most_uncertain_pairs", "posterior_similarity_matrix",
+    ),
+    "zarr_trace": ("iter_zarr_draws", "zarr_posterior"),
+}
+_SUBMODULE_OF = {name: module for module, names in _SUBMODULE_NAMES.items() for name in names}
+
+
+def __getattr__(name):
+    module = _SUBMODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_SUBMODULE_OF})
+
 
 __all__ = [
     "COMPONENTS_GROUP",
