@@ -24,9 +24,7 @@ give, and run its automatic step assignment inside the model's context, so that
 (:func:`install_pymc_sample_hooks`).
 """
 
-import gc
 import importlib
-import os
 
 from pymc_splitmerge import components, datasets, priors
 from pymc_splitmerge.components import ComponentFamily
@@ -173,12 +171,3 @@ __all__ = [
 # component families and partition priors (PyMC distributions), from the registries
 __all__ += list(_REGISTERED)
 
-# Cold start: PyMC, PyTensor, numba and this package leave ~150,000 long-lived container
-# objects (modules, classes, functions, their dicts) that every full garbage collection walks
-# again, ~0.1 s each, and the first numba kernel load and PyTensor's first compilation each
-# trigger one.  Moving what exists now to the permanent generation (gc.freeze) spares those
-# walks: ~0.15 CPU s of a fresh process's time to its first draw (docs/benchmarks.md, "Session
-# 2026-11-27 day: cold start").  Objects frozen here are still freed by reference counting;
-# only reference cycles among them would stay allocated.  PYMC_SPLITMERGE_GC_FREEZE=0 opts out.
-if os.environ.get("PYMC_SPLITMERGE_GC_FREEZE", "1") != "0":
-    gc.freeze()
