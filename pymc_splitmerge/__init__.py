@@ -26,7 +26,7 @@ give, and run its automatic step assignment inside the model's context, so that
 
 import importlib
 
-from pymc_splitmerge import components, datasets, priors
+from pymc_splitmerge import analysis, components, datasets, priors
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.distributions import ConjugateMixture, discover
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
@@ -67,42 +67,18 @@ globals().update(_REGISTERED)
 
 # Loaded on first use (PEP 562): the analysis of traces and the testing utilities are not
 # needed to build a model and sample it, and importing them (numba-compiled analysis kernels,
-# scipy.integrate / scipy.optimize for the oracle) would add ~0.3 CPU s to every
-# ``import pymc_splitmerge``.  ``psm.summary``, ``psm.testing`` etc. work as before.
-_LAZY_MODULES = ("analysis", "testing")
-_LAZY_ANALYSIS = (
-    "DIAGNOSTICS_GROUP",
-    "CredibleBall",
-    "PointEstimate",
-    "add_partition_quantities",
-    "adjusted_rand_index",
-    "agreement_with_truth",
-    "binder_distance",
-    "block_fractions",
-    "credible_ball",
-    "distance_diagnostics",
-    "expected_loss",
-    "heldout_log_predictive_density",
-    "least_squares_draw",
-    "log_joint_draws",
-    "partition_quantities",
-    "plot_block_fractions",
-    "plot_n_clusters",
-    "plot_similarity_matrix",
-    "point_estimate",
-    "posterior_similarity_matrix",
-    "sample_components",
-    "summary",
-    "v_measure",
-    "variation_of_information",
-)
+# plots, scipy.integrate / scipy.optimize for the oracle) would add ~0.3 CPU s to every
+# ``import pymc_splitmerge``.  ``psm.summary``, ``psm.testing`` etc. work as before.  The
+# ``analysis`` package itself is cheap (its own submodules load on first use, see its
+# ``__init__``); the analysis names of ``__all__`` below are looked up there when first used.
+_LAZY_MODULES = ("testing",)
 
 
 def __getattr__(name):
     if name in _LAZY_MODULES:
         return importlib.import_module(f"{__name__}.{name}")
     if name in _LAZY_ANALYSIS:
-        value = getattr(importlib.import_module(f"{__name__}.analysis"), name)
+        value = getattr(analysis, name)
         globals()[name] = value  # later look-ups skip this function
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -170,4 +146,6 @@ __all__ = [
 ]
 # component families and partition priors (PyMC distributions), from the registries
 __all__ += list(_REGISTERED)
+# the public names that come from the analysis package (loaded on first use, __getattr__)
+_LAZY_ANALYSIS = frozenset(__all__).intersection(analysis.__all__)
 
