@@ -284,8 +284,7 @@ class _RowRng:
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
 def test_compiled_sams_updates_match_the_python_move(prior):
-    from pymc_splitmerge.kernels.allocation import _sams_updates
-    from pymc_splitmerge.kernels.sams import build_sams_move
+    from pymc_splitmerge.kernels.sams import _sams_updates, build_sams_move
     from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
     y, _ = _blobs(60, seed=3)
@@ -310,7 +309,7 @@ def test_compiled_sams_updates_match_the_python_move(prior):
 
 
 def test_sams_updates_do_not_depend_on_the_block_size():
-    from pymc_splitmerge.kernels.allocation import sams_updates
+    from pymc_splitmerge.kernels.sams import sams_updates
     from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
     y, _ = _blobs(40, seed=4)

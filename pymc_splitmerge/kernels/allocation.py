@@ -30,13 +30,10 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import free_slot
-from pymc_splitmerge.kernels.anchors import uniform_anchors
-from pymc_splitmerge.kernels.sams import sams_proposal_core
-from pymc_splitmerge.kernels.splitmerge_common import apply_proposal, metropolis_accepts
 from pymc_splitmerge.kernels.state import assign_point, prior_tables
 from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 
-__all__ = ["allocate_greedily", "sams_updates"]
+__all__ = ["allocate_greedily"]
 
 
 @numba.njit(cache=True)
@@ -142,47 +139,3 @@ def _assign_all(family_id, params, x, points, slots, labels, sizes, stats, activ
         assign_point(family_id, params, x, points[t], slots[t], labels, sizes, stats, active,
                      where, cluster_count)
 
-
-@numba.njit(cache=True)
-def _sams_updates(model, partition, tables, uniforms):
-    """``uniforms.shape[0]`` SAMS Metropolis–Hastings updates in one compiled call (uniform
-    anchors, no Gibbs sweep): the law of ``kernels.sams.build_sams_move()`` applied as many
-    times, without a Python round trip per update.  Row ``m`` of ``uniforms`` (shape
-    ``(n_updates, 2 n + 1)``) drives update ``m``: ``row[:2 n]`` as ``rng.random(2 n)`` in
-    ``kernels.sams._sams_proposal`` (anchors from its last two entries), ``row[2 n]`` the
-    Metropolis uniform (``kernels.splitmerge_common.metropolis_accepts``).  Returns the number
-    of accepted updates."""
-    n = model[2].shape[0]
-    anchors = np.empty(2, dtype=np.int64)
-    accepted = 0
-    for m in range(uniforms.shape[0]):
-        row = uniforms[m]
-        proposal_uniforms = row[:2 * n]
-        uniform_anchors(n, proposal_uniforms[2 * n - 2:], anchors)
-        _, log_ratio, moving, target = sams_proposal_core(
-            model, partition, tables, anchors[0], anchors[1], proposal_uniforms, False)
-        if not metropolis_accepts(log_ratio, row[2 * n]):
-            continue
-        apply_proposal(model, partition, moving, target)
-        accepted += 1
-    return accepted
-
-
-def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Generator,
-                 block: int = 64) -> int:
-    """``n_updates`` SAMS updates (uniform anchors, no Gibbs sweep) of ``partition`` in place,
-    compiled (:func:`_sams_updates`), the uniforms drawn from ``rng`` ``block`` updates at a
-    time (fewer when ``n`` is large: at most ~8 MB of uniforms at once); returns the number
-    accepted.  Needs ``n >= 2`` points."""
-    n = model.x.shape[0]
-    if n < 2:
-        raise ValueError("SAMS updates need at least 2 points")
-    block = max(1, min(int(block), 2**20 // (2 * n + 1)))
-    accepted = 0
-    done = 0
-    while done < n_updates:
-        count = min(block, n_updates - done)
-        accepted += int(_sams_updates(model, partition, tables,
-                                      rng.random((count, 2 * n + 1))))
-        done += count
-    return accepted

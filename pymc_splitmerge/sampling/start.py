@@ -17,9 +17,9 @@ import pymc as pm
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
-from pymc_splitmerge.kernels.allocation import allocate_greedily, sams_updates
+from pymc_splitmerge.kernels.allocation import allocate_greedily
 from pymc_splitmerge.kernels.options import non_negative_integer, positive_integer
-from pymc_splitmerge.kernels.sams import build_sams_move
+from pymc_splitmerge.kernels.sams import build_sams_move, sams_updates
 from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.steps.base import partition_value_and_random_variable
