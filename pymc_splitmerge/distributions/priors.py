@@ -54,7 +54,6 @@ from pymc.pytensorf import normalize_rng_param
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_splitmerge.distributions.starts import check_partition_start
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
@@ -386,6 +385,9 @@ class PartitionDistribution(Discrete):
     def __new__(cls, name, *args, initval=None, **kwargs):
         rv = super().__new__(cls, name, *args, **kwargs)
         if initval is not None:
+            # (imported here: the start checks use this module's constant_value)
+            from pymc_splitmerge.distributions.starts import check_partition_start
+
             labels = check_partition_start(rv, initval, f"initval of {name!r}")
             modelcontext(None).set_initval(rv, labels)
         return rv

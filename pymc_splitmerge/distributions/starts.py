@@ -16,17 +16,9 @@ import numpy as np
 from pymc.exceptions import SamplingError
 from pytensor.graph.basic import Constant, Variable
 
+from pymc_splitmerge.distributions.priors import constant_value
+
 __all__ = ["check_partition_start"]
-
-
-def _constant(value):
-    """Numeric value of a parameter fixed at model-build time, or None (as
-    ``priors.constant_value``, without importing that module)."""
-    if isinstance(value, Constant):
-        return np.asarray(value.data)
-    if isinstance(value, Variable):
-        return None
-    return np.asarray(value)
 
 
 def _label_limit(rv, n: int) -> int | None:
@@ -34,7 +26,7 @@ def _label_limit(rv, n: int) -> int | None:
     when it depends on a parameter that is not fixed at model-build time."""
     op = rv.owner.op
     params = op.dist_params(rv.owner)[:-1]  # the last parameter is n
-    values = {name: _constant(value)
+    values = {name: constant_value(value)
               for name, value in zip(op.parameter_names, params, strict=False)}
     try:
         return int(op.prior_class.label_range(n, **values))
