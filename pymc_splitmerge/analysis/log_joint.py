@@ -3,8 +3,10 @@
 The log joint ``log p(c | theta) + log p(x | c, phi)`` (with ``theta`` the partition prior's
 parameters and ``phi`` the component family's hyperparameters, at their sampled values) is a
 label-invariant scalar that shows whether chains reached the same region of the posterior.
-It is evaluated with the model's own pytensor logp terms so that it is the exact quantity
-the samplers target.
+:func:`log_joint_draws` evaluates it with the model's own pytensor logp terms (the exact
+quantity the samplers target); :func:`numeric_log_joint` computes the same numbers with the
+numba kernels, O(n) a draw (what :func:`~pymc_splitmerge.sample` and
+``partition_quantities(model=...)`` use).
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from pymc.model.transform.conditioning import remove_value_transforms
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
 from pymc_splitmerge.distributions import discover
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.steps.base import same_values
 
 try:
     from pytensor.graph.traversal import graph_inputs
 except ImportError:  # pytensor < 2.31
     from pytensor.graph.basic import graph_inputs
 
-__all__ = ["log_joint_draws"]
+__all__ = ["log_joint_draws", "numeric_log_joint"]
 
 
 def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
@@ -68,3 +72,39 @@ def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
 
 def _inputs_of(expression):
     return set(graph_inputs([expression]))
+
+
+def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
+    """Log joint (partition prior + collapsed likelihood) of every draw, with the numba kernels.
+
+    The same quantity as :func:`~pymc_splitmerge.log_joint_draws` (which evaluates the model's
+    pytensor terms, O(n * number of labels) per draw: about 0.3 s a draw at n = 20,000),
+    computed from the numeric prior and family at each draw's hyperparameter values and the
+    cluster statistics of :class:`~pymc_splitmerge.kernels.state.PartitionState` (O(n)).
+
+    Returns
+    -------
+    ndarray of shape (chain, draw)
+    """
+    posterior = compat.get_group(data, "posterior")
+    plain = remove_value_transforms(model)  # value variables = the stored natural values
+    partition_model = discover(plain[var_name], plain)
+    names = [v.name for v in plain.value_vars]
+    missing = [name for name in names if name not in posterior]
+    if missing:
+        raise ValueError(f"the posterior lacks the variables {missing} needed for the log joint")
+    arrays = {name: np.asarray(posterior[name].values) for name in names}
+    n_chains, n_draws = arrays[var_name].shape[:2]
+    out = np.empty((n_chains, n_draws))
+    cached_values, prior, family = None, None, None
+    for chain in range(n_chains):
+        for draw in range(n_draws):
+            point = {name: array[chain, draw] for name, array in arrays.items()}
+            values = partition_model.hyperparameter_values(point)
+            if cached_values is None or not same_values(values, cached_values):
+                prior = partition_model.numeric_prior(point)
+                family = partition_model.numeric_family(point)
+                cached_values = values
+            state = PartitionState(family, partition_model.data, point[var_name])
+            out[chain, draw] = state.log_joint(prior)
+    return out

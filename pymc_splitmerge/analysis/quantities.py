@@ -35,6 +35,7 @@ import xarray as xr
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import as_labels, partition_draws
+from pymc_splitmerge.analysis.log_joint import numeric_log_joint
 from pymc_splitmerge.analysis.metrics import distances_to_reference
 from pymc_splitmerge.analysis.point_estimate import PointEstimate, point_estimate
 from pymc_splitmerge.analysis.similarity import most_uncertain_pairs
@@ -153,7 +154,7 @@ def partition_quantities(
         The model that produced ``data``: the log joint (partition prior + collapsed
         likelihood, the quantity of :func:`~pymc_splitmerge.analysis.log_joint.log_joint_draws`)
         is evaluated from it with the numba kernels
-        (:func:`~pymc_splitmerge.sampling.mcmc.numeric_log_joint`, O(n) a draw).  Give either
+        (:func:`~pymc_splitmerge.analysis.log_joint.numeric_log_joint`, O(n) a draw).  Give either
         ``model`` or ``log_joint``.
     reference : "point_estimate", PointEstimate or labels of shape (n,), optional
         Reference partition for the distance projections (none when omitted).
@@ -177,9 +178,7 @@ def partition_quantities(
                              "DataTree), which holds the sampled hyperparameters")
         # the numba evaluation of the same quantity (O(n) a draw; log_joint_draws evaluates the
         # model's pytensor terms, O(n * number of labels): 45 s instead of 1-2 s for 400 draws
-        # at n = 20,000 on pymc 5); imported here because sampling imports this module
-        from pymc_splitmerge.sampling.mcmc import numeric_log_joint
-
+        # at n = 20,000 on pymc 5)
         log_joint = numeric_log_joint(data, model, var_name)
     coords = {"chain": np.arange(chains), "draw": np.arange(n_draws)}
     if compat.is_datatree(data) or compat.is_inference_data(data) or isinstance(data, xr.Dataset):

@@ -41,16 +41,13 @@ import numpy as np
 import pymc as pm
 import xarray as xr
 from pymc.model import modelcontext
-from pymc.model.transform.conditioning import remove_value_transforms
 from pymc.stats import convergence
 from pymc.stats.convergence import SamplerWarning, WarningType
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
+from pymc_splitmerge.analysis.log_joint import numeric_log_joint
 from pymc_splitmerge.analysis.quantities import DIAGNOSTICS_GROUP, partition_quantities
-from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
-from pymc_splitmerge.kernels.state import PartitionState
-from pymc_splitmerge.steps.base import same_values
 
 __all__ = [
     "CHECKED_QUANTITIES",
@@ -84,50 +81,12 @@ def diagnostics_group_name(var_name: str, partition_names) -> str:
     return DIAGNOSTICS_GROUP if len(partition_names) == 1 else f"{DIAGNOSTICS_GROUP}_{var_name}"
 
 
-def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
-    """Log joint (partition prior + collapsed likelihood) of every draw, with the numba kernels.
-
-    The same quantity as :func:`~pymc_splitmerge.log_joint_draws` (which evaluates the model's
-    pytensor terms, O(n * number of labels) per draw: about 0.3 s a draw at n = 20,000),
-    computed from the numeric prior and family at each draw's hyperparameter values and the
-    cluster statistics of :class:`~pymc_splitmerge.kernels.state.PartitionState` (O(n)).
-
-    Returns
-    -------
-    ndarray of shape (chain, draw)
-    """
-    posterior = compat.get_group(data, "posterior")
-    plain = remove_value_transforms(model)  # value variables = the stored natural values
-    partition_model = discover(plain[var_name], plain)
-    names = [v.name for v in plain.value_vars]
-    missing = [name for name in names if name not in posterior]
-    if missing:
-        raise ValueError(f"the posterior lacks the variables {missing} needed for the log joint")
-    arrays = {name: np.asarray(posterior[name].values) for name in names}
-    n_chains, n_draws = arrays[var_name].shape[:2]
-    out = np.empty((n_chains, n_draws))
-    cached_values, prior, family = None, None, None
-    for chain in range(n_chains):
-        for draw in range(n_draws):
-            point = {name: array[chain, draw] for name, array in arrays.items()}
-            values = partition_model.hyperparameter_values(point)
-            if cached_values is None or not same_values(values, cached_values):
-                prior = partition_model.numeric_prior(point)
-                family = partition_model.numeric_family(point)
-                cached_values = values
-            state = PartitionState(family, partition_model.data, point[var_name])
-            out[chain, draw] = state.log_joint(prior)
-    return out
-
-
 def _without_variables(data, names):
     """A light container with the posterior minus ``names`` (and sample_stats), no copies."""
     groups = {"posterior": compat.get_group(data, "posterior").drop_vars(names)}
     if compat.has_group(data, "sample_stats"):
         groups["sample_stats"] = compat.get_group(data, "sample_stats")
-    if compat.is_inference_data(data):
-        return compat._arviz().InferenceData(**groups)
-    return xr.DataTree.from_dict(groups)
+    return compat.from_groups(groups, inference_data=compat.is_inference_data(data))
 
 
 def _quantity_rows(dataset: xr.Dataset):
@@ -243,7 +202,7 @@ def _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs=N
         n = posterior[var_name].shape[-1]
         defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
         if "model" not in options and "log_joint" not in options:
-            defaults["log_joint"] = numeric_log_joint(result, model, var_name)
+            defaults["model"] = model  # the log joint, with the numba kernels
         dataset = partition_quantities(result, var_name, **{**defaults, **options})
         compat.add_group(result, diagnostics_group_name(var_name, partition_names), dataset)
 
