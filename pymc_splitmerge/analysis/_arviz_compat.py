@@ -21,6 +21,7 @@ __all__ = [
     "ARVIZ_MAJOR",
     "add_group",
     "ess",
+    "from_groups",
     "get_group",
     "group_names",
     "has_group",
@@ -112,6 +113,16 @@ def get_group(data, name: str = "posterior") -> xr.Dataset:
         "expected an arviz.InferenceData, an xarray.DataTree or an xarray.Dataset, "
         f"got {type(data).__name__}"
     )
+
+
+def from_groups(groups: dict[str, xr.Dataset], inference_data: bool | None = None):
+    """A container of ``groups`` (name -> Dataset, not copied): an ArviZ 0.x ``InferenceData``
+    if ``inference_data`` (default: with ArviZ 0.x), else an ``xarray.DataTree``."""
+    if inference_data is None:
+        inference_data = ARVIZ_MAJOR < 1
+    if inference_data:
+        return _arviz().InferenceData(**groups)
+    return xr.DataTree.from_dict(groups)
 
 
 def add_group(data, name: str, dataset: xr.Dataset, overwrite: bool = True):

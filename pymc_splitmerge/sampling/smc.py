@@ -35,7 +35,7 @@ import pandas as pd
 import pymc as pm
 import xarray as xr
 
-from pymc_splitmerge.analysis._arviz_compat import ARVIZ_MAJOR, get_group
+from pymc_splitmerge.analysis._arviz_compat import from_groups, get_group
 from pymc_splitmerge.distributions.discovery import discover
 from pymc_splitmerge.distributions.mixture import observed_value
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
@@ -75,14 +75,6 @@ def _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, 
             f"order must be None (data order), 'random' or a permutation of the points; "
             f"got {order!r}")
     smc_kernel._check_run_arguments(draws, rejuvenation, ess_threshold, resampling, anneal)
-
-
-def _container(groups: dict[str, xr.Dataset]):
-    if ARVIZ_MAJOR >= 1:
-        return xr.DataTree.from_dict({name: xr.DataTree(ds) for name, ds in groups.items()})
-    import arviz as az
-
-    return az.InferenceData(**groups)
 
 
 def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
@@ -249,8 +241,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     observed_name = described.observed_var.name
     observed_data = xr.Dataset({observed_name: (
         tuple(f"{observed_name}_dim_{d}" for d in range(observed_array.ndim)), observed_array)})
-    return _container({"posterior": posterior, "sample_stats": sample_stats,
-                       "observed_data": observed_data})
+    return from_groups({"posterior": posterior, "sample_stats": sample_stats,
+                        "observed_data": observed_data})
 
 
 class _ChainTask(NamedTuple):
