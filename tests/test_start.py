@@ -41,6 +41,8 @@ def _blobs(n, seed=0, centres=((-10.0, 0.0), (10.0, 0.0), (0.0, 15.0))):
 def _partition(name, prior, n):
     if prior == "dp":
         return psm.DirichletProcess(name, alpha=1.0, n=n)
+    if prior == "dp-many":  # many clusters a priori: merges often rejected
+        return psm.DirichletProcess(name, alpha=20.0, n=n)
     if prior == "py":
         return psm.PitmanYor(name, alpha=1.0, discount=0.3, n=n)
     if prior == "finite":
@@ -267,62 +269,150 @@ def test_clear_errors():
 
 
 # ------------------------------------------------------------------ compiled stage 1
-class _RowRng:
-    """Feeds the Python SAMS move the rows the compiled loop reads: ``random(2 n)`` starts the
-    next row, ``random()`` (the Metropolis uniform) is its last entry."""
+class _LazyRng:
+    """Feeds the Python SAMS move the uniforms the compiled loop draws, in its order, from
+    numba's generator law (the legacy ``RandomState``: the same Mersenne Twister and seeding):
+    at ``random(2 n)`` the two anchor uniforms, the Metropolis uniform (kept for ``random()``)
+    and, unless the merge is settled early, the ``2 |S|`` proposal uniforms."""
 
-    def __init__(self, rows):
-        self.rows = rows
-        self.index = -1
+    def __init__(self, seed, state, tables, surely_rejected):
+        self.stream = np.random.RandomState(seed)
+        self.state, self.tables, self.surely_rejected = state, tables, surely_rejected
+        self.metropolis = np.nan
+        self.settled_early = 0
 
     def random(self, size=None):
+        from pymc_splitmerge.kernels.anchors import uniform_anchors
+
         if size is None:
-            return float(self.rows[self.index, -1])
-        self.index += 1
-        return self.rows[self.index, :size].copy()
+            return self.metropolis
+        n = size // 2
+        uniforms = np.full(size, 0.5)
+        uniforms[size - 2:] = self.stream.random_sample(2)
+        anchors = np.empty(2, dtype=np.int64)
+        uniform_anchors.py_func(n, uniforms[size - 2:], anchors)
+        self.metropolis = self.stream.random_sample()
+        labels, sizes = self.state.partition.labels, self.state.partition.sizes
+        slot_i, slot_j = labels[anchors[0]], labels[anchors[1]]
+        if slot_i == slot_j:
+            size_s = sizes[slot_i] - 2
+        elif self.surely_rejected(self.state.model, self.state.partition, self.tables,
+                                  anchors[0], anchors[1], self.metropolis):
+            self.settled_early += 1
+            return uniforms
+        else:
+            size_s = sizes[slot_i] + sizes[slot_j] - 2
+        uniforms[:2 * size_s] = self.stream.random_sample(2 * size_s)
+        return uniforms
+
+
+def _stage_one_setup(prior, n=60, seed=3, family=NIW, raw=None):
+    from pymc_splitmerge.kernels.state import PriorTables
+
+    y = _blobs(n, seed=seed)[0] if raw is None else raw
+    model = _model(y, prior, family)
+    point = model.initial_point()
+    partition_model = psm.distributions.discover(model["z"], model)
+    numeric_prior = partition_model.numeric_prior(point)
+    numeric_family = partition_model.numeric_family(point)
+    tables = PriorTables(*numeric_prior.tables(len(y)))
+    return numeric_family, partition_model.data, numeric_prior, tables
 
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
 def test_compiled_sams_updates_match_the_python_move(prior):
-    from pymc_splitmerge.kernels.sams import _sams_updates, build_sams_move
-    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+    """The compiled stage-1 loop is the Python SAMS move (``build_sams_move()``) applied as
+    many times, given the same uniforms, merges settled early included."""
+    from pymc_splitmerge.kernels.sams import _sams_updates, build_sams_move, merge_surely_rejected
+    from pymc_splitmerge.kernels.state import PartitionState
 
-    y, _ = _blobs(60, seed=3)
-    model = _model(y, prior)
-    point = model.initial_point()
-    partition_model = psm.distributions.discover(model["z"], model)
-    numeric_prior = partition_model.numeric_prior(point)
-    family = partition_model.numeric_family(point)
-    x = partition_model.data
-    tables = PriorTables(*numeric_prior.tables(len(y)))
-    rows = np.random.default_rng(11).random((300, 2 * len(y) + 1))
-    start = np.zeros(len(y), dtype=np.int64)
+    family, x, numeric_prior, tables = _stage_one_setup(prior)
+    start = np.zeros(x.shape[0], dtype=np.int64)
     compiled = PartitionState(family, x, start)
-    accepted = _sams_updates(compiled.model, compiled.partition, tables, rows)
+    accepted = _sams_updates(compiled.model, compiled.partition, tables, 300, 11)
     plain = PartitionState(family, x, start)
-    move, fake = build_sams_move(), _RowRng(rows)
+    move = build_sams_move()
+    fake = _LazyRng(11, plain, tables, merge_surely_rejected.py_func)
     accepted_plain = sum(move(plain.model, plain.partition, tables, fake).accepted
-                         for _ in range(rows.shape[0]))
+                         for _ in range(300))
     assert accepted == accepted_plain > 0
+    assert fake.settled_early > 50  # the early rejection did decide updates
     np.testing.assert_array_equal(compiled.slot_labels, plain.slot_labels)
     np.testing.assert_allclose(compiled.log_joint(numeric_prior), plain.log_joint(numeric_prior))
 
 
-def test_sams_updates_do_not_depend_on_the_block_size():
-    from pymc_splitmerge.kernels.sams import sams_updates
-    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+def _wrong_early_rejections(surely_rejected, prior, family=NIW, raw=None, trials=1500):
+    """Over random partitions, anchor pairs in different clusters, orders and uniforms:
+    (times ``surely_rejected`` said the merge is rejected, times the full SAMS proposal then
+    accepted it with the same uniform)."""
+    from pymc_splitmerge.kernels.sams import sams_proposal_core
+    from pymc_splitmerge.kernels.splitmerge_common import metropolis_accepts
+    from pymc_splitmerge.kernels.state import PartitionState
 
-    y, _ = _blobs(40, seed=4)
-    model = _model(y)
-    point = model.initial_point()
-    partition_model = psm.distributions.discover(model["z"], model)
-    family = partition_model.numeric_family(point)
-    tables = PriorTables(*partition_model.numeric_prior(point).tables(len(y)))
-    labels = []
-    for block in (1, 7, 64):
-        state = PartitionState(family, partition_model.data, np.zeros(len(y), dtype=np.int64))
-        sams_updates(state.model, state.partition, tables, 50, np.random.default_rng(3),
-                     block=block)
-        labels.append(state.slot_labels.copy())
-    np.testing.assert_array_equal(labels[0], labels[1])
-    np.testing.assert_array_equal(labels[0], labels[2])
+    numeric_family, x, numeric_prior, tables = _stage_one_setup(prior, n=12, seed=5,
+                                                                family=family, raw=raw)
+    n = x.shape[0]
+    rng = np.random.default_rng(0)
+    said, wrong = 0, 0
+    for _ in range(trials):
+        labels = rng.integers(0, rng.integers(2, 5), size=n)
+        anchor_i, anchor_j = rng.choice(n, size=2, replace=False)
+        if labels[anchor_i] == labels[anchor_j]:
+            continue
+        state = PartitionState(numeric_family, x, labels)
+        if not np.isfinite(state.log_joint(numeric_prior)):
+            continue
+        # uniforms near 1 as well as spread out, to probe the bound's edge
+        uniform = rng.random() ** rng.choice([1.0, 0.05, 0.001])
+        if not surely_rejected(state.model, state.partition, tables, anchor_i, anchor_j,
+                               uniform):
+            continue
+        said += 1
+        _, log_ratio, _, _ = sams_proposal_core(state.model, state.partition, tables,
+                                                anchor_i, anchor_j, rng.random(2 * n), False)
+        wrong += bool(metropolis_accepts.py_func(log_ratio, uniform))
+    return said, wrong
+
+
+@pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
+def test_early_merge_rejection_never_rejects_what_the_full_proposal_accepts(prior):
+    from pymc_splitmerge.kernels.sams import merge_surely_rejected
+
+    said, wrong = _wrong_early_rejections(merge_surely_rejected, prior)
+    assert said > 100
+    assert wrong == 0
+
+
+@pytest.mark.parametrize("family, raw", _family_cases())
+def test_early_merge_rejection_for_every_registered_family(family, raw):
+    from pymc_splitmerge.kernels.sams import merge_surely_rejected
+
+    if type(family).__name__ == "GammaPoisson":
+        # its example rows share one rate per column, so every merge wins: add rows with the
+        # columns' rates reversed, so that some merges lose
+        raw = np.vstack([raw, raw[:, ::-1]])
+    said, wrong = _wrong_early_rejections(merge_surely_rejected, "dp-many", family, raw,
+                                          trials=600)
+    assert said > 0
+    assert wrong == 0
+
+
+def test_early_merge_rejection_negative_control():
+    """A bound that leaves out the prior's split weight (a plausible slip) is caught."""
+    from pymc_splitmerge.components import dispatch
+
+    def without_prior(model, partition, tables, anchor_i, anchor_j, uniform):
+        family_id, params, x = model
+        labels, stats = partition.labels, partition.stats
+        slot_i, slot_j = labels[anchor_i], labels[anchor_j]
+        merged = partition.empty_row.copy()
+        for k in np.flatnonzero((labels == slot_i) | (labels == slot_j)):
+            dispatch.add_point(family_id, params, merged, x[k])
+        bound = (dispatch.log_marginal(family_id, params, merged)
+                 - dispatch.log_marginal(family_id, params, stats[slot_i])
+                 - dispatch.log_marginal(family_id, params, stats[slot_j]))
+        return bool(np.log(uniform) > bound)
+
+    said, wrong = _wrong_early_rejections(without_prior, "dp")
+    assert said > 100
+    assert wrong > 0
