@@ -159,3 +159,63 @@ def test_hooks_can_be_removed_and_reinstalled():
         psm.install_pymc_sample_hooks()  # idempotent
     assert pymc_mcmc.make_initial_point_fns_per_chain is hooks.make_initial_point_fns_per_chain
     assert not hasattr(pymc_mcmc.assign_step_methods.__wrapped__, "__wrapped__")
+
+
+def _model_with_discrete_extra():
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=N)
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=DATA)
+        pm.Poisson("k", 3.0)
+    return model
+
+
+@pytest.mark.parametrize("case", ["fixed alpha, no step", "fixed alpha, SAMS step",
+                                  "gamma alpha, SAMS step", "gamma alpha, both steps",
+                                  "discrete extra, SAMS step", "discrete extra, no step",
+                                  "continuous only, no step"])
+def test_step_assignment_is_pymcs_and_skips_the_joint_logp_only_when_unused(case, monkeypatch):
+    # the wrapped assign_step_methods makes PyMC's own choice (same steps, same variables)
+    # and builds the joint logp graph only when a continuous variable is left to PyMC
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    if case.startswith("fixed"):
+        model = _model("py")
+    elif case.startswith("gamma"):
+        model = _model("dp")
+    elif case.startswith("discrete"):
+        model = _model_with_discrete_extra()
+    else:
+        with pm.Model() as model:
+            pm.Normal("x", 0.0, 1.0)
+    with model:
+        if "both steps" in case:
+            step = [psm.SAMSStep(model["z"]), psm.ConcentrationGibbs(model["alpha"])]
+        elif "SAMS step" in case:
+            step = psm.SAMSStep(model["z"])
+        else:
+            step = None
+    with model:  # (the package's competences need the model context, see the module doc)
+        pymc_provided, pymc_selected = pymc_mcmc.assign_step_methods.__wrapped__(model, step)
+    logp_calls = []
+    logp = type(model).logp
+    monkeypatch.setattr(type(model), "logp", lambda self, *a, **k: (logp_calls.append(1),
+                                                                     logp(self, *a, **k))[1])
+    provided, selected = pymc_mcmc.assign_step_methods(model, step)
+    assert provided == pymc_provided
+    assert selected == pymc_selected
+    needs_logp = case.startswith(("gamma alpha, SAMS", "continuous"))
+    assert bool(logp_calls) == needs_logp
+
+
+def test_invalid_steps_still_get_pymcs_errors():
+    model = _model("py")
+    with model:
+        step = psm.SAMSStep(model["z"])
+    with pytest.raises(ValueError, match="not initialized"):
+        _sample(model, None, step=[psm.SAMSStep])
+    with pytest.raises(ValueError, match="Step should be a Step"):
+        _sample(model, None, step=step.step)
+    other = _model("finite")
+    with pytest.raises(ValueError, match="not a value variable in the model"):
+        _sample(other, None, step=step)
