@@ -14,9 +14,12 @@ Tiny data only: the speed is measured by ``benchmarks/scale.py --vi``.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pymc as pm
 import pytest
+from conftest import PRIORS, PROBLEMS, chain_draws, one_step_draws
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.components import registry
@@ -28,6 +31,7 @@ from pymc_splitmerge.priors import (
     PitmanYorPrior,
     ShiftedPoisson,
 )
+from pymc_splitmerge.testing import assert_partition_gof
 
 NIW = psm.NormalInverseWishart(mu0=np.zeros(2), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
 
@@ -269,43 +273,6 @@ def test_clear_errors():
 
 
 # ------------------------------------------------------------------ compiled stage 1
-class _LazyRng:
-    """Feeds the Python SAMS move the uniforms the compiled loop draws, in its order, from
-    numba's generator law (the legacy ``RandomState``: the same Mersenne Twister and seeding):
-    at ``random(2 n)`` the two anchor uniforms, the Metropolis uniform (kept for ``random()``)
-    and, unless the merge is settled early, the ``2 |S|`` proposal uniforms."""
-
-    def __init__(self, seed, state, tables, surely_rejected):
-        self.stream = np.random.RandomState(seed)
-        self.state, self.tables, self.surely_rejected = state, tables, surely_rejected
-        self.metropolis = np.nan
-        self.settled_early = 0
-
-    def random(self, size=None):
-        from pymc_splitmerge.kernels.anchors import uniform_anchors
-
-        if size is None:
-            return self.metropolis
-        n = size // 2
-        uniforms = np.full(size, 0.5)
-        uniforms[size - 2:] = self.stream.random_sample(2)
-        anchors = np.empty(2, dtype=np.int64)
-        uniform_anchors.py_func(n, uniforms[size - 2:], anchors)
-        self.metropolis = self.stream.random_sample()
-        labels, sizes = self.state.partition.labels, self.state.partition.sizes
-        slot_i, slot_j = labels[anchors[0]], labels[anchors[1]]
-        if slot_i == slot_j:
-            size_s = sizes[slot_i] - 2
-        elif self.surely_rejected(self.state.model, self.state.partition, self.tables,
-                                  anchors[0], anchors[1], self.metropolis):
-            self.settled_early += 1
-            return uniforms
-        else:
-            size_s = sizes[slot_i] + sizes[slot_j] - 2
-        uniforms[:2 * size_s] = self.stream.random_sample(2 * size_s)
-        return uniforms
-
-
 def _stage_one_setup(prior, n=60, seed=3, family=NIW, raw=None):
     from pymc_splitmerge.kernels.state import PriorTables
 
@@ -320,25 +287,61 @@ def _stage_one_setup(prior, n=60, seed=3, family=NIW, raw=None):
 
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])
-def test_compiled_sams_updates_match_the_python_move(prior):
-    """The compiled stage-1 loop is the Python SAMS move (``build_sams_move()``) applied as
-    many times, given the same uniforms, merges settled early included."""
-    from pymc_splitmerge.kernels.sams import _sams_updates, build_sams_move, merge_surely_rejected
+def test_compiled_stage_one_matches_the_composed_reference(prior):
+    """The compiled cluster-anchor loop is its Python twin (same uniforms, same decisions,
+    merges settled early included)."""
+    from pymc_splitmerge.kernels.sams import _sams_updates
     from pymc_splitmerge.kernels.state import PartitionState
+    from pymc_splitmerge.testing.kernel_references import composed_cluster_sams_updates
 
     family, x, numeric_prior, tables = _stage_one_setup(prior)
     start = np.zeros(x.shape[0], dtype=np.int64)
     compiled = PartitionState(family, x, start)
     accepted = _sams_updates(compiled.model, compiled.partition, tables, 300, 11)
     plain = PartitionState(family, x, start)
-    move = build_sams_move()
-    fake = _LazyRng(11, plain, tables, merge_surely_rejected.py_func)
-    accepted_plain = sum(move(plain.model, plain.partition, tables, fake).accepted
-                         for _ in range(300))
-    assert accepted == accepted_plain > 0
-    assert fake.settled_early > 50  # the early rejection did decide updates
+    accepted_plain = composed_cluster_sams_updates(plain.model, plain.partition, tables, 300, 11)
+    assert accepted == accepted_plain > 3
     np.testing.assert_array_equal(compiled.slot_labels, plain.slot_labels)
     np.testing.assert_allclose(compiled.log_joint(numeric_prior), plain.log_joint(numeric_prior))
+    compiled.check()
+
+
+def _cluster_sams(state, log_v_table, log_w_table, rng, anchor_correction=True):
+    from pymc_splitmerge.kernels.rng import numba_seed_from
+    from pymc_splitmerge.kernels.sams import _sams_updates
+    from pymc_splitmerge.kernels.state import PriorTables
+
+    _sams_updates(state.model, state.partition, PriorTables(log_v_table, log_w_table), 1,
+                  numba_seed_from(rng), anchor_correction)
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_stage_one_one_step_invariance(name, problem):
+    """Cluster-anchor SAMS (stage 1) leaves the exact posterior invariant."""
+    rng = np.random.default_rng([31, len(name), len(problem)])
+    family, x = PROBLEMS[problem]()
+    samples, exact = one_step_draws(_cluster_sams, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+@pytest.mark.parametrize(("name", "problem"), [("dp", "niw"), ("py", "bernoulli"),
+                                               ("mfm", "niw")])
+def test_stage_one_long_chain_matches_exact_posterior(name, problem):
+    rng = np.random.default_rng([32, len(name), len(problem)])
+    family, x = PROBLEMS[problem]()
+    samples, exact = chain_draws(_cluster_sams, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+def test_stage_one_without_the_anchor_law_term_is_rejected():
+    """Negative control: the same chain without the anchor-law ratio is not invariant."""
+    rng = np.random.default_rng([33, 1])
+    family, x = PROBLEMS["niw"]()
+    samples, exact = chain_draws(partial(_cluster_sams, anchor_correction=False),
+                                 PRIORS["dp"], family, x, 3000, rng)
+    with pytest.raises(AssertionError):
+        assert_partition_gof(samples, exact)
 
 
 def _wrong_early_rejections(surely_rejected, prior, family=NIW, raw=None, trials=1500):
@@ -362,15 +365,17 @@ def _wrong_early_rejections(surely_rejected, prior, family=NIW, raw=None, trials
         state = PartitionState(numeric_family, x, labels)
         if not np.isfinite(state.log_joint(numeric_prior)):
             continue
-        # uniforms near 1 as well as spread out, to probe the bound's edge
+        # uniforms near 1 as well as spread out, to probe the bound's edge; an anchor-law
+        # log ratio added to the acceptance ratio half of the time
         uniform = rng.random() ** rng.choice([1.0, 0.05, 0.001])
+        log_offset = rng.uniform(-3.0, 3.0) if rng.random() < 0.5 else 0.0
         if not surely_rejected(state.model, state.partition, tables, anchor_i, anchor_j,
-                               uniform):
+                               log_offset, uniform):
             continue
         said += 1
         _, log_ratio, _, _ = sams_proposal_core(state.model, state.partition, tables,
                                                 anchor_i, anchor_j, rng.random(2 * n), False)
-        wrong += bool(metropolis_accepts.py_func(log_ratio, uniform))
+        wrong += bool(metropolis_accepts.py_func(log_ratio + log_offset, uniform))
     return said, wrong
 
 
@@ -379,7 +384,7 @@ def test_early_merge_rejection_never_rejects_what_the_full_proposal_accepts(prio
     from pymc_splitmerge.kernels.sams import merge_surely_rejected
 
     said, wrong = _wrong_early_rejections(merge_surely_rejected, prior)
-    assert said > 100
+    assert said > 50
     assert wrong == 0
 
 
@@ -393,7 +398,7 @@ def test_early_merge_rejection_for_every_registered_family(family, raw):
         raw = np.vstack([raw, raw[:, ::-1]])
     said, wrong = _wrong_early_rejections(merge_surely_rejected, "dp-many", family, raw,
                                           trials=600)
-    assert said > 0
+    assert said > 50
     assert wrong == 0
 
 
@@ -401,7 +406,7 @@ def test_early_merge_rejection_negative_control():
     """A bound that leaves out the prior's split weight (a plausible slip) is caught."""
     from pymc_splitmerge.components import dispatch
 
-    def without_prior(model, partition, tables, anchor_i, anchor_j, uniform):
+    def without_prior(model, partition, tables, anchor_i, anchor_j, log_offset, uniform):
         family_id, params, x = model
         labels, stats = partition.labels, partition.stats
         slot_i, slot_j = labels[anchor_i], labels[anchor_j]
@@ -410,7 +415,7 @@ def test_early_merge_rejection_negative_control():
             dispatch.add_point(family_id, params, merged, x[k])
         bound = (dispatch.log_marginal(family_id, params, merged)
                  - dispatch.log_marginal(family_id, params, stats[slot_i])
-                 - dispatch.log_marginal(family_id, params, stats[slot_j]))
+                 - dispatch.log_marginal(family_id, params, stats[slot_j]) + log_offset)
         return bool(np.log(uniform) > bound)
 
     said, wrong = _wrong_early_rejections(without_prior, "dp")

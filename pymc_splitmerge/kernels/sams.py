@@ -327,16 +327,17 @@ _EARLY_REJECTION_MARGIN = 1e-8
 
 
 @numba.njit(cache=True)
-def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, uniform):
+def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offset, uniform):
     """Whether the SAMS merge of the anchors' (different) clusters is rejected whatever the
     order of its reverse split (early rejection).
 
-    The merge's log acceptance ratio is ``log q(c | c_merge) + log pi(c_merge) - log pi(c)``
-    with ``log q <= 0`` (a probability), so ``log pi(c_merge) - log pi(c)`` bounds it from
-    above.  When ``log(uniform)`` exceeds the bound (plus a margin for rounding), the full
-    proposal would reject with the same uniform: the decision is the same, and the forced
-    sequential allocation (two predictive densities per point) is skipped.  Costs one pass
-    adding the two clusters' points into merged statistics.
+    The merge's log acceptance ratio is ``log q(c | c_merge) + log pi(c_merge) - log pi(c)
+    + log_offset`` (``log_offset``: the log ratio of the anchor laws, 0 for uniform anchors)
+    with ``log q <= 0`` (a probability), so the rest bounds it from above.  When
+    ``log(uniform)`` exceeds the bound (plus a margin for rounding), the full proposal would
+    reject with the same uniform: the decision is the same, and the forced sequential
+    allocation (two predictive densities per point) is skipped.  Costs one pass adding the
+    two clusters' points into merged statistics.
 
     Parameters
     ----------
@@ -345,6 +346,8 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, uniform)
     tables : PriorTables
     anchor_i, anchor_j : int
         Anchors in different clusters.
+    log_offset : float
+        Added to the log acceptance ratio by the caller (anchor-law ratio).
     uniform : float
         The Metropolis uniform of the update.
 
@@ -368,52 +371,121 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, uniform)
     log_merged = dispatch.log_marginal(family_id, params, merged)
     log_a = dispatch.log_marginal(family_id, params, stats[slot_i])
     log_b = dispatch.log_marginal(family_id, params, stats[slot_j])
-    bound = log_merged - log_prior - log_a - log_b
+    bound = log_merged - log_prior - log_a - log_b + log_offset
     if not bound < 0.0:  # (nan too: leave it to the full proposal)
         return False
     margin = _EARLY_REJECTION_MARGIN * (1.0 + abs(log_merged) + abs(log_prior) + abs(log_a)
-                                        + abs(log_b))
+                                        + abs(log_b) + abs(log_offset))
     return math.log(uniform) > bound + margin
 
 
 @numba.njit(cache=True)
-def _sams_updates(model, partition, tables, n_updates, seed):
-    """``n_updates`` SAMS Metropolis–Hastings updates in one compiled call (uniform anchors,
-    no Gibbs sweep): the law of ``kernels.sams.build_sams_move()`` applied as many times,
-    without a Python round trip per update.
+def _member(labels, slot, rank):
+    """The ``rank``-th point (in increasing order, from 0) of cluster ``slot``."""
+    count = 0
+    for k in range(labels.shape[0]):
+        if labels[k] == slot:
+            if count == rank:
+                return k
+            count += 1
+    return -1
 
-    The uniforms come from numba's generator, seeded here with ``seed``, drawn as each
-    update needs them: the two anchor uniforms (``uniforms[2 n - 2:]`` of
-    ``kernels.sams._sams_proposal``), the Metropolis uniform, then, unless the update is a
-    merge :func:`merge_surely_rejected` settles, the ``2 |S|`` uniforms of the proposal
-    (``uniforms[:2 |S|]``: order, then allocation).  Drawing only those (not ``2 n + 1``
-    per update) and the early rejection made 2,000 updates on 2,000 points ~3x cheaper
-    (``docs/benchmarks.md``).  Returns the number of accepted updates."""
+
+@numba.njit(cache=True)
+def _log_split_type_probability(n_clusters):
+    """Log probability that a cluster-anchor update is split-type from ``n_clusters``
+    clusters: 1/2, or 1 from a single cluster (no pair of clusters to merge)."""
+    return 0.0 if n_clusters == 1 else -math.log(2.0)
+
+
+@numba.njit(cache=True)
+def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=True):
+    """``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
+    sweep), in one compiled call, from numba's generator seeded here with ``seed``.
+
+    Uniform anchors (Dahl 2003) propose to split a cluster of ``m`` of the ``n`` points only
+    ``(m / n)^2`` of the time: a small cluster merged with another, or a small pair split
+    apart, can wait thousands of updates.  Here each update first picks its kind:
+
+    * split-type (probability 1/2, or 1 from a single cluster): a cluster uniformly among the
+      ``K``, then an ordered pair of distinct anchors uniformly among its ``m`` points
+      (clusters of one point: no move);
+    * merge-type (probability 1/2): an ordered pair of distinct clusters uniformly, then one
+      anchor uniformly in each.
+
+    Given the anchors, the proposal is SAMS's (:func:`sams_proposal_core`: sequential
+    allocation in a uniform order, the forced reverse split for a merge).  The anchor law
+    now depends on the partition, so the log acceptance ratio gains the log ratio of the
+    reverse to the forward anchor probability: for a split of a cluster of ``m`` into
+    ``m_A + m_B`` from ``K`` clusters
+
+    .. math::
+
+        \\log\frac{t_m(K+1)}{t_s(K)} + \\log\frac{m (m - 1)}{(K + 1)\\, m_A m_B},
+
+    and its negative (with ``K`` the merged count plus one) for the merge, ``t_s, t_m`` the
+    kind probabilities.  So the chain leaves the posterior invariant, as uniform-anchor SAMS
+    does (tested by enumeration); ``anchor_correction=False`` (negative control) drops the
+    term.  Merges are settled early where :func:`merge_surely_rejected` can.
+
+    Uniforms, in order, per update: the kind; for a split-type the cluster, then two for the
+    anchors (``kernels.anchors.uniform_anchors`` over its points); for a merge-type two for
+    the clusters (``uniform_anchors`` over the ``K``), then one per anchor; the Metropolis
+    uniform; then, unless the update ended early, the ``2 |S|`` uniforms of the proposal
+    (order, then allocation).  Returns the number of accepted updates.
+    """
     np.random.seed(seed)
     n = model.x.shape[0]
-    labels, sizes = partition.labels, partition.sizes
+    labels, sizes, active = partition.labels, partition.sizes, partition.active
     uniforms = np.empty(2 * n, dtype=np.float64)
-    anchors = np.empty(2, dtype=np.int64)
+    pair = np.empty(2, dtype=np.int64)
     accepted = 0
     for _ in range(n_updates):
-        uniforms[2 * n - 2] = np.random.random()
-        uniforms[2 * n - 1] = np.random.random()
-        uniform_anchors(n, uniforms[2 * n - 2:], anchors)
-        metropolis_uniform = np.random.random()
-        slot_i = labels[anchors[0]]
-        slot_j = labels[anchors[1]]
-        if slot_i == slot_j:
-            size_s = sizes[slot_i] - 2
-        elif merge_surely_rejected(model, partition, tables, anchors[0], anchors[1],
-                                   metropolis_uniform):
-            continue
+        k = partition.cluster_count[0]
+        split_type = k == 1 or np.random.random() < 0.5
+        if split_type:
+            slot = active[int(np.random.random() * k)]
+            m = sizes[slot]
+            uniforms[0] = np.random.random()
+            uniforms[1] = np.random.random()
+            if m < 2:
+                continue
+            uniform_anchors(m, uniforms[:2], pair)
+            anchor_i = _member(labels, slot, pair[0])
+            anchor_j = _member(labels, slot, pair[1])
         else:
-            size_s = sizes[slot_i] + sizes[slot_j] - 2
+            uniforms[0] = np.random.random()
+            uniforms[1] = np.random.random()
+            uniform_anchors(k, uniforms[:2], pair)
+            slot_a = active[pair[0]]
+            slot_b = active[pair[1]]
+            size_a = sizes[slot_a]
+            size_b = sizes[slot_b]
+            anchor_i = _member(labels, slot_a, int(np.random.random() * size_a))
+            anchor_j = _member(labels, slot_b, int(np.random.random() * size_b))
+            m = size_a + size_b
+        metropolis_uniform = np.random.random()
+        log_offset = 0.0
+        if not split_type:
+            if anchor_correction:
+                log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
+                              + math.log(k) + math.log(size_a) + math.log(size_b)
+                              - math.log(m) - math.log(m - 1))
+            if merge_surely_rejected(model, partition, tables, anchor_i, anchor_j,
+                                     log_offset, metropolis_uniform):
+                continue
+        size_s = m - 2
         for t in range(2 * size_s):
             uniforms[t] = np.random.random()
         _, log_ratio, moving, target = sams_proposal_core(
-            model, partition, tables, anchors[0], anchors[1], uniforms, False)
-        if not metropolis_accepts(log_ratio, metropolis_uniform):
+            model, partition, tables, anchor_i, anchor_j, uniforms, False)
+        if split_type and anchor_correction:
+            size_a = moving.shape[0]
+            size_b = m - size_a
+            log_offset = (-math.log(2.0) - _log_split_type_probability(k)
+                          + math.log(m) + math.log(m - 1) - math.log(k + 1)
+                          - math.log(size_a) - math.log(size_b))
+        if not metropolis_accepts(log_ratio + log_offset, metropolis_uniform):
             continue
         apply_proposal(model, partition, moving, target)
         accepted += 1
@@ -421,7 +493,7 @@ def _sams_updates(model, partition, tables, n_updates, seed):
 
 
 def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Generator) -> int:
-    """``n_updates`` SAMS updates (uniform anchors, no Gibbs sweep) of ``partition`` in place,
+    """``n_updates`` cluster-anchor SAMS updates (no Gibbs sweep) of ``partition`` in place,
     compiled (:func:`_sams_updates`, numba's generator seeded from ``rng`` by one draw,
     ``kernels.rng.numba_seed_from``); returns the number accepted.  Needs ``n >= 2``
     points."""

@@ -2,8 +2,10 @@
 
 Each function recomputes a quantity of a numba kernel from complete log EPPFs / log
 marginals, sharing no code with the kernel (scikit-learn's "fast code against naive code").
-The exception is :func:`composed_gibbs_sweeps`, the unfused Gibbs sweep built from the
-kernels' own primitives, which judges the fused sweep move for move.
+The exceptions are :func:`composed_gibbs_sweeps`, the unfused Gibbs sweep built from the
+kernels' own primitives, which judges the fused sweep move for move, and
+:func:`composed_cluster_sams_updates`, the cluster-anchor SAMS loop of the split-merge
+start written out in Python over the SAMS proposal.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pymc_splitmerge.kernels.gibbs import SCANS, _join_and_new_log_weights, _pri
 from pymc_splitmerge.kernels.state import assign_point, unassign_point
 
 __all__ = [
+    "composed_cluster_sams_updates",
     "composed_gibbs_sweeps",
     "reference_arm_run",
     "reference_gibbs_sweep",
@@ -410,3 +413,63 @@ def composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan)
             assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
                          cluster_count)
     return n_changed, n_evaluations
+
+
+def composed_cluster_sams_updates(model, partition, tables, n_updates: int, seed: int) -> int:
+    """Plain-Python twin of ``kernels.sams._sams_updates`` (cluster anchors): the anchor law
+    and its log ratio written out here, the proposal from ``sams_proposal_core`` and
+    ``merge_surely_rejected`` (each tested on its own), the uniforms in the same order from
+    ``np.random.RandomState(seed)`` (numba's generator: the same Mersenne Twister and
+    seeding).  Updates ``partition`` in place; returns the number accepted."""
+    import math
+
+    from pymc_splitmerge.kernels.anchors import uniform_anchors
+    from pymc_splitmerge.kernels.sams import merge_surely_rejected, sams_proposal_core
+    from pymc_splitmerge.kernels.splitmerge_common import apply_proposal, metropolis_accepts
+
+    stream = np.random.RandomState(seed)
+    labels, active = partition.labels, partition.active
+    pair = np.empty(2, dtype=np.int64)
+    accepted = 0
+    for _ in range(n_updates):
+        k = int(partition.cluster_count[0])
+        split_type = k == 1 or stream.random_sample() < 0.5
+        if split_type:
+            slot = active[int(stream.random_sample() * k)]
+            members = np.flatnonzero(labels == slot)
+            first_two = stream.random_sample(2)
+            if members.size < 2:
+                continue
+            uniform_anchors.py_func(members.size, first_two, pair)
+            anchor_i, anchor_j = members[pair[0]], members[pair[1]]
+            m = members.size
+        else:
+            uniform_anchors.py_func(k, stream.random_sample(2), pair)
+            block_a = np.flatnonzero(labels == active[pair[0]])
+            block_b = np.flatnonzero(labels == active[pair[1]])
+            anchor_i = block_a[int(stream.random_sample() * block_a.size)]
+            anchor_j = block_b[int(stream.random_sample() * block_b.size)]
+            m = block_a.size + block_b.size
+        uniform = stream.random_sample()
+        # log P(anchors | proposed state) - log P(anchors | current state)
+        if split_type:
+            log_forward = math.log(1.0 if k == 1 else 0.5) - math.log(k) - math.log(m * (m - 1))
+        else:
+            log_forward = (math.log(0.5) - math.log(k * (k - 1))
+                           - math.log(block_a.size * block_b.size))
+            log_reverse = (math.log(1.0 if k - 1 == 1 else 0.5) - math.log(k - 1)
+                           - math.log(m * (m - 1)))
+            if merge_surely_rejected.py_func(model, partition, tables, anchor_i, anchor_j,
+                                             log_reverse - log_forward, uniform):
+                continue
+        proposal_uniforms = np.zeros(2 * labels.shape[0])
+        proposal_uniforms[:2 * (m - 2)] = stream.random_sample(2 * (m - 2))
+        _, log_ratio, moving, target = sams_proposal_core(
+            model, partition, tables, anchor_i, anchor_j, proposal_uniforms, False)
+        if split_type:
+            size_a, size_b = moving.shape[0], m - moving.shape[0]
+            log_reverse = math.log(0.5) - math.log((k + 1) * k) - math.log(size_a * size_b)
+        if metropolis_accepts.py_func(log_ratio + log_reverse - log_forward, uniform):
+            apply_proposal(model, partition, moving, target)
+            accepted += 1
+    return accepted
