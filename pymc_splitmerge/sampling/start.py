@@ -2,11 +2,13 @@
 
 From the default start (every point in one cluster) a split-merge sampler with uniform anchors
 separates well-separated clusters quickly at first, but the last merged pairs split only when
-both anchors fall in the same pair (about 1 % of proposals with 20 clusters), and at large
-``n`` every draw pays a Gibbs sweep over all points.  :func:`splitmerge_start` does that
-burn-in on a random subsample, where a split-merge move costs little, then places the other
-points greedily; ``pm.sample`` starts from the result (``initvals``).  Measured in
-``benchmarks/scale.py --vi`` (``docs/benchmarks.md``, "Scale (issue 13)").
+both anchors fall in the same pair (about 1 % of proposals with 20 clusters, far fewer for
+small clusters), and at large ``n`` every draw pays a Gibbs sweep over all points.
+:func:`splitmerge_start` does that burn-in on a random subsample, where a split-merge move
+costs little, with anchors drawn cluster by cluster (every cluster, small or large, is
+proposed for a split equally often), then places the other points greedily; ``pm.sample``
+starts from the result (``initvals``).  Measured in ``benchmarks/scale.py --vi``
+(``docs/benchmarks.md``, "Scale (issue 13)").
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ def splitmerge_start(vars=None, model=None, *, subsample_size: int = 2000,
     For each partition variable, on ``subsample_size`` points drawn at random without
     replacement:
 
-    1. ``split_merge_moves`` SAMS split-merge updates (Dahl 2003, uniform anchors, no Gibbs
-       sweep: each costs time proportional to the two clusters involved only), from the
-       labels of ``point`` restricted to the subsample (by default the model's initial point,
-       every point in one cluster);
+    1. ``split_merge_moves`` SAMS split-merge updates (Dahl 2003) with cluster anchors (no
+       Gibbs sweep: each costs time proportional to the clusters involved only): half of
+       them pick a cluster uniformly and two of its points as anchors, half two clusters
+       and one point in each, with the anchor law's ratio in the acceptance ratio (an exact
+       Metropolis–Hastings chain; :func:`pymc_splitmerge.kernels.sams._sams_updates`), from
+       the labels of ``point`` restricted to the subsample (by default the model's initial
+       point, every point in one cluster);
     2. ``gibbs_draws`` SAMS updates each followed by one collapsed Gibbs sweep of the
        subsample;
     3. every other point, in random order, joins the cluster with the largest prior-weighted
@@ -205,9 +210,9 @@ def _start_labels(rv, model, point, rng, subsample_size, split_merge_moves, gibb
             f"joint density {log_joint} (outside the support): give a point whose labels "
             "the prior and the data allow, e.g. every point in one cluster")
     if size >= 2:
-        # stage 1 in one compiled loop (the law of build_sams_move(), no Python round trip
-        # per update; merges settled by an early-rejection bound; 2,000 updates on 2,000
-        # points of the 2-D benchmark ~0.05 s)
+        # stage 1 in one compiled loop (cluster-anchor SAMS, no Python round trip per update;
+        # merges settled by an early-rejection bound; 2,000 updates on 2,000 points of the
+        # 2-D benchmark ~0.05 s)
         sams_updates(state.model, state.partition, tables, split_merge_moves, rng)
         polish = build_moves_then_gibbs(build_sams_move(), n_moves=1, n_gibbs_sweeps=1)
         for _ in range(gibbs_draws):
