@@ -400,7 +400,7 @@ def _log_split_type_probability(n_clusters):
 
 @numba.njit(cache=True)
 def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=True):
-    """``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
+    r"""``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
     sweep), in one compiled call, from numba's generator seeded here with ``seed``.
 
     Uniform anchors (Dahl 2003) propose to split a cluster of ``m`` of the ``n`` points only
@@ -421,7 +421,7 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
 
     .. math::
 
-        \\log\frac{t_m(K+1)}{t_s(K)} + \\log\frac{m (m - 1)}{(K + 1)\\, m_A m_B},
+        \log\frac{t_m(K+1)}{t_s(K)} + \log\frac{m (m - 1)}{(K + 1)\, m_A m_B},
 
     and its negative (with ``K`` the merged count plus one) for the merge, ``t_s, t_m`` the
     kind probabilities.  So the chain leaves the posterior invariant, as uniform-anchor SAMS
