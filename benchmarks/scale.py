@@ -39,7 +39,10 @@ other seeds (second half of each); the table prints both and their difference.  
 clocks: *cold*, CPU time from the start of the process (imports, numba's cache loads,
 PyTensor's and sklearn's first calls included; making the data excluded), and *warm*, the same
 fit again in that process; the table gives ours / sklearn ratios for both.  Default contender:
-the ``splitmerge_start`` run (``--vi-contenders`` adds the runs from one cluster).
+the ``splitmerge_start`` run (``--vi-contenders`` adds the runs from one cluster).  Every
+spawned process runs BLAS/OpenMP single-threaded (``--blas-threads 1``, the default since
+2026-11-27, second session): idle OpenBLAS threads spin, and the spinning counts as CPU time
+(it had tripled sklearn's).
 
 ``--start-cost N1,N2,..``: cost, K and adjusted Rand index of ``psm.splitmerge_start``;
 ``--first-draw N``: CPU time from the model build to the first draw from the start, in a
@@ -239,9 +242,21 @@ def _fit_once(config, y, y_test, cpu0):
     return result
 
 
+# Threads of the BLAS/OpenMP libraries in the spawned processes (``--blas-threads``; None:
+# the environment's).  Since 2026-11-27 (second session) 1 by default: the idle worker threads
+# of a multi-threaded OpenBLAS spin after each call, and that spinning counts in
+# ``time.process_time``: it made sklearn's fit cost ~3x its single-threaded CPU time (0.36-0.45
+# against 0.13-0.15 s at n = 20,000), and inflated our warm start after the cold run's
+# held-out density (BLAS) by ~0.1 s.
+BLAS_THREADS: int | None = 1
+
+
 def spawn(config, extra_path=None):
     """Run ``config`` in a subprocess (own peak memory); returns its dict."""
     env = dict(os.environ)
+    if BLAS_THREADS is not None:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[name] = str(BLAS_THREADS)
     if extra_path:
         env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + extra_path
     env.setdefault("NUMCODECS_ALLOW_UNSAFE_PICKLE_DECODE", "1")  # ZarrTrace's own state
@@ -555,7 +570,13 @@ def main():
     parser.add_argument("--start", choices=["subsample"], default=None,
                         help="time-per-draw runs from psm.splitmerge_start (K near 20)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--blas-threads", type=int, default=1,
+                        help="OPENBLAS/OMP/MKL_NUM_THREADS of the spawned processes (0: keep "
+                             "the environment's; >1 lets idle BLAS threads spin into the CPU "
+                             "times)")
     args = parser.parse_args()
+    global BLAS_THREADS
+    BLAS_THREADS = args.blas_threads or None
     if args.one:
         config = json.loads(args.one)
         if config.get("sklearn"):
