@@ -41,7 +41,7 @@ def splitmerge_start(vars=None, model=None, *, subsample_size: int = 2000,
        Gibbs sweep: each costs time proportional to the clusters involved only): half of
        them pick a cluster uniformly and two of its points as anchors, half two clusters
        and one point in each, with the anchor law's ratio in the acceptance ratio (an exact
-       Metropolis–Hastings chain; :func:`pymc_splitmerge.kernels.sams._sams_updates`), from
+       Metropolis–Hastings chain; :func:`pymc_splitmerge.kernels.sams.sams_updates`), from
        the labels of ``point`` restricted to the subsample (by default the model's initial
        point, every point in one cluster);
     2. ``gibbs_draws`` SAMS updates each followed by one collapsed Gibbs sweep of the
