@@ -7,6 +7,11 @@
   allocation places most points);
 * ``pm.sample(initvals=...)`` starts from it;
 * the greedy allocation kernel agrees with a plain reference, point by point;
+* stage 1 (cluster-anchor SAMS, compiled) agrees with its composed Python twin update by
+  update, leaves the exact posterior invariant (enumeration, one step and long chains), and
+  the same test rejects it without the anchor-law term (negative control);
+* the early rejection of merges never rejects what the full proposal would accept (every
+  prior and registered family), and a bound without the prior's split weight is caught;
 * bad input fails with a clear error.
 
 Tiny data only: the speed is measured by ``benchmarks/scale.py --vi``.
