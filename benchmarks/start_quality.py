@@ -27,6 +27,12 @@ import os
 import sys
 import time
 
+# BLAS single-threaded before numpy loads (as benchmarks/scale.py's spawned processes): idle
+# OpenBLAS threads spin after the held-out densities and that spinning would count in the
+# next start's CPU time
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
