@@ -31,9 +31,11 @@ the structures of ``kernels.state``; ``sams_move`` is its convenience form on a
 
 Both directions share the law of :math:`(i, j, \sigma)`, which does not depend on the
 state, so for each fixed :math:`(i, j, \sigma)` the pair (split, merge) is an ordinary
-Metropolis–Hastings pair (Tierney 1994).  Sampling a fresh split instead of forcing
-the current one for the reverse probability (as the R package ``sams`` does) is
-*not* invariant — the test suite checks that this variant is rejected.
+Metropolis–Hastings pair (Tierney 1994).  ``build_sams_move(cluster_anchors=True)`` draws
+the anchors through the clusters instead (a law that depends on the state, whose
+reverse/forward ratio then enters the acceptance ratio; :func:`_sams_updates`).  Sampling a
+fresh split instead of forcing the current one for the reverse probability (as the R package
+``sams`` does) is *not* invariant — the test suite checks that this variant is rejected.
 
 References
 ----------
@@ -428,7 +430,8 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
     ``uniforms`` (shape ``(>= 2 n,)``) and ``pair`` (shape ``(2,)``) are scratch buffers.
     Returns ``(move, accepted, log_accept_ratio)``: ``MOVE_NONE`` with ``nan`` when the drawn
     cluster has one point; a merge settled by :func:`merge_surely_rejected` is rejected
-    with ``nan`` (its ratio is not computed, only bounded below ``log`` of its uniform).
+    with ``nan`` (its ratio is not computed, only shown to be below the log of its
+    Metropolis uniform).
     """
     labels, sizes, active = partition.labels, partition.sizes, partition.active
     k = partition.cluster_count[0]
@@ -515,12 +518,13 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
     term.  Merges are settled early where :func:`merge_surely_rejected` can.
 
     Each update is :func:`_cluster_sams_update` (the one implementation of the law, also
-    the move ``build_sams_move(cluster_anchors=True)`` of ``SAMSStep(z,
-    anchor_proposal="cluster")``).  Uniforms, in order, per update: the kind; for a split-type the cluster, then two for the
-    anchors (``kernels.anchors.uniform_anchors`` over its points); for a merge-type two for
-    the clusters (``uniform_anchors`` over the ``K``), then one per anchor; the Metropolis
-    uniform; then, unless the update ended early, the ``2 |S|`` uniforms of the proposal
-    (order, then allocation).  Returns the number of accepted updates.
+    the move ``build_sams_move(cluster_anchors=True)`` of
+    ``SAMSStep(z, anchor_proposal="cluster")``).  Uniforms, in order, per update: the kind;
+    for a split-type the cluster, then two for the anchors (``kernels.anchors.uniform_anchors``
+    over its points); for a merge-type two for the clusters (``uniform_anchors`` over the
+    ``K``), then one per anchor; the Metropolis uniform; then, unless the update ended
+    early, the ``2 |S|`` uniforms of the proposal (order, then allocation).  Returns the
+    number of accepted updates.
     """
     np.random.seed(seed)
     n = model.x.shape[0]
