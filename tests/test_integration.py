@@ -2,7 +2,7 @@
 
 * two step methods on the same partition variable, composed through CompoundStep, are exact;
 * ``cores=2`` with the spawn and fork start methods gives the same draws as ``cores=1``, for
-  every step method (informed anchors adapting in tuning, the ARM libraries, the prior-parameter
+  every step method (informed anchors adapting in tuning, cluster anchors, the ARM libraries, the prior-parameter
   steps, the steps plain ``pm.sample()`` assigns);
 * the README's main job (``python -m pymc_splitmerge.demo``) runs on this PyMC line.
 """
@@ -83,6 +83,8 @@ def test_multiprocess_sampling_reproduces_sequential_draws(mp_ctx):
 CORES_STEPS = {
     "default": lambda z, alpha: None,  # what plain pm.sample() assigns
     "gibbs": lambda z, alpha: [psm.CollapsedGibbsStep(z, scan="random")],
+    "sams_cluster": lambda z, alpha: [psm.SAMSStep(z, anchor_proposal="cluster",
+                                                   n_gibbs_sweeps=1)],
     "sams_informed": lambda z, alpha: [psm.SAMSStep(z, anchor_proposal="cluster_informed",
                                                     n_gibbs_sweeps=1)],
     "rgsm": lambda z, alpha: [psm.RGSMStep(z, n_intermediate_scans=2)],

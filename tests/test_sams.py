@@ -1,6 +1,15 @@
-"""SAMS kernel (Dahl 2003) and SAMSStep: references, exact invariance, negative control."""
+"""SAMS kernel (Dahl 2003) and SAMSStep: references, exact invariance, negative control.
+
+Cluster anchors (``build_sams_move(cluster_anchors=True)``, ``SAMSStep(z,
+anchor_proposal="cluster")``): the built move is the stage-1 update of ``splitmerge_start``
+(``_sams_updates``, tested in tests/test_start.py) seeded per call; one-step invariance for
+every prior and problem, a ``pm.sample`` χ² check, reproducibility, and the negative control
+without the anchor-law ratio.
+"""
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 import pytest
@@ -16,9 +25,12 @@ from conftest import (
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.kernels.anchors import AnchorProposal
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.rgsm import rgsm_step
+from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.sams import (
+    _sams_updates,
     build_sams_move,
     propose_sams,
     sams_move,
@@ -184,6 +196,70 @@ def test_negative_control_sampled_reverse_split_is_rejected():
         assert_partition_gof(samples, exact)
 
 
+# --------------------------------------------------------------------------- cluster anchors
+
+_CLUSTER_MOVE = build_sams_move(cluster_anchors=True)
+_CLUSTER_MOVE_WITHOUT_ANCHOR_RATIO = build_sams_move(cluster_anchors=True,
+                                                     _negative_control="no_anchor_law_ratio")
+
+
+def _cluster_anchor_move(state, log_v_table, log_w_table, rng, move=_CLUSTER_MOVE):
+    return move(state.model, state.partition, PriorTables(log_v_table, log_w_table), rng)
+
+
+def test_cluster_anchor_move_is_the_stage_one_update_seeded_per_call():
+    """One implementation of the law: the built move = one ``_sams_updates`` update from a
+    seed drawn the same way, and reports the move it made."""
+    family, x = niw_problem(6)
+    tables = PriorTables(*PRIORS["py"].tables(x.shape[0]))
+    built = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    looped = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+    rng_built, rng_looped = np.random.default_rng(SEED), np.random.default_rng(SEED)
+    infos = []
+    for _ in range(300):
+        before = looped.labels()
+        infos.append(_CLUSTER_MOVE(built.model, built.partition, tables, rng_built))
+        accepted = _sams_updates(looped.model, looped.partition, tables, 1,
+                                 numba_seed_from(rng_looped))
+        np.testing.assert_array_equal(built.labels(), looped.labels())
+        assert infos[-1].accepted == bool(accepted)
+        assert infos[-1].accepted == (not np.array_equal(before, looped.labels()))
+    built.check()
+    moves = {info.move for info in infos}
+    assert {MOVE_SPLIT, MOVE_MERGE} <= moves
+    assert all(np.isfinite(info.log_accept_ratio) for info in infos if info.accepted)
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", sorted(PRIORS))
+def test_cluster_anchor_move_one_step_invariance(name, problem):
+    rng = np.random.default_rng([SEED, 41, len(name), len(problem)])
+    family, x = PROBLEMS[problem]()
+    samples, exact = one_step_draws(_cluster_anchor_move, PRIORS[name], family, x, 3000, rng)
+    assert_partition_gof(samples, exact)
+
+
+def test_negative_control_cluster_anchors_without_the_anchor_law_ratio_is_rejected():
+    rng = np.random.default_rng([SEED, 42])
+    family, x = niw_problem()
+    samples, exact = chain_draws(partial(_cluster_anchor_move,
+                                         move=_CLUSTER_MOVE_WITHOUT_ANCHOR_RATIO),
+                                 PRIORS["dp"], family, x, 3000, rng)
+    with pytest.raises(AssertionError):
+        assert_partition_gof(samples, exact)
+
+
+def test_cluster_anchor_bad_options_raise():
+    with pytest.raises(ValueError, match="anchor_proposal must be None"):
+        build_sams_move(AnchorProposal("uniform", n_anchors=2), cluster_anchors=True)
+    with pytest.raises(ValueError, match="_negative_control"):
+        build_sams_move(cluster_anchors=True, _negative_control="sampled_reverse_split")
+    family, x = niw_problem(1)
+    state = PartitionState(family, x, np.zeros(1, dtype=np.int64))
+    info = _cluster_anchor_move(state, *PRIORS["dp"].tables(1), np.random.default_rng(0))
+    assert info.move == 0 and not info.accepted
+
+
 # --------------------------------------------------------------------------- PyMC adapter
 
 PM_THIN = 10
@@ -230,6 +306,44 @@ def test_sams_step_pitman_yor_niw_with_informed_anchors_matches_exact():
     assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
 
 
+def _pitman_yor_niw_cluster_anchor_sample(draws, random_seed, **kwargs):
+    import pymc as pm
+
+    from pymc_splitmerge.distributions import ConjugateMixture, PitmanYor
+    from pymc_splitmerge.steps.sams import SAMSStep
+
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
+    with pm.Model():
+        z = PitmanYor("z", alpha=0.8, discount=0.3, n=len(PM_NIW_DATA))
+        ConjugateMixture("y", partition=z, component=family, observed=PM_NIW_DATA)
+        step = SAMSStep(z, anchor_proposal="cluster")
+        idata = pm.sample(draws=draws, step=step, random_seed=random_seed,
+                          **{**PM_SAMPLE_KWARGS, **kwargs})
+    return family, idata
+
+
+def test_sams_step_pitman_yor_niw_with_cluster_anchors_matches_exact():
+    family, idata = _pitman_yor_niw_cluster_anchor_sample(6000, 24)
+    exact = exact_posterior(PitmanYorPrior(alpha=0.8, discount=0.3), family, PM_NIW_DATA)
+    assert_partition_gof(thinned_labels(idata, PM_THIN), exact)
+    stats = idata["sample_stats"]
+    moves = np.asarray(stats["sams_move"].values)
+    accepted = np.asarray(stats["sams_accepted"].values)
+    assert {MOVE_SPLIT, MOVE_MERGE} <= set(np.unique(moves))
+    assert 0 < accepted.mean() < 1
+
+
+def test_sams_step_with_cluster_anchors_is_reproducible():
+    _, first = _pitman_yor_niw_cluster_anchor_sample(100, 25, tune=20)
+    _, again = _pitman_yor_niw_cluster_anchor_sample(100, 25, tune=20)
+    _, other = _pitman_yor_niw_cluster_anchor_sample(100, 26, tune=20)
+    labels = np.asarray(first.posterior["z"].values)
+    np.testing.assert_array_equal(labels, np.asarray(again.posterior["z"].values))
+    np.testing.assert_array_equal(first.sample_stats["sams_accepted"].values,
+                                  again.sample_stats["sams_accepted"].values)
+    assert not np.array_equal(labels, np.asarray(other.posterior["z"].values))
+
+
 def test_sams_step_with_random_concentration_matches_quadrature():
     import pymc as pm
 
@@ -260,8 +374,9 @@ def test_sams_step_bad_options_raise():
     with pm.Model():
         z = DirichletProcess("z", alpha=1.0, n=len(PM_BERNOULLI_DATA))
         ConjugateMixture("y", partition=z, component=BetaBernoulli(), observed=PM_BERNOULLI_DATA)
-        with pytest.raises(ValueError, match="anchor_proposal"):
+        with pytest.raises(ValueError, match="anchor_proposal.*'cluster'"):
             SAMSStep(z, anchor_proposal="nearest")
+        assert SAMSStep(z, anchor_proposal="cluster").anchor_proposal is None
         with pytest.raises(ValueError, match="n_gibbs_sweeps"):
             SAMSStep(z, n_gibbs_sweeps=-1)
         with pytest.raises(TypeError, match="n_gibbs_sweeps"):

@@ -31,9 +31,11 @@ the structures of ``kernels.state``; ``sams_move`` is its convenience form on a
 
 Both directions share the law of :math:`(i, j, \sigma)`, which does not depend on the
 state, so for each fixed :math:`(i, j, \sigma)` the pair (split, merge) is an ordinary
-Metropolis–Hastings pair (Tierney 1994).  Sampling a fresh split instead of forcing
-the current one for the reverse probability (as the R package ``sams`` does) is
-*not* invariant — the test suite checks that this variant is rejected.
+Metropolis–Hastings pair (Tierney 1994).  ``build_sams_move(cluster_anchors=True)`` draws
+the anchors through the clusters instead (a law that depends on the state, whose
+reverse/forward ratio then enters the acceptance ratio; :func:`_sams_updates`).  Sampling a
+fresh split instead of forcing the current one for the reverse probability (as the R package
+``sams`` does) is *not* invariant — the test suite checks that this variant is rejected.
 
 References
 ----------
@@ -59,6 +61,7 @@ from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
+    MOVE_NONE,
     MOVE_SPLIT,
     NO_PROPOSAL,
     ProposeThenAccept,
@@ -86,6 +89,7 @@ __all__ = [
 ]
 
 _NEGATIVE_CONTROLS = (None, "sampled_reverse_split")
+_CLUSTER_NEGATIVE_CONTROLS = (None, "no_anchor_law_ratio")
 
 
 @numba.njit(cache=True)
@@ -249,7 +253,7 @@ def _check_options(anchor_proposal, negative_control):
 
 
 def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
-                    _negative_control: str | None = None
+                    cluster_anchors: bool = False, _negative_control: str | None = None
                     ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
@@ -261,9 +265,20 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         the current partition, so it does not enter the ratio; the caller adapts it during
         tuning only).  Default (or a ``"uniform"`` proposal): two distinct points drawn
         uniformly (``kernels.anchors.uniform_anchors``).
-    _negative_control : {None, "sampled_reverse_split"}
+    cluster_anchors : bool, default False
+        Draw the anchors through the clusters instead (the law of :func:`_sams_updates`,
+        stage 1 of ``splitmerge_start``): a split-type update (probability 1/2, or 1 from
+        one cluster) picks a cluster uniformly and two of its points, a merge-type one two
+        clusters uniformly and one point in each; this law depends on the partition, so
+        the log ratio of the reverse to the forward anchor probability enters the
+        acceptance ratio, and merges sure to be rejected are settled early
+        (:func:`merge_surely_rejected`; their reported ratio is ``nan``).  Not with
+        ``anchor_proposal``.  Each call seeds numba's generator by one draw of ``rng``
+        (``kernels.rng.numba_seed_from``).
+    _negative_control : {None, "sampled_reverse_split", "no_anchor_law_ratio"}
         Testing only.  ``"sampled_reverse_split"`` computes the merge's reverse
-        probability from a freshly *sampled* split (the R ``sams`` package's mistake).
+        probability from a freshly *sampled* split (the R ``sams`` package's mistake);
+        ``"no_anchor_law_ratio"`` (with ``cluster_anchors``) drops the anchor-law term.
 
     Returns
     -------
@@ -271,6 +286,14 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one SAMS
         Metropolis–Hastings update, applied to ``partition`` in place if accepted.
     """
+    if cluster_anchors:
+        if anchor_proposal is not None:
+            raise ValueError("cluster_anchors=True draws its own anchors; anchor_proposal "
+                             "must be None")
+        if _negative_control not in _CLUSTER_NEGATIVE_CONTROLS:
+            raise ValueError("with cluster_anchors, _negative_control must be one of "
+                             f"{_CLUSTER_NEGATIVE_CONTROLS}")
+        return _ClusterSAMSMove(anchor_correction=_negative_control is None)
     return ProposeThenAccept(_sams_proposal, anchor_proposal,
                              _check_options(anchor_proposal, _negative_control))
 
@@ -399,6 +422,72 @@ def _log_split_type_probability(n_clusters):
 
 
 @numba.njit(cache=True)
+def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair):
+    """One cluster-anchor SAMS Metropolis–Hastings update (law: :func:`_sams_updates`),
+    drawing from numba's generator (seeded by the caller); ``partition`` changes in place if
+    accepted.
+
+    ``uniforms`` (shape ``(>= 2 n,)``) and ``pair`` (shape ``(2,)``) are scratch buffers.
+    Returns ``(move, accepted, log_accept_ratio)``: ``MOVE_NONE`` with ``nan`` when the drawn
+    cluster has one point; a merge settled by :func:`merge_surely_rejected` is rejected
+    with ``nan`` (its ratio is not computed, only shown to be below the log of its
+    Metropolis uniform).
+    """
+    labels, sizes, active = partition.labels, partition.sizes, partition.active
+    k = partition.cluster_count[0]
+    split_type = k == 1 or np.random.random() < 0.5
+    if split_type:
+        slot = active[int(np.random.random() * k)]
+        m = sizes[slot]
+        uniforms[0] = np.random.random()
+        uniforms[1] = np.random.random()
+        if m < 2:
+            return MOVE_NONE, False, np.nan
+        uniform_anchors(m, uniforms[:2], pair)
+        anchor_i = _member(labels, slot, pair[0])
+        anchor_j = _member(labels, slot, pair[1])
+        size_a = 0
+        size_b = 0
+    else:
+        uniforms[0] = np.random.random()
+        uniforms[1] = np.random.random()
+        uniform_anchors(k, uniforms[:2], pair)
+        slot_a = active[pair[0]]
+        slot_b = active[pair[1]]
+        size_a = sizes[slot_a]
+        size_b = sizes[slot_b]
+        anchor_i = _member(labels, slot_a, int(np.random.random() * size_a))
+        anchor_j = _member(labels, slot_b, int(np.random.random() * size_b))
+        m = size_a + size_b
+    metropolis_uniform = np.random.random()
+    log_offset = 0.0
+    if not split_type:
+        if anchor_correction:
+            log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
+                          + math.log(k) + math.log(size_a) + math.log(size_b)
+                          - math.log(m) - math.log(m - 1))
+        if merge_surely_rejected(model, partition, tables, anchor_i, anchor_j,
+                                 log_offset, metropolis_uniform):
+            return MOVE_MERGE, False, np.nan
+    size_s = m - 2
+    for t in range(2 * size_s):
+        uniforms[t] = np.random.random()
+    move, log_ratio, moving, target = sams_proposal_core(
+        model, partition, tables, anchor_i, anchor_j, uniforms, False)
+    if split_type and anchor_correction:
+        size_a = moving.shape[0]
+        size_b = m - size_a
+        log_offset = (-math.log(2.0) - _log_split_type_probability(k)
+                      + math.log(m) + math.log(m - 1) - math.log(k + 1)
+                      - math.log(size_a) - math.log(size_b))
+    log_ratio += log_offset
+    if not metropolis_accepts(log_ratio, metropolis_uniform):
+        return move, False, log_ratio
+    apply_proposal(model, partition, moving, target)
+    return move, True, log_ratio
+
+
+@numba.njit(cache=True)
 def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=True):
     r"""``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
     sweep), in one compiled call, from numba's generator seeded here with ``seed``.
@@ -428,68 +517,55 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
     does (tested by enumeration); ``anchor_correction=False`` (negative control) drops the
     term.  Merges are settled early where :func:`merge_surely_rejected` can.
 
-    Uniforms, in order, per update: the kind; for a split-type the cluster, then two for the
-    anchors (``kernels.anchors.uniform_anchors`` over its points); for a merge-type two for
-    the clusters (``uniform_anchors`` over the ``K``), then one per anchor; the Metropolis
-    uniform; then, unless the update ended early, the ``2 |S|`` uniforms of the proposal
-    (order, then allocation).  Returns the number of accepted updates.
+    Each update is :func:`_cluster_sams_update` (the one implementation of the law, also
+    the move ``build_sams_move(cluster_anchors=True)`` of
+    ``SAMSStep(z, anchor_proposal="cluster")``).  Uniforms, in order, per update: the kind;
+    for a split-type the cluster, then two for the anchors (``kernels.anchors.uniform_anchors``
+    over its points); for a merge-type two for the clusters (``uniform_anchors`` over the
+    ``K``), then one per anchor; the Metropolis uniform; then, unless the update ended
+    early, the ``2 |S|`` uniforms of the proposal (order, then allocation).  Returns the
+    number of accepted updates.
     """
     np.random.seed(seed)
     n = model.x.shape[0]
-    labels, sizes, active = partition.labels, partition.sizes, partition.active
     uniforms = np.empty(2 * n, dtype=np.float64)
     pair = np.empty(2, dtype=np.int64)
     accepted = 0
     for _ in range(n_updates):
-        k = partition.cluster_count[0]
-        split_type = k == 1 or np.random.random() < 0.5
-        if split_type:
-            slot = active[int(np.random.random() * k)]
-            m = sizes[slot]
-            uniforms[0] = np.random.random()
-            uniforms[1] = np.random.random()
-            if m < 2:
-                continue
-            uniform_anchors(m, uniforms[:2], pair)
-            anchor_i = _member(labels, slot, pair[0])
-            anchor_j = _member(labels, slot, pair[1])
-        else:
-            uniforms[0] = np.random.random()
-            uniforms[1] = np.random.random()
-            uniform_anchors(k, uniforms[:2], pair)
-            slot_a = active[pair[0]]
-            slot_b = active[pair[1]]
-            size_a = sizes[slot_a]
-            size_b = sizes[slot_b]
-            anchor_i = _member(labels, slot_a, int(np.random.random() * size_a))
-            anchor_j = _member(labels, slot_b, int(np.random.random() * size_b))
-            m = size_a + size_b
-        metropolis_uniform = np.random.random()
-        log_offset = 0.0
-        if not split_type:
-            if anchor_correction:
-                log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
-                              + math.log(k) + math.log(size_a) + math.log(size_b)
-                              - math.log(m) - math.log(m - 1))
-            if merge_surely_rejected(model, partition, tables, anchor_i, anchor_j,
-                                     log_offset, metropolis_uniform):
-                continue
-        size_s = m - 2
-        for t in range(2 * size_s):
-            uniforms[t] = np.random.random()
-        _, log_ratio, moving, target = sams_proposal_core(
-            model, partition, tables, anchor_i, anchor_j, uniforms, False)
-        if split_type and anchor_correction:
-            size_a = moving.shape[0]
-            size_b = m - size_a
-            log_offset = (-math.log(2.0) - _log_split_type_probability(k)
-                          + math.log(m) + math.log(m - 1) - math.log(k + 1)
-                          - math.log(size_a) - math.log(size_b))
-        if not metropolis_accepts(log_ratio + log_offset, metropolis_uniform):
-            continue
-        apply_proposal(model, partition, moving, target)
-        accepted += 1
+        if _cluster_sams_update(model, partition, tables, anchor_correction, uniforms,
+                                pair)[1]:
+            accepted += 1
     return accepted
+
+
+@numba.njit(cache=True)
+def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
+                              where, cluster_count, log_v, log_w, seed, anchor_correction):
+    """:func:`_cluster_sams_update` from loose fields (cf. :func:`_sams_proposal_fields`),
+    numba's generator seeded with ``seed`` first."""
+    np.random.seed(seed)
+    uniforms = np.empty(2 * x.shape[0], dtype=np.float64)
+    pair = np.empty(2, dtype=np.int64)
+    return _cluster_sams_update(
+        Model(family_id, params, x),
+        Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
+        PriorTables(log_v, log_w), anchor_correction, uniforms, pair)
+
+
+class _ClusterSAMSMove:
+    """The built cluster-anchor SAMS move (a class, as ``ProposeThenAccept``: copied with
+    its step)."""
+
+    def __init__(self, anchor_correction: bool):
+        self.anchor_correction = anchor_correction
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> SplitMergeInfo:
+        if model.x.shape[0] < 2:
+            return SplitMergeInfo(MOVE_NONE, False, float("nan"))
+        move, accepted, log_ratio = _cluster_sams_move_fields(
+            *model, *partition, *tables, numba_seed_from(rng), self.anchor_correction)
+        return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
 
 def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Generator) -> int:

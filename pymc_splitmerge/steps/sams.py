@@ -12,6 +12,10 @@ from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["DefaultPartitionStep", "SAMSStep"]
 
+#: The ``anchor_proposal`` choices of :class:`SAMSStep`: ``kernels.anchors`` proposals, and
+#: ``"cluster"`` (cluster anchors, a move of its own: ``build_sams_move(cluster_anchors=True)``).
+SAMS_ANCHOR_PROPOSALS = (*ANCHOR_PROPOSALS, "cluster")
+
 
 class SAMSStep(PartitionStep):
     """SAMS split-merge Metropolis–Hastings updates of a partition variable.
@@ -27,9 +31,15 @@ class SAMSStep(PartitionStep):
     ----------
     vars : TensorVariable or list of one TensorVariable
         The partition variable (e.g. created with ``DirichletProcess``).
-    anchor_proposal : {"uniform", "cluster_informed", "threshold_informed"}
-        Law of the two anchors (``kernels.anchors``).  The informed proposals adapt a
-        frozen snapshot during tuning only, and are uniform until the first adaptation.
+    anchor_proposal : {"uniform", "cluster_informed", "threshold_informed", "cluster"}
+        Law of the two anchors.  The first three are ``kernels.anchors`` proposals whose law
+        does not depend on the partition; the informed ones adapt a frozen snapshot during
+        tuning only, and are uniform until the first adaptation.  ``"cluster"`` draws the
+        anchors through the current clusters (``build_sams_move(cluster_anchors=True)``,
+        the law of stage 1 of ``splitmerge_start``): half the updates pick a cluster
+        uniformly and two of its points, half two clusters and one point in each, with
+        the anchor law's ratio in the acceptance ratio (no adaptation); it proposes to
+        split small clusters as often as large ones.
     n_gibbs_sweeps : int, default 0
         Collapsed Gibbs sweeps after the split-merge update in each draw.
     model : pymc.Model, optional
@@ -39,7 +49,9 @@ class SAMSStep(PartitionStep):
     Notes
     -----
     Sampler stats: ``sams_move`` (0 none, 1 split, 2 merge proposed), ``sams_accepted``
-    (bool), ``sams_log_accept_ratio`` (float64) and ``sams_n_clusters``.
+    (bool), ``sams_log_accept_ratio`` (float64) and ``sams_n_clusters``.  The ratio is
+    ``nan`` when nothing was proposed, and with ``anchor_proposal="cluster"`` also for a
+    merge rejected early (not computed: bounded below its Metropolis uniform).
 
     References
     ----------
@@ -58,13 +70,16 @@ class SAMSStep(PartitionStep):
 
     def __init__(self, vars, anchor_proposal: str = "uniform", n_gibbs_sweeps: int = 0,
                  model=None, rng=None, **kwargs):
-        if anchor_proposal not in ANCHOR_PROPOSALS:
+        if anchor_proposal not in SAMS_ANCHOR_PROPOSALS:
             raise ValueError(
                 f"unknown anchor_proposal {anchor_proposal!r}; choose one of "
-                f"{', '.join(repr(kind) for kind in ANCHOR_PROPOSALS)}"
+                f"{', '.join(repr(kind) for kind in SAMS_ANCHOR_PROPOSALS)}"
             )
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
-        self.anchor_proposal = AnchorProposal(kind=anchor_proposal, n_anchors=2)
+        self.cluster_anchors = anchor_proposal == "cluster"
+        # cluster anchors depend on the partition: their own move, no AnchorProposal to adapt
+        self.anchor_proposal = (None if self.cluster_anchors
+                                else AnchorProposal(kind=anchor_proposal, n_anchors=2))
         self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
         if self.n_points < 2:
@@ -72,16 +87,18 @@ class SAMSStep(PartitionStep):
                 f"SAMSStep needs a partition of at least 2 points; got {self.n_points}")
 
     def build_transition(self):
-        return build_moves_then_gibbs(build_sams_move(self.anchor_proposal), n_moves=1,
+        move = (build_sams_move(cluster_anchors=True) if self.cluster_anchors
+                else build_sams_move(self.anchor_proposal))
+        return build_moves_then_gibbs(move, n_moves=1,
                                       n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     def reset_chain(self) -> None:
         super().reset_chain()
-        if hasattr(self, "anchor_proposal"):
+        if getattr(self, "anchor_proposal", None) is not None:
             self.anchor_proposal.reset()
 
     def kernel_step(self, state, prior, tables):
-        if self.tune:
+        if self.tune and self.anchor_proposal is not None:
             self.anchor_proposal.adapt(state, tables[1])
         (info,) = self.run_transition(state, tables).moves
         return {
