@@ -15,19 +15,19 @@ Run: ``python benchmarks/cluster_anchors.py [--n 2000] [--draws 1000] [--seeds 5
 from __future__ import annotations
 
 import os
+import sys
 
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_name, "1")  # idle BLAS threads spin into process_time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from blas_threads import limit_blas_threads
+
+limit_blas_threads()  # before numpy loads: idle BLAS threads spin into process_time
 
 import argparse
-import sys
 import time
 import warnings
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import scale
 from start_quality import unequal_data
 

@@ -70,6 +70,10 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from blas_threads import limit_blas_threads
+
 TOLERANCE = 0.01
 N_TEST = 1000
 
@@ -255,8 +259,7 @@ def spawn(config, extra_path=None):
     """Run ``config`` in a subprocess (own peak memory); returns its dict."""
     env = dict(os.environ)
     if BLAS_THREADS is not None:
-        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[name] = str(BLAS_THREADS)
+        limit_blas_threads(env, BLAS_THREADS, override=True)
     if extra_path:
         env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + extra_path
     env.setdefault("NUMCODECS_ALLOW_UNSAFE_PICKLE_DECODE", "1")  # ZarrTrace's own state

@@ -27,16 +27,16 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from blas_threads import limit_blas_threads
+
 # BLAS single-threaded before numpy loads (as benchmarks/scale.py's spawned processes): idle
 # OpenBLAS threads spin after the held-out densities and that spinning would count in the
 # next start's CPU time
-for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_name, "1")
+limit_blas_threads()
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import scale
 
 
