@@ -311,6 +311,40 @@ def test_compiled_stage_one_matches_the_composed_reference(prior):
     compiled.check()
 
 
+def test_member_index_gives_the_scanned_members():
+    """The cluster-anchor updates find anchors and the clusters' points from a member index
+    (``kernels.sams._index_members``, ``_indexed_members``); it must give exactly what the
+    plain scan of all labels (``splitmerge_common.anchor_clusters_members``) gives, on a
+    partition with free slots in between, for anchors in one cluster and in two."""
+    from pymc_splitmerge.kernels.sams import _index_members, _indexed_members
+    from pymc_splitmerge.kernels.splitmerge_common import anchor_clusters_members
+
+    rng = np.random.default_rng(3)
+    labels = rng.choice([0, 2, 3, 7, 8], size=60, p=[0.4, 0.3, 0.2, 0.05, 0.05])
+    sizes = np.bincount(labels, minlength=10).astype(np.int64)  # slots 1, 4-6, 9 free
+    order, start, cursor = (np.empty(60, dtype=np.int64), np.empty(10, dtype=np.int64),
+                            np.empty(10, dtype=np.int64))
+    _index_members(labels, sizes, order, start, cursor)
+    for slot in range(10):
+        np.testing.assert_array_equal(order[start[slot]:start[slot] + sizes[slot]],
+                                      np.flatnonzero(labels == slot))
+    checked = set()
+    for _ in range(300):
+        i, j = rng.choice(60, size=2, replace=False)
+        members, sides = _indexed_members(labels, sizes, order, start, i, j)
+        expected_members, expected_sides = anchor_clusters_members(labels, i, j)
+        np.testing.assert_array_equal(members, expected_members)
+        np.testing.assert_array_equal(sides, expected_sides)
+        checked.add(bool(labels[i] == labels[j]))
+    assert checked == {True, False}
+    # the index is what a broken one is not (negative control): a stale order fails
+    stale = order.copy()
+    stale[[0, -1]] = stale[[-1, 0]]
+    i, j = np.flatnonzero(labels == 0)[1:3]  # slot 0's run now starts with a slot-8 point
+    assert not np.array_equal(_indexed_members(labels, sizes, stale, start, i, j)[0],
+                              anchor_clusters_members(labels, i, j)[0])
+
+
 def _cluster_sams(state, log_v_table, log_w_table, rng, anchor_correction=True):
     from pymc_splitmerge.kernels.rng import numba_seed_from
     from pymc_splitmerge.kernels.sams import _sams_updates

@@ -172,12 +172,23 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
     moving_points : ndarray of int64
     target_slot : int
     """
+    members, current_sides = anchor_clusters_members(partition.labels, anchor_i, anchor_j)
+    return sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
+                                       current_sides, uniforms, sampled_reverse)
+
+
+@numba.njit(cache=True)
+def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
+                                current_sides, uniforms, sampled_reverse):
+    """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
+    increasing order) and their ``current_sides`` (0: anchor ``i``'s cluster, 1: anchor
+    ``j``'s), as ``splitmerge_common.anchor_clusters_members`` returns them (found here
+    from a member index instead of a scan of all labels by the cluster-anchor updates)."""
     family_id, params, x = model
     labels = partition.labels
     empty_row = partition.empty_row
     n_clusters = partition.cluster_count[0]
     log_v_table, log_w_table = tables
-    members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
     size_s = members.shape[0]
     permutation = np.argsort(uniforms[:size_s])
     order = members[permutation]
@@ -378,6 +389,18 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
     -------
     bool
     """
+    members = anchor_clusters_members(partition.labels, anchor_i, anchor_j)[0]
+    return _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
+                                          log_offset, uniform)
+
+
+@numba.njit(cache=True)
+def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
+                                   log_offset, uniform):
+    """:func:`merge_surely_rejected` given the clusters' other points ``members`` (the merged
+    statistics add ``anchor_i``, ``anchor_j``, then ``members``: the order of
+    ``splitmerge_common.log_split_merge_ratio``, so the bound's merged cluster has the
+    same numbers as the full proposal's)."""
     family_id, params, x = model
     labels, sizes, stats = partition.labels, partition.sizes, partition.stats
     log_v_table, log_w_table = tables
@@ -388,9 +411,10 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
     if log_prior == -np.inf:
         return False  # the split is impossible from the merged state: the merge accepts
     merged = partition.empty_row.copy()
-    for k in range(labels.shape[0]):
-        if labels[k] == slot_i or labels[k] == slot_j:
-            dispatch.add_point(family_id, params, merged, x[k])
+    dispatch.add_point(family_id, params, merged, x[anchor_i])
+    dispatch.add_point(family_id, params, merged, x[anchor_j])
+    for t in range(members.shape[0]):
+        dispatch.add_point(family_id, params, merged, x[members[t]])
     log_merged = dispatch.log_marginal(family_id, params, merged)
     log_a = dispatch.log_marginal(family_id, params, stats[slot_i])
     log_b = dispatch.log_marginal(family_id, params, stats[slot_j])
@@ -403,15 +427,50 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
 
 
 @numba.njit(cache=True)
-def _member(labels, slot, rank):
-    """The ``rank``-th point (in increasing order, from 0) of cluster ``slot``."""
-    count = 0
+def _index_members(labels, sizes, order, start, cursor):
+    """(Re)build the member index of a partition: the points of slot ``s`` are
+    ``order[start[s]:start[s] + sizes[s]]``, in increasing order (a counting sort,
+    O(n + capacity)).  ``order`` has shape ``(n,)``; ``start`` and ``cursor`` (scratch)
+    ``(capacity,)``."""
+    total = 0
+    for slot in range(sizes.shape[0]):
+        start[slot] = total
+        cursor[slot] = total
+        total += sizes[slot]
     for k in range(labels.shape[0]):
-        if labels[k] == slot:
-            if count == rank:
-                return k
-            count += 1
-    return -1
+        slot = labels[k]
+        order[cursor[slot]] = k
+        cursor[slot] += 1
+
+
+@numba.njit(cache=True)
+def _indexed_members(labels, sizes, order, start, anchor_i, anchor_j):
+    """``splitmerge_common.anchor_clusters_members`` from the member index: the same arrays
+    (the points of the anchors' clusters other than the anchors, in increasing order, and
+    their sides), in O(m_i + m_j) instead of a scan of all ``n`` labels."""
+    slot_i = labels[anchor_i]
+    slot_j = labels[anchor_j]
+    size_i = sizes[slot_i]
+    size_j = 0 if slot_j == slot_i else sizes[slot_j]
+    members = np.empty(size_i + size_j - 2, dtype=np.int64)
+    sides = np.zeros(size_i + size_j - 2, dtype=np.int64)
+    a, a_end = start[slot_i], start[slot_i] + size_i
+    b, b_end = start[slot_j], start[slot_j] + size_j
+    position = 0
+    while a < a_end or b < b_end:  # merge the two increasing runs
+        if b >= b_end or (a < a_end and order[a] < order[b]):
+            k = order[a]
+            side = 0
+            a += 1
+        else:
+            k = order[b]
+            side = 1
+            b += 1
+        if k != anchor_i and k != anchor_j:
+            members[position] = k
+            sides[position] = side
+            position += 1
+    return members, sides
 
 
 @numba.njit(cache=True)
@@ -422,18 +481,22 @@ def _log_split_type_probability(n_clusters):
 
 
 @numba.njit(cache=True)
-def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair):
+def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair, index):
     """One cluster-anchor SAMS Metropolis–Hastings update (law: :func:`_sams_updates`),
     drawing from numba's generator (seeded by the caller); ``partition`` changes in place if
     accepted.
 
-    ``uniforms`` (shape ``(>= 2 n,)``) and ``pair`` (shape ``(2,)``) are scratch buffers.
+    ``uniforms`` (shape ``(>= 2 n,)``) and ``pair`` (shape ``(2,)``) are scratch buffers;
+    ``index = (order, start, cursor)`` is the partition's member index
+    (:func:`_index_members`, current on entry; rebuilt here after an accepted update), so
+    the anchors and the clusters' points are found without scanning all ``n`` labels.
     Returns ``(move, accepted, log_accept_ratio)``: ``MOVE_NONE`` with ``nan`` when the drawn
     cluster has one point; a merge settled by :func:`merge_surely_rejected` is rejected
     with ``nan`` (its ratio is not computed, only shown to be below the log of its
     Metropolis uniform).
     """
     labels, sizes, active = partition.labels, partition.sizes, partition.active
+    order, start, cursor = index
     k = partition.cluster_count[0]
     split_type = k == 1 or np.random.random() < 0.5
     if split_type:
@@ -444,8 +507,8 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
         if m < 2:
             return MOVE_NONE, False, np.nan
         uniform_anchors(m, uniforms[:2], pair)
-        anchor_i = _member(labels, slot, pair[0])
-        anchor_j = _member(labels, slot, pair[1])
+        anchor_i = order[start[slot] + pair[0]]  # the pair[0]-th point of the cluster
+        anchor_j = order[start[slot] + pair[1]]
         size_a = 0
         size_b = 0
     else:
@@ -456,24 +519,25 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
         slot_b = active[pair[1]]
         size_a = sizes[slot_a]
         size_b = sizes[slot_b]
-        anchor_i = _member(labels, slot_a, int(np.random.random() * size_a))
-        anchor_j = _member(labels, slot_b, int(np.random.random() * size_b))
+        anchor_i = order[start[slot_a] + int(np.random.random() * size_a)]
+        anchor_j = order[start[slot_b] + int(np.random.random() * size_b)]
         m = size_a + size_b
     metropolis_uniform = np.random.random()
+    members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i, anchor_j)
     log_offset = 0.0
     if not split_type:
         if anchor_correction:
             log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
                           + math.log(k) + math.log(size_a) + math.log(size_b)
                           - math.log(m) - math.log(m - 1))
-        if merge_surely_rejected(model, partition, tables, anchor_i, anchor_j,
-                                 log_offset, metropolis_uniform):
+        if _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
+                                          members, log_offset, metropolis_uniform):
             return MOVE_MERGE, False, np.nan
     size_s = m - 2
     for t in range(2 * size_s):
         uniforms[t] = np.random.random()
-    move, log_ratio, moving, target = sams_proposal_core(
-        model, partition, tables, anchor_i, anchor_j, uniforms, False)
+    move, log_ratio, moving, target = sams_proposal_given_members(
+        model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms, False)
     if split_type and anchor_correction:
         size_a = moving.shape[0]
         size_b = m - size_a
@@ -484,7 +548,18 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
     if not metropolis_accepts(log_ratio, metropolis_uniform):
         return move, False, log_ratio
     apply_proposal(model, partition, moving, target)
+    _index_members(labels, sizes, order, start, cursor)
     return move, True, log_ratio
+
+
+@numba.njit(cache=True)
+def _new_member_index(partition):
+    """A member index of ``partition`` (:func:`_index_members`): ``(order, start, cursor)``."""
+    capacity = partition.sizes.shape[0]
+    index = (np.empty(partition.labels.shape[0], dtype=np.int64),
+             np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64))
+    _index_members(partition.labels, partition.sizes, index[0], index[1], index[2])
+    return index
 
 
 @numba.njit(cache=True)
@@ -530,10 +605,11 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
     n = model.x.shape[0]
     uniforms = np.empty(2 * n, dtype=np.float64)
     pair = np.empty(2, dtype=np.int64)
+    index = _new_member_index(partition)
     accepted = 0
     for _ in range(n_updates):
-        if _cluster_sams_update(model, partition, tables, anchor_correction, uniforms,
-                                pair)[1]:
+        if _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair,
+                                index)[1]:
             accepted += 1
     return accepted
 
@@ -546,10 +622,10 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     np.random.seed(seed)
     uniforms = np.empty(2 * x.shape[0], dtype=np.float64)
     pair = np.empty(2, dtype=np.int64)
+    partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
     return _cluster_sams_update(
-        Model(family_id, params, x),
-        Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
-        PriorTables(log_v, log_w), anchor_correction, uniforms, pair)
+        Model(family_id, params, x), partition, PriorTables(log_v, log_w), anchor_correction,
+        uniforms, pair, _new_member_index(partition))
 
 
 class _ClusterSAMSMove:
