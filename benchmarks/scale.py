@@ -31,8 +31,8 @@ Each configuration runs in its own subprocess, which reports
 ``t(lpd)`` is the CPU time of the fit when its ``score_samples`` held-out density is within
 0.01 of the reference, ``never`` otherwise) at n = 2,000, 20,000, 200,000, 2-D; and the
 ``subsample`` start: ``psm.splitmerge_start`` (on 2,000 random points 2,000 pure SAMS
-updates and 20 SAMS+Gibbs updates, every other point placed greedily by its prior-weighted
-posterior predictive), then the full sampler (the start's CPU time is included in
+updates and 10 SAMS+Gibbs updates (20 before 2026-11-27, third session), every other point
+placed greedily by its prior-weighted posterior predictive), then the full sampler (the start's CPU time is included in
 ``t(lpd)``).  The reference is the mean of two long SAMS+Gibbs runs from that start with two
 other seeds (second half of each); the table prints both and their difference.  Since
 2026-11-27 (morning) every contender, sklearn included, runs in its own fresh process with two

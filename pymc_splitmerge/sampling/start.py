@@ -30,7 +30,7 @@ __all__ = ["splitmerge_start"]
 
 
 def splitmerge_start(vars=None, model=None, *, subsample_size: int = 2000,
-                     split_merge_moves: int = 2000, gibbs_draws: int = 20,
+                     split_merge_moves: int = 2000, gibbs_draws: int = 10,
                      chains: int | None = None, point=None, random_seed=None):
     """Start labels for ``pm.sample``: a split-merge burn-in on a subsample, then greedy placement.
 
@@ -72,7 +72,7 @@ def splitmerge_start(vars=None, model=None, *, subsample_size: int = 2000,
         Points in the subsample (all points if ``n`` is not larger).
     split_merge_moves : int, default 2000
         Pure SAMS updates on the subsample (stage 1).
-    gibbs_draws : int, default 20
+    gibbs_draws : int, default 10
         SAMS + one Gibbs sweep updates on the subsample (stage 2).
     chains : int, optional
         If given, return one start per chain (independent subsamples and moves), as the
