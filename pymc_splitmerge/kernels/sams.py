@@ -70,7 +70,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     anchor_clusters_members,
     anchor_i_side,
     apply_proposal,
-    log_split_merge_ratio,
+    log_split_merge_ratio_given_merged,
     metropolis_accepts,
     two_way_log_probabilities,
 )
@@ -200,10 +200,10 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
         log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
             family_id, params, x, anchor_i, anchor_j, order, False, sides, allocation_uniforms,
             log_w_table, empty_row)
-    if is_split:
-        log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
-                                          stats_a, size_a, stats_b, size_b, empty_row,
-                                          log_v_table, log_w_table, n_clusters)
+    if is_split:  # the merged cluster is the current one: its statistics row as it is
+        log_ratio = log_split_merge_ratio_given_merged(
+            family_id, params, stats_a, size_a, stats_b, size_b,
+            partition.stats[labels[anchor_i]], log_v_table, log_w_table, n_clusters)
         moving = anchor_i_side(anchor_i, order, sides, size_a)
         return MOVE_SPLIT, log_ratio - log_q, moving, -1
     # merge: the reverse split is FORCED to the current clusters along the same order
@@ -212,11 +212,39 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
         family_id, params, x, anchor_i, anchor_j, order, True, sides_current, uniforms,
         log_w_table, empty_row)
     log_q_reverse = log_q if sampled_reverse else log_q_forced
-    log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
-                                      stats_a, size_a, stats_b, size_b, empty_row,
-                                      log_v_table, log_w_table, n_clusters - 1)
+    log_ratio = log_split_merge_ratio_given_merged(
+        family_id, params, stats_a, size_a, stats_b, size_b,
+        merged_statistics(model, partition, anchor_i, anchor_j, members, current_sides),
+        log_v_table, log_w_table, n_clusters - 1)
     moving = anchor_i_side(anchor_i, order, sides_current, size_a)
     return MOVE_MERGE, log_q_reverse - log_ratio, moving, labels[anchor_j]
+
+
+@numba.njit(cache=True)
+def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
+    """Statistics row of the union of the anchors' two (different) clusters: a copy of the
+    larger cluster's row (anchor ``i``'s on a tie) plus the smaller cluster's points, its
+    anchor first, then its ``members`` in order.
+
+    ``members`` and ``sides`` as ``splitmerge_common.anchor_clusters_members`` returns them.
+    Costs the smaller cluster's points only (rebuilding from all points cost both); the
+    merge proposal and its early rejection (:func:`merge_surely_rejected`) use this one
+    function, so both see the same numbers.
+    """
+    family_id, params, x = model
+    labels, sizes = partition.labels, partition.sizes
+    slot_i = labels[anchor_i]
+    slot_j = labels[anchor_j]
+    if sizes[slot_j] > sizes[slot_i]:
+        kept, added_anchor, added_side = slot_j, anchor_i, 0
+    else:
+        kept, added_anchor, added_side = slot_i, anchor_j, 1
+    merged = partition.stats[kept].copy()
+    dispatch.add_point(family_id, params, merged, x[added_anchor])
+    for t in range(members.shape[0]):
+        if sides[t] == added_side:
+            dispatch.add_point(family_id, params, merged, x[members[t]])
+    return merged
 
 
 @numba.njit(cache=True)
@@ -370,8 +398,9 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
     with ``log q <= 0`` (a probability), so the rest bounds it from above.  When
     ``log(uniform)`` exceeds the bound (plus a margin for rounding), the full proposal would
     reject with the same uniform: the decision is the same, and the forced sequential
-    allocation (two predictive densities per point) is skipped.  Costs one pass adding the
-    two clusters' points into merged statistics.
+    allocation (two predictive densities per point) is skipped.  Costs the merged
+    statistics (:func:`merged_statistics`: the smaller cluster's points added to a copy of
+    the larger's row).
 
     Parameters
     ----------
@@ -389,19 +418,18 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
     -------
     bool
     """
-    members = anchor_clusters_members(partition.labels, anchor_i, anchor_j)[0]
+    members, sides = anchor_clusters_members(partition.labels, anchor_i, anchor_j)
     return _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
-                                          log_offset, uniform)
+                                          sides, log_offset, uniform)
 
 
 @numba.njit(cache=True)
 def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
-                                   log_offset, uniform):
-    """:func:`merge_surely_rejected` given the clusters' other points ``members`` (the merged
-    statistics add ``anchor_i``, ``anchor_j``, then ``members``: the order of
-    ``splitmerge_common.log_split_merge_ratio``, so the bound's merged cluster has the
-    same numbers as the full proposal's)."""
-    family_id, params, x = model
+                                   sides, log_offset, uniform):
+    """:func:`merge_surely_rejected` given the clusters' other points ``members`` and their
+    ``sides`` (the merged statistics from :func:`merged_statistics`, as the full proposal's:
+    the bound's merged cluster has the same numbers)."""
+    family_id, params, _ = model
     labels, sizes, stats = partition.labels, partition.sizes, partition.stats
     log_v_table, log_w_table = tables
     slot_i = labels[anchor_i]
@@ -410,11 +438,7 @@ def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
                                  sizes[slot_i], sizes[slot_j])
     if log_prior == -np.inf:
         return False  # the split is impossible from the merged state: the merge accepts
-    merged = partition.empty_row.copy()
-    dispatch.add_point(family_id, params, merged, x[anchor_i])
-    dispatch.add_point(family_id, params, merged, x[anchor_j])
-    for t in range(members.shape[0]):
-        dispatch.add_point(family_id, params, merged, x[members[t]])
+    merged = merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
     log_merged = dispatch.log_marginal(family_id, params, merged)
     log_a = dispatch.log_marginal(family_id, params, stats[slot_i])
     log_b = dispatch.log_marginal(family_id, params, stats[slot_j])
@@ -531,7 +555,8 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
                           + math.log(k) + math.log(size_a) + math.log(size_b)
                           - math.log(m) - math.log(m - 1))
         if _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
-                                          members, log_offset, metropolis_uniform):
+                                          members, current_sides, log_offset,
+                                          metropolis_uniform):
             return MOVE_MERGE, False, np.nan
     size_s = m - 2
     for t in range(2 * size_s):

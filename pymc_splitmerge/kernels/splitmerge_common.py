@@ -82,6 +82,7 @@ __all__ = [
     "apply_proposal",
     "build_moves_then_gibbs",
     "log_split_merge_ratio",
+    "log_split_merge_ratio_given_merged",
     "metropolis_accept",
     "metropolis_accepts",
     "two_way_log_probabilities",
@@ -272,14 +273,26 @@ def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, sta
     The merged cluster's statistics are rebuilt from scratch from the anchors and
     ``members`` (so the split and merge directions use identical numbers).
     """
-    log_prior = log_split_weight(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
-    if log_prior == -np.inf:
+    if log_split_weight(log_v_table, log_w_table, n_clusters_merged, size_a, size_b) == -np.inf:
         return -np.inf
     merged = empty_row.copy()
     dispatch.add_point(family_id, params, merged, x[anchor_i])
     dispatch.add_point(family_id, params, merged, x[anchor_j])
     for t in range(members.shape[0]):
         dispatch.add_point(family_id, params, merged, x[members[t]])
+    return log_split_merge_ratio_given_merged(family_id, params, stats_a, size_a, stats_b,
+                                              size_b, merged, log_v_table, log_w_table,
+                                              n_clusters_merged)
+
+
+@numba.njit(cache=True)
+def log_split_merge_ratio_given_merged(family_id, params, stats_a, size_a, stats_b, size_b,
+                                       merged, log_v_table, log_w_table, n_clusters_merged):
+    """``log pi(c_split) - log pi(c_merge)`` (:func:`log_split_merge_ratio`) given the
+    merged cluster's statistics row ``merged`` (read only), however it was obtained."""
+    log_prior = log_split_weight(log_v_table, log_w_table, n_clusters_merged, size_a, size_b)
+    if log_prior == -np.inf:
+        return -np.inf
     return (log_prior + dispatch.log_marginal(family_id, params, stats_a)
             + dispatch.log_marginal(family_id, params, stats_b)
             - dispatch.log_marginal(family_id, params, merged))
