@@ -80,9 +80,11 @@ from pymc_splitmerge.priors.seating import log_split_weight
 __all__ = [
     "build_sams_move",
     "merge_surely_rejected",
+    "merged_statistics",
     "propose_sams",
     "sams_move",
     "sams_proposal_core",
+    "sams_proposal_given_members",
     "sams_step",
     "sams_updates",
     "sequential_allocation",
@@ -151,6 +153,12 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
 def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
                        sampled_reverse):
     """The whole SAMS proposal for given anchors, in one compiled call.
+
+    The log posterior ratio of split and merged states
+    (``splitmerge_common.log_split_merge_ratio_given_merged``) takes the merged cluster's
+    statistics as they are for a split (the current cluster's row) and from
+    :func:`merged_statistics` for a merge; the two candidate clusters' rows come from the
+    sequential allocation.
 
     Parameters
     ----------
