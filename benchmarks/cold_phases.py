@@ -14,8 +14,8 @@ per phase the median CPU seconds of each tree and their ratio to the first tree'
 
 It also checks that every run ended at the same held-out density (same draws).  The runs have
 single-threaded BLAS, as ``scale.py``'s (``--blas-threads``; before 2026-11-27, third session,
-they had the environment's: ~0.08 s more in the cold model phase on py312, OpenBLAS threads
-spinning after scipy's small triangular solves).  Full garbage collections (0.05-0.13 s each,
+they had the environment's: on py312, 2 cores, ~0.2 s more to the first draw, 0.12 s of it in
+the imports and 0.08 s in the model phase, idle OpenBLAS threads spinning).  Full garbage collections (0.05-0.13 s each,
 ``cold_gc.py``) land in whichever phase the heap crosses the collector's threshold, so a phase
 can move by that much between trees with no change of work in it: compare totals.  Byte-compile
 every tree first and warm the numba cache with one run per tree (the sandbox sets
@@ -79,7 +79,7 @@ def main():
                         help="OPENBLAS/OMP/MKL_NUM_THREADS of the runs, as scale.py's (0: keep "
                              "the environment's; until 2026-11-27 (third session) the "
                              "environment's, with idle BLAS threads spinning into the CPU "
-                             "times: ~0.08 s of the cold model phase on py312)")
+                             "times: ~0.2 s of the cold path on py312)")
     args = parser.parse_args()
     config = {**CONFIG, "n": args.n}
     trees = [os.path.abspath(tree) for tree in args.trees]
