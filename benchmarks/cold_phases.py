@@ -12,7 +12,12 @@ per phase the median CPU seconds of each tree and their ratio to the first tree'
   set-up and the first draw), ``to draw 1`` and ``to draw 20`` (totals);
 * warm (the same fit again in the same process): ``model``, ``setup+draw 1``, ``to draw 1``.
 
-It also checks that every run ended at the same held-out density (same draws).  Byte-compile
+It also checks that every run ended at the same held-out density (same draws).  The runs have
+single-threaded BLAS, as ``scale.py``'s (``--blas-threads``; before 2026-11-27, third session,
+they had the environment's: on py312, 2 cores, ~0.2 s more to the first draw, 0.12 s of it in
+the imports and 0.08 s in the model phase, idle OpenBLAS threads spinning).  Full garbage collections (0.05-0.13 s each,
+``cold_gc.py``) land in whichever phase the heap crosses the collector's threshold, so a phase
+can move by that much between trees with no change of work in it: compare totals.  Byte-compile
 every tree first and warm the numba cache with one run per tree (the sandbox sets
 ``PYTHONDONTWRITEBYTECODE=1``)::
 
@@ -32,12 +37,16 @@ import statistics
 import subprocess
 import sys
 
+from blas_threads import limit_blas_threads
+
 CONFIG = {"n": 20000, "dim": 2, "sampler": "sams+gibbs", "draws": 20, "record_every": 1,
           "seed": 0, "start": "subsample", "cold_warm": True}
 
 
-def run(tree, config):
+def run(tree, config, blas_threads=1):
     env = dict(os.environ, PYTHONPATH=tree)
+    if blas_threads:  # as scale.py's spawned processes (--vi), which this breaks down
+        limit_blas_threads(env, blas_threads, override=True)
     out = subprocess.run([sys.executable, os.path.join(tree, "benchmarks", "scale.py"), "--one",
                           json.dumps(config)], cwd=tree, env=env, capture_output=True,
                          text=True, check=True)
@@ -66,17 +75,22 @@ def main():
     parser.add_argument("--n", type=int, default=CONFIG["n"])
     parser.add_argument("--no-warmup", action="store_true",
                         help="skip the first (numba cache warming) run of each tree")
+    parser.add_argument("--blas-threads", type=int, default=1,
+                        help="OPENBLAS/OMP/MKL_NUM_THREADS of the runs, as scale.py's (0: keep "
+                             "the environment's; until 2026-11-27 (third session) the "
+                             "environment's, with idle BLAS threads spinning into the CPU "
+                             "times: ~0.2 s of the cold path on py312)")
     args = parser.parse_args()
     config = {**CONFIG, "n": args.n}
     trees = [os.path.abspath(tree) for tree in args.trees]
     if not args.no_warmup:
         for tree in trees:
-            run(tree, config)
+            run(tree, config, args.blas_threads)
     rows = {tree: [] for tree in trees}
     ends = set()
     for _ in range(args.repeats):
         for tree in trees:
-            values, end = phases(run(tree, config))
+            values, end = phases(run(tree, config, args.blas_threads))
             rows[tree].append(values)
             ends.add(end)
     names = list(rows[trees[0]][0])

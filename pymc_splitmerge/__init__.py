@@ -32,21 +32,16 @@ from pymc_splitmerge.distributions import ConjugateMixture, discover
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.sampling import (
-    compare_evidence,
     install_pymc_convergence_checks,
     install_pymc_sample_hooks,
     partition_convergence_checks,
     sample,
-    sample_smc,
     splitmerge_start,
 )
 from pymc_splitmerge.steps import (
-    ARMStep,
     CollapsedGibbsStep,
     ConcentrationGibbs,
     PartitionPriorSlice,
-    PGSMStep,
-    RGSMStep,
     SAMSStep,
 )
 
@@ -71,21 +66,29 @@ globals().update(_REGISTERED)
 # ``import pymc_splitmerge``.  ``psm.summary``, ``psm.testing`` etc. work as before.  The
 # ``analysis`` package itself is cheap (its own submodules load on first use, see its
 # ``__init__``); the analysis names of ``__all__`` below are looked up there when first used.
+# Likewise the split-merge steps that PyMC never assigns automatically (PGSM, ARM, RGSM) and
+# sequential Monte Carlo, with their numba kernels (``kernels.pgsm`` / ``smc`` / ``arm`` /
+# ``rgsm``), which the default sampler does not use: looked up in ``steps`` and ``sampling``
+# (PEP 562 there too) when first used.
 _LAZY_MODULES = ("testing",)
+_LAZY_ELSEWHERE = {"ARMStep": "steps", "PGSMStep": "steps", "RGSMStep": "steps",
+                   "compare_evidence": "sampling", "sample_smc": "sampling"}
 
 
 def __getattr__(name):
     if name in _LAZY_MODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name in _LAZY_ANALYSIS:
-        value = getattr(analysis, name)
+    if name in _LAZY_ANALYSIS or name in _LAZY_ELSEWHERE:
+        package = (analysis if name in _LAZY_ANALYSIS
+                   else importlib.import_module(f"{__name__}.{_LAZY_ELSEWHERE[name]}"))
+        value = getattr(package, name)
         globals()[name] = value  # later look-ups skip this function
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted({*globals(), *_LAZY_MODULES, *_LAZY_ANALYSIS})
+    return sorted({*globals(), *_LAZY_MODULES, *_LAZY_ANALYSIS, *_LAZY_ELSEWHERE})
 
 
 __all__ = [

@@ -105,6 +105,7 @@ with pm.Model() as model:
     psm.ConjugateMixture("y", partition=z, component=psm.NormalInverseWishart(
         mu0=np.zeros(2), kappa0=0.01, nu0=4.0, psi0=np.eye(2)), observed=y)
 start = psm.splitmerge_start(model, subsample_size=40, random_seed=0)
+{extra}
 with model:
     pm.sample(draws=2, tune=0, chains=1, cores=1, step=psm.SAMSStep(z), initvals=start,
               random_seed=0, progressbar=False, compute_convergence_checks=False)
@@ -112,19 +113,55 @@ loaded = set(sys.modules) - before
 print("LOADED", sorted(name for name in loaded if name.startswith({watched!r})))
 """
 # not needed to build a model, start and sample it (loaded on first use: PEP 562 in the
-# package's and analysis' __init__); scipy ones only if not already loaded by PyMC
+# package's, analysis', steps' and sampling's __init__); scipy ones only if not already loaded
+# by PyMC
+_LAZY_KERNEL_MODULES = ("pymc_splitmerge.steps.pgsm", "pymc_splitmerge.steps.arm",
+                        "pymc_splitmerge.steps.rgsm", "pymc_splitmerge.sampling.smc",
+                        "pymc_splitmerge.kernels.pgsm", "pymc_splitmerge.kernels.arm",
+                        "pymc_splitmerge.kernels.rgsm", "pymc_splitmerge.kernels.smc")
 _NOT_ON_SAMPLING_PATH = ("pymc_splitmerge.testing", "pymc_splitmerge.analysis.plots",
                          "pymc_splitmerge.analysis.predictive", "pymc_splitmerge.analysis.components",
-                         "pymc_splitmerge.analysis.zarr_trace", "scipy.stats", "scipy.integrate",
-                         "scipy.optimize", "matplotlib", "sklearn")
+                         "pymc_splitmerge.analysis.zarr_trace", *_LAZY_KERNEL_MODULES,
+                         "scipy.stats", "scipy.integrate", "scipy.optimize", "matplotlib",
+                         "sklearn")
 
 
 def test_sampling_path_imports_no_analysis_or_testing_extras():
     """``import pymc_splitmerge``, a model, ``splitmerge_start`` and ``pm.sample`` do not load
-    the testing utilities, the plots or scipy.stats / integrate / optimize (cold-start cost)."""
-    result = _run(_SAMPLING_PATH.format(watched=_NOT_ON_SAMPLING_PATH))
+    the testing utilities, the plots, the PGSM / ARM / RGSM / SMC steps and kernels, or
+    scipy.stats / integrate / optimize (cold-start cost)."""
+    result = _run(_SAMPLING_PATH.format(watched=_NOT_ON_SAMPLING_PATH, extra=""))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "LOADED []" in result.stdout, result.stdout
+
+
+def test_sampling_path_check_sees_a_lazy_module_load():
+    """Negative control: the same script, touching ``psm.PGSMStep``, ``psm.ARMStep``,
+    ``psm.RGSMStep`` and ``psm.sample_smc`` on the way, reports their modules as loaded."""
+    extra = "psm.PGSMStep, psm.ARMStep, psm.RGSMStep, psm.sample_smc"
+    result = _run(_SAMPLING_PATH.format(watched=_NOT_ON_SAMPLING_PATH, extra=extra))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"LOADED {sorted(_LAZY_KERNEL_MODULES)!r}" in result.stdout, result.stdout
+
+
+def test_lazy_steps_are_not_automatic():
+    """A lazily loaded step class is never one PyMC could assign automatically: loading every
+    lazy module leaves ``pymc.step_methods.STEP_METHODS`` as ``import pymc_splitmerge`` left
+    it, and none of the lazy classes is in it (PyMC only considers registered classes)."""
+    import importlib
+
+    from pymc.step_methods import STEP_METHODS
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge import steps
+
+    registered = list(STEP_METHODS)
+    for module in _LAZY_KERNEL_MODULES:
+        importlib.import_module(module)
+    assert list(STEP_METHODS) == registered
+    for name in ("ARMStep", "PGSMStep", "RGSMStep"):
+        assert getattr(psm, name) not in STEP_METHODS
+    assert all(step_class in STEP_METHODS for step_class in steps.AUTOMATIC_STEP_METHODS)
 
 
 def test_lazy_public_names():
@@ -143,7 +180,25 @@ def test_lazy_public_names():
     assert psm.summary is summary and analysis.summary is summary
     assert psm.point_estimate is point_estimate and analysis.point_estimate is point_estimate
     assert psm.testing.exact_posterior is not None
+    from pymc_splitmerge import sampling, steps
+    from pymc_splitmerge.sampling.smc import compare_evidence, sample_smc
+    from pymc_splitmerge.steps.arm import ARMStep
+    from pymc_splitmerge.steps.pgsm import PGSMStep
+    from pymc_splitmerge.steps.rgsm import RGSMStep
+
+    for package in (steps, sampling):
+        for name in package.__all__:
+            assert name in dir(package)
+            assert getattr(package, name) is not None
+    assert psm.PGSMStep is PGSMStep and steps.PGSMStep is PGSMStep
+    assert psm.ARMStep is ARMStep and psm.RGSMStep is RGSMStep
+    assert psm.sample_smc is sample_smc and sampling.sample_smc is sample_smc
+    assert psm.compare_evidence is compare_evidence
     with pytest.raises(AttributeError):
         psm.no_such_name  # noqa: B018
     with pytest.raises(AttributeError):
         analysis.no_such_name  # noqa: B018
+    with pytest.raises(AttributeError):
+        steps.no_such_name  # noqa: B018
+    with pytest.raises(AttributeError):
+        sampling.no_such_name  # noqa: B018

@@ -11,6 +11,8 @@
   model evidence (:mod:`pymc_splitmerge.sampling.smc`).
 """
 
+import importlib
+
 from pymc_splitmerge.sampling.hooks import (
     check_partition_initvals,
     check_partition_start,
@@ -24,8 +26,24 @@ from pymc_splitmerge.sampling.mcmc import (
     partition_convergence_checks,
     sample,
 )
-from pymc_splitmerge.sampling.smc import compare_evidence, sample_smc
 from pymc_splitmerge.sampling.start import splitmerge_start
+
+# Loaded on first use (PEP 562): sequential Monte Carlo (:mod:`.smc`, with the numba kernels
+# of ``kernels.smc``) is not needed to build a model and ``pm.sample`` it.
+_LAZY_SMC = ("compare_evidence", "sample_smc")
+
+
+def __getattr__(name):
+    if name not in _LAZY_SMC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.smc"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY_SMC})
+
 
 __all__ = [
     "CHECKED_QUANTITIES",
