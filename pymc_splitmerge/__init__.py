@@ -24,9 +24,8 @@ give, and run its automatic step assignment inside the model's context, so that
 (:func:`install_pymc_sample_hooks`).
 """
 
-import importlib
-
 from pymc_splitmerge import analysis, components, datasets, priors
+from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.distributions import ConjugateMixture, discover
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
@@ -70,25 +69,8 @@ globals().update(_REGISTERED)
 # sequential Monte Carlo, with their numba kernels (``kernels.pgsm`` / ``smc`` / ``arm`` /
 # ``rgsm``), which the default sampler does not use: looked up in ``steps`` and ``sampling``
 # (PEP 562 there too) when first used.
-_LAZY_MODULES = ("testing",)
-_LAZY_ELSEWHERE = {"ARMStep": "steps", "PGSMStep": "steps", "RGSMStep": "steps",
-                   "compare_evidence": "sampling", "sample_smc": "sampling"}
-
-
-def __getattr__(name):
-    if name in _LAZY_MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in _LAZY_ANALYSIS or name in _LAZY_ELSEWHERE:
-        package = (analysis if name in _LAZY_ANALYSIS
-                   else importlib.import_module(f"{__name__}.{_LAZY_ELSEWHERE[name]}"))
-        value = getattr(package, name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY_MODULES, *_LAZY_ANALYSIS, *_LAZY_ELSEWHERE})
+_LAZY_ELSEWHERE = {"testing": "testing", "ARMStep": "steps", "PGSMStep": "steps",
+                   "RGSMStep": "steps", "compare_evidence": "sampling", "sample_smc": "sampling"}
 
 
 __all__ = [
@@ -151,4 +133,6 @@ __all__ = [
 __all__ += list(_REGISTERED)
 # the public names that come from the analysis package (loaded on first use, __getattr__)
 _LAZY_ANALYSIS = frozenset(__all__).intersection(analysis.__all__)
+__getattr__, __dir__ = lazy_names(
+    __name__, globals(), {**dict.fromkeys(_LAZY_ANALYSIS, "analysis"), **_LAZY_ELSEWHERE})
 

@@ -8,7 +8,7 @@ end-of-run checks) do not load the quantities, the plots, the predictive densiti
 Zarr reader.  ``from pymc_splitmerge.analysis import summary`` and ``psm.analysis.summary``
 work as before."""
 
-import importlib
+from pymc_splitmerge._lazy import lazy_names
 
 # Imported eagerly (cheap): the function ``point_estimate`` has the name of its submodule, and
 # binding it here, after the submodule is first imported, keeps ``analysis.point_estimate`` the
@@ -45,17 +45,7 @@ _SUBMODULE_NAMES = {
 _SUBMODULE_OF = {name: module for module, names in _SUBMODULE_NAMES.items() for name in names}
 
 
-def __getattr__(name):
-    module = _SUBMODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted({*globals(), *_SUBMODULE_OF})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _SUBMODULE_OF)
 
 
 __all__ = [

@@ -11,8 +11,7 @@
   model evidence (:mod:`pymc_splitmerge.sampling.smc`).
 """
 
-import importlib
-
+from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.sampling.hooks import (
     check_partition_initvals,
     check_partition_start,
@@ -30,19 +29,10 @@ from pymc_splitmerge.sampling.start import splitmerge_start
 
 # Loaded on first use (PEP 562): sequential Monte Carlo (:mod:`.smc`, with the numba kernels
 # of ``kernels.smc``) is not needed to build a model and ``pm.sample`` it.
-_LAZY_SMC = ("compare_evidence", "sample_smc")
+_LAZY_SMC = {"compare_evidence": "smc", "sample_smc": "smc"}
 
 
-def __getattr__(name):
-    if name not in _LAZY_SMC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.smc"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY_SMC})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY_SMC)
 
 
 __all__ = [

@@ -14,10 +14,9 @@ else in the model (then their updates are exact).  Plain ``pm.sample()`` then pi
 steps; everything else gets PyMC's usual choice.
 """
 
-import importlib
-
 from pymc.step_methods import STEP_METHODS
 
+from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.steps.base import PartitionStep
 from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPriorSlice
 from pymc_splitmerge.steps.gibbs import CollapsedGibbsStep
@@ -62,14 +61,4 @@ def register_step_methods() -> None:
 register_step_methods()
 
 
-def __getattr__(name):
-    module = _LAZY_STEPS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY_STEPS})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY_STEPS)
