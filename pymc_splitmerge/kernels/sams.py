@@ -390,8 +390,9 @@ def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
 
 
 # Margin of the early merge rejection, relative to the size of the terms of the bound: the
-# bound reads the partition's incrementally kept statistics where the full proposal rebuilds
-# them point by point (the two differ by rounding only), and a forced log proposal
+# bound reads the two clusters' incrementally kept statistics where the full proposal
+# rebuilds them point by point along its forced allocation (the two differ by rounding only;
+# the merged row is the same in both, ``merged_statistics``), and a forced log proposal
 # probability can exceed 0 by rounding only.
 _EARLY_REJECTION_MARGIN = 1e-8
 
@@ -586,13 +587,16 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
 
 
 @numba.njit(cache=True)
-def _new_member_index(partition):
-    """A member index of ``partition`` (:func:`_index_members`): ``(order, start, cursor)``."""
+def _cluster_update_buffers(partition):
+    """The scratch buffers of :func:`_cluster_sams_update` for ``partition``: ``uniforms``
+    (``2 n``), ``pair`` (2) and a current member index ``(order, start, cursor)``
+    (:func:`_index_members`)."""
+    n = partition.labels.shape[0]
     capacity = partition.sizes.shape[0]
-    index = (np.empty(partition.labels.shape[0], dtype=np.int64),
-             np.empty(capacity, dtype=np.int64), np.empty(capacity, dtype=np.int64))
+    index = (np.empty(n, dtype=np.int64), np.empty(capacity, dtype=np.int64),
+             np.empty(capacity, dtype=np.int64))
     _index_members(partition.labels, partition.sizes, index[0], index[1], index[2])
-    return index
+    return np.empty(2 * n, dtype=np.float64), np.empty(2, dtype=np.int64), index
 
 
 @numba.njit(cache=True)
@@ -635,10 +639,7 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
     number of accepted updates.
     """
     np.random.seed(seed)
-    n = model.x.shape[0]
-    uniforms = np.empty(2 * n, dtype=np.float64)
-    pair = np.empty(2, dtype=np.int64)
-    index = _new_member_index(partition)
+    uniforms, pair, index = _cluster_update_buffers(partition)
     accepted = 0
     for _ in range(n_updates):
         if _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair,
@@ -653,12 +654,11 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     """:func:`_cluster_sams_update` from loose fields (cf. :func:`_sams_proposal_fields`),
     numba's generator seeded with ``seed`` first."""
     np.random.seed(seed)
-    uniforms = np.empty(2 * x.shape[0], dtype=np.float64)
-    pair = np.empty(2, dtype=np.int64)
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
-    return _cluster_sams_update(
-        Model(family_id, params, x), partition, PriorTables(log_v, log_w), anchor_correction,
-        uniforms, pair, _new_member_index(partition))
+    uniforms, pair, index = _cluster_update_buffers(partition)
+    return _cluster_sams_update(Model(family_id, params, x), partition,
+                                PriorTables(log_v, log_w), anchor_correction, uniforms, pair,
+                                index)
 
 
 class _ClusterSAMSMove:
