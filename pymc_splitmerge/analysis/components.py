@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import xarray as xr
-from pymc.model.transform.conditioning import remove_value_transforms
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable
+from pymc_splitmerge.analysis.log_joint import untransformed_model
 from pymc_splitmerge.distributions import PartitionPriorRV, discover
 
 __all__ = ["COMPONENTS_GROUP", "sample_components"]
@@ -92,7 +92,7 @@ def sample_components(data, model=None, random_seed=None, *, var_name: str | Non
         raise ValueError(f"the model has no variable named {var_name!r}")
     if var_name not in posterior:
         raise ValueError(f"the posterior has no variable {var_name!r}")
-    plain = remove_value_transforms(model)  # points in the stored (untransformed) values
+    plain = untransformed_model(model)  # points in the stored (untransformed) values
     partition_model = discover(plain[var_name], plain)
     x = partition_model.data
     labels = canonicalize(np.asarray(posterior[var_name].values))

@@ -25,7 +25,28 @@ try:
 except ImportError:  # pytensor < 2.31
     from pytensor.graph.basic import graph_inputs
 
-__all__ = ["log_joint_draws", "numeric_log_joint"]
+__all__ = ["log_joint_draws", "numeric_log_joint", "untransformed_model"]
+
+
+def untransformed_model(model):
+    """PyMC's ``remove_value_transforms(model)``, also for a model with ``initval=`` settings.
+
+    The returned model's value variables are the natural (stored) values, so a trace's draws
+    can be fed to it directly.  PyMC's model-to-graph conversion refuses a model with initial
+    values ("Cannot convert models with non-default initial_values", e.g. after
+    ``psm.DirichletProcess(..., initval=labels)``) although they play no part in a log
+    density: they are set aside for the conversion and put back, so ``model`` is unchanged
+    on return.
+    """
+    initial_values = model.rvs_to_initial_values
+    saved = {rv: value for rv, value in initial_values.items() if value is not None}
+    for rv in saved:
+        initial_values[rv] = None
+    try:
+        return remove_value_transforms(model)
+    finally:
+        for rv, value in saved.items():
+            initial_values[rv] = value
 
 
 def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
@@ -52,7 +73,7 @@ def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
         var_name = find_partition_variable(posterior)
     if var_name not in model.named_vars:
         raise ValueError(f"the model has no variable named {var_name!r}")
-    plain = remove_value_transforms(model)  # evaluate at the stored (untransformed) values
+    plain = untransformed_model(model)  # evaluate at the stored (untransformed) values
     partition = plain[var_name]
     observed = discover(partition, plain).observed_var
     terms = plain.logp(vars=[partition, observed], jacobian=False, sum=True)
@@ -87,7 +108,7 @@ def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
     ndarray of shape (chain, draw)
     """
     posterior = compat.get_group(data, "posterior")
-    plain = remove_value_transforms(model)  # value variables = the stored natural values
+    plain = untransformed_model(model)  # value variables = the stored natural values
     partition_model = discover(plain[var_name], plain)
     names = [v.name for v in plain.value_vars]
     missing = [name for name in names if name not in posterior]

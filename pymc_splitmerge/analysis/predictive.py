@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from pymc.model.transform.conditioning import remove_value_transforms
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
+from pymc_splitmerge.analysis.log_joint import untransformed_model
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import log_sum_exp
 from pymc_splitmerge.distributions import discover
@@ -111,7 +111,7 @@ def heldout_log_predictive_density(data, model, new_data, var_name: str | None =
         var_name = find_partition_variable(posterior)
     if var_name not in model.named_vars:
         raise ValueError(f"the model has no variable named {var_name!r}")
-    plain = remove_value_transforms(model)  # points in the stored (untransformed) values
+    plain = untransformed_model(model)  # points in the stored (untransformed) values
     partition_model = discover(plain[var_name], plain)
     names = [v.name for v in plain.value_vars if v.name in posterior]
     labels = np.asarray(posterior[var_name].values)

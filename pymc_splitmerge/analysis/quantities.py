@@ -149,6 +149,7 @@ def partition_quantities(
         ``num_pairs`` pairs with co-clustering probability closest to 1/2 (probabilities
         estimated from at most ``max_pair_draws`` evenly spaced draws).
     num_pairs : int
+        At most this many pairs (fewer when ``n`` has fewer pairs).
     log_joint : array of shape (chain, draw) or callable(labels) -> float, optional
     model : pymc.Model, optional
         The model that produced ``data``: the log joint (partition prior + collapsed
@@ -194,6 +195,8 @@ def partition_quantities(
     }
     coords["largest"] = np.arange(1, int(num_largest) + 1)
     if pairs is None:
+        # at most the n (n - 1) / 2 pairs there are (n = 2 has one)
+        num_pairs = min(num_pairs, n * (n - 1) // 2) if num_pairs > 0 else num_pairs
         if n >= 2 and num_pairs > 0:
             flat = labels.reshape(-1, n)
             step = max(1, int(np.ceil(flat.shape[0] / max(int(max_pair_draws), 1))))

@@ -37,6 +37,8 @@ summaries of partition chains).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import xarray as xr
@@ -83,7 +85,7 @@ def diagnostics_group_name(var_name: str, partition_names) -> str:
 
 def _without_variables(data, names):
     """A light container with the posterior minus ``names`` (and sample_stats), no copies."""
-    groups = {"posterior": compat.get_group(data, "posterior").drop_vars(names)}
+    groups = {"posterior": compat.get_group(data, "posterior").drop_vars(names, errors="ignore")}
     if compat.has_group(data, "sample_stats"):
         groups["sample_stats"] = compat.get_group(data, "sample_stats")
     return compat.from_groups(groups, inference_data=compat.is_inference_data(data))
@@ -194,17 +196,38 @@ def _pymc_checks_without_partitions(data, model, partition_names):
     return [*warnings, SamplerWarning(WarningType.BAD_PARAMS, message, "info")]
 
 
-def _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs=None) -> None:
-    """Add each partition's label-invariant quantities to ``result`` (what :func:`sample` adds)."""
+def _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs=None) -> list:
+    """Add each partition's label-invariant quantities to ``result`` (what :func:`sample` adds).
+
+    Returns the names of the partitions whose group was added: a partition left out of the
+    trace (``var_names``) has none, and one whose quantities fail to compute gets a warning
+    instead (the trace is never lost to a post-run computation).
+    """
     options = dict(diagnostics_kwargs or {})
     posterior = compat.get_group(result, "posterior")
+    added = []
     for var_name in partition_names:
+        if var_name not in posterior:
+            continue
         n = posterior[var_name].shape[-1]
         defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
         if "model" not in options and "log_joint" not in options:
             defaults["model"] = model  # the log joint, with the numba kernels
-        dataset = partition_quantities(result, var_name, **{**defaults, **options})
+        try:
+            dataset = partition_quantities(result, var_name, **{**defaults, **options})
+        except Exception as error:  # noqa: BLE001 - reported, the trace is returned
+            _warn_post_run_failure(f"the label-invariant quantities of {var_name!r}", error)
+            continue
         compat.add_group(result, diagnostics_group_name(var_name, partition_names), dataset)
+        added.append(var_name)
+    return added
+
+
+def _warn_post_run_failure(what: str, error: Exception) -> None:
+    """Report a post-run computation that failed; sampling's result is still returned."""
+    warnings.warn(
+        f"computing {what} after sampling failed ({type(error).__name__}: {error}); the trace "
+        "is returned without them", RuntimeWarning, stacklevel=3)
 
 
 def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, **kwargs):
@@ -256,14 +279,21 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
     if not (compat.is_inference_data(result) or compat.is_datatree(result)):
         return result
     partition_names = partition_variable_names(model)
+    checked = []
     if partition_diagnostics:
-        _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs)
+        checked = _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs)
     if checks:
-        warnings = _pymc_checks_without_partitions(result, model, partition_names)
-        if partition_diagnostics:
-            warnings += partition_convergence_checks(result, var_names=partition_names)
-        if not quiet:
-            convergence.log_warnings(warnings)
+        try:
+            found = _pymc_checks_without_partitions(result, model, partition_names)
+            if checked:
+                found += [warning for var_name in checked for warning in _quantity_checks(
+                    compat.get_group(result, diagnostics_group_name(var_name, partition_names)),
+                    var_name)]
+        except Exception as error:  # noqa: BLE001 - reported, the trace is returned
+            _warn_post_run_failure("the convergence checks", error)
+        else:
+            if not quiet:
+                convergence.log_warnings(found)
     return result
 
 
@@ -286,18 +316,22 @@ def label_invariant_convergence_checks(idata, model) -> list:
     partition_names = partition_variable_names(model)
     if not partition_names:
         return _pymc_run_convergence_checks()(idata, model)
-    warnings = _pymc_checks_without_partitions(idata, model, partition_names)
+    found = _pymc_checks_without_partitions(idata, model, partition_names)
     posterior = compat.get_group(idata, "posterior")
     for var_name in partition_names:
         if var_name not in posterior:
             continue
         try:
-            log_joint = numeric_log_joint(idata, model, var_name)
-        except (TypeError, ValueError):  # no collapsed likelihood found: check the rest
-            log_joint = None
-        dataset = partition_quantities(idata, var_name, num_pairs=0, log_joint=log_joint)
-        warnings += _quantity_checks(dataset, var_name)
-    return warnings
+            try:
+                log_joint = numeric_log_joint(idata, model, var_name)
+            except (TypeError, ValueError):  # no collapsed likelihood found: check the rest
+                log_joint = None
+            dataset = partition_quantities(idata, var_name, num_pairs=0, log_joint=log_joint)
+            found += _quantity_checks(dataset, var_name)
+        except Exception as error:  # noqa: BLE001 - reported, pm.sample returns its trace
+            _warn_post_run_failure(
+                f"the label-invariant convergence checks of {var_name!r}", error)
+    return found
 
 
 def install_pymc_convergence_checks(install: bool = True) -> None:

@@ -82,9 +82,12 @@ class SAMSStep(PartitionStep):
                                 else AnchorProposal(kind=anchor_proposal, n_anchors=2))
         self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
-        if self.n_points < 2:
+        if self.n_points < self.minimum_points:
             raise ValueError(
                 f"SAMSStep needs a partition of at least 2 points; got {self.n_points}")
+
+    #: fewest observations the step accepts (a split-merge move needs two anchors)
+    minimum_points = 2
 
     def build_transition(self):
         move = (build_sams_move(cluster_anchors=True) if self.cluster_anchors
@@ -98,6 +101,8 @@ class SAMSStep(PartitionStep):
             self.anchor_proposal.reset()
 
     def kernel_step(self, state, prior, tables):
+        if self.n_points < 2:  # one observation, one partition: nothing to propose
+            return {"sams_move": 0, "sams_accepted": False, "sams_log_accept_ratio": np.nan}
         if self.tune and self.anchor_proposal is not None:
             self.anchor_proposal.adapt(state, tables[1])
         (info,) = self.run_transition(state, tables).moves
@@ -118,6 +123,9 @@ class DefaultPartitionStep(SAMSStep):
     robust choice measured by ``benchmarks/jain_neal.py`` (collapsed Gibbs alone stays stuck
     on the Jain & Neal d = 18 data).
 
+    A partition of a single observation has one possible value: the step then leaves it as
+    it is (stats as for "nothing proposed"), where an explicit ``SAMSStep`` refuses it.
+
     Parameters
     ----------
     vars : TensorVariable or list of one TensorVariable
@@ -125,6 +133,8 @@ class DefaultPartitionStep(SAMSStep):
     **kwargs
         Other :class:`SAMSStep` parameters.
     """
+
+    minimum_points = 1
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, **kwargs):
         super().__init__(vars, n_gibbs_sweeps=n_gibbs_sweeps, **kwargs)
