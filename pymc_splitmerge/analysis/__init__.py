@@ -40,7 +40,7 @@ _SUBMODULE_NAMES = {
     "similarity": (
         "iter_similarity_blocks", "most_uncertain_pairs", "posterior_similarity_matrix",
     ),
-    "zarr_trace": ("iter_zarr_draws", "zarr_posterior"),
+    "zarr_trace": ("completed_draws", "iter_zarr_draws", "zarr_posterior"),
 }
 _SUBMODULE_OF = {name: module for module, names in _SUBMODULE_NAMES.items() for name in names}
 
@@ -59,6 +59,7 @@ __all__ = [
     "binder_distance",
     "block_fractions",
     "canonicalize",
+    "completed_draws",
     "contingency_table",
     "credible_ball",
     "distance_diagnostics",

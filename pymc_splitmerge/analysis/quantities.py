@@ -122,6 +122,15 @@ def _reference_labels(reference, labels, rng) -> np.ndarray | None:
     return as_labels(reference, "reference", n=labels.shape[-1])
 
 
+def _is_zarr_trace(data) -> bool:
+    """A ``pymc.backends.zarr.ZarrTrace`` or its zarr root group (read by ``zarr_posterior``)."""
+    if (isinstance(data, xr.Dataset | xr.DataArray | np.ndarray) or compat.is_datatree(data)
+            or compat.is_inference_data(data)):
+        return False
+    root = getattr(data, "root", data)
+    return hasattr(root, "group_keys") and hasattr(root, "array_keys")
+
+
 def partition_quantities(
     data,
     var_name: str | None = None,
@@ -139,7 +148,9 @@ def partition_quantities(
 
     Parameters
     ----------
-    data : InferenceData, DataTree, Dataset or array_like of shape (chain, draw, n)
+    data : InferenceData, DataTree, Dataset, ZarrTrace or array_like of shape (chain, draw, n)
+        A ``pymc.backends.zarr.ZarrTrace`` (or its store's root group) is read with
+        :func:`~pymc_splitmerge.analysis.zarr_trace.zarr_posterior`: its completed draws only.
     var_name : str, optional
         Partition variable (found automatically when omitted).
     num_largest : int
@@ -169,6 +180,10 @@ def partition_quantities(
         (dim ``largest``), ``co_clustering`` (dim ``pair``), and ``log_joint``,
         ``distance_to_reference_vi``, ``distance_to_reference_binder`` when requested.
     """
+    if _is_zarr_trace(data):  # a ZarrTrace: its completed draws (loaded on first use)
+        from pymc_splitmerge.analysis.zarr_trace import zarr_posterior
+
+        data = zarr_posterior(data, var_name)
     labels, var_name = partition_draws(data, var_name)
     chains, n_draws, n = labels.shape
     if model is not None:
@@ -309,7 +324,7 @@ def summary(
 
     Parameters
     ----------
-    data : InferenceData, DataTree, Dataset or array_like of shape (chain, draw, n)
+    data : InferenceData, DataTree, Dataset, ZarrTrace or array_like of shape (chain, draw, n)
     reference : "point_estimate", PointEstimate, labels or None
         Reference partition of the distance rows (None: no distance rows).
     hdi_probability : float
