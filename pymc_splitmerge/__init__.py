@@ -15,13 +15,12 @@ samples partition variables with SAMS + one Gibbs sweep (``steps.DefaultPartitio
 Dirichlet-process concentration with a Gamma prior with :class:`ConcentrationGibbs` and the
 other partition-prior parameters with :class:`PartitionPriorSlice` (where exact), and makes
 ``pm.sample``'s end-of-run R-hat / ESS checks skip the raw label vectors of partition
-variables and check their label-invariant quantities instead
-(:func:`install_pymc_convergence_checks`; ``install_pymc_convergence_checks(False)`` restores
-PyMC's).  It also makes ``pm.sample`` refuse a start of a partition variable that PyMC would
-silently cast (float, NaN, out-of-range or wrong-length labels) with an error saying what to
-give, and run its automatic step assignment inside the model's context, so that
-``pm.sample(model=model)`` picks the same steps as ``pm.sample()`` inside ``with model:``
-(:func:`install_pymc_sample_hooks`).
+variables and check their label-invariant quantities instead, refuse a start of a partition
+variable that PyMC would silently cast (float, NaN, out-of-range or wrong-length labels) with an
+error saying what to give, and run its automatic step assignment inside the model's context, so
+that ``pm.sample(model=model)`` picks the same steps as ``pm.sample()`` inside ``with model:``
+(:func:`install_pymc_hooks`, wrappers that call PyMC's own functions, all in
+:mod:`pymc_splitmerge.sampling.hooks`; ``install_pymc_hooks(False)`` restores PyMC's).
 """
 
 from pymc_splitmerge import analysis, components, datasets, priors
@@ -31,8 +30,7 @@ from pymc_splitmerge.distributions import ConjugateMixture, discover
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.sampling import (
-    install_pymc_convergence_checks,
-    install_pymc_sample_hooks,
+    install_pymc_hooks,
     partition_convergence_checks,
     sample,
     splitmerge_start,
@@ -46,8 +44,7 @@ from pymc_splitmerge.steps import (
 
 __version__ = "0.1.0.dev0"
 
-install_pymc_convergence_checks()
-install_pymc_sample_hooks()
+install_pymc_hooks()
 
 # every registered component family (components.registry.FAMILIES) and the PyMC distribution
 # of every registered partition prior (priors.PRIOR_REGISTRY), each under its class name:
@@ -104,8 +101,7 @@ __all__ = [
     "distance_diagnostics",
     "expected_loss",
     "heldout_log_predictive_density",
-    "install_pymc_convergence_checks",
-    "install_pymc_sample_hooks",
+    "install_pymc_hooks",
     "least_squares_draw",
     "log_joint_draws",
     "partition_convergence_checks",

@@ -5,7 +5,7 @@ PyMC casts ``initvals`` to the variable's integer dtype without a check (as for
 ``pm.Categorical``): ``0.5`` becomes ``0``; on pymc 6 a label too large for the compact label
 dtype wraps around (``256`` is ``0`` in int8) and NaN becomes another integer.  Each of these
 was a silent wrong start; ``pymc_splitmerge.sampling.hooks`` refuses them with an error naming the
-variable and what to give (``install_pymc_sample_hooks``).
+variable and what to give (``install_pymc_hooks``).
 """
 
 from __future__ import annotations
@@ -150,41 +150,32 @@ def test_hooks_can_be_removed_and_reinstalled():
     from pymc.sampling import mcmc as pymc_mcmc
 
     try:
-        psm.install_pymc_sample_hooks(False)
+        psm.install_pymc_hooks(False)
         assert pymc_mcmc.make_initial_point_fns_per_chain is (
             pm.initial_point.make_initial_point_fns_per_chain)
-        assert not hasattr(pymc_mcmc.assign_step_methods, "__wrapped__")
+        assert pymc_mcmc.assign_step_methods is hooks.pymc_function("assign_step_methods")
+        assert pymc_mcmc.assign_step_methods.__module__ == "pymc.sampling.mcmc"
+        # without the hooks, PyMC casts a fractional start silently (the gap they close)
+        _sample(_model("py"), {"z": GOOD + 0.25})
     finally:
-        psm.install_pymc_sample_hooks()
-        psm.install_pymc_sample_hooks()  # idempotent
+        psm.install_pymc_hooks()
+        psm.install_pymc_hooks()  # idempotent
     assert pymc_mcmc.make_initial_point_fns_per_chain is hooks.make_initial_point_fns_per_chain
-    assert not hasattr(pymc_mcmc.assign_step_methods.__wrapped__, "__wrapped__")
+    assert pymc_mcmc.assign_step_methods is hooks.assign_step_methods
+    with pytest.raises(ValueError, match="non-integer"):
+        _sample(_model("py"), {"z": GOOD + 0.25})
 
 
-def _model_with_discrete_extra():
-    with pm.Model() as model:
-        z = psm.DirichletProcess("z", alpha=1.0, n=N)
-        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
-                             observed=DATA)
-        pm.Poisson("k", 3.0)
-    return model
-
-
-@pytest.mark.parametrize("case", ["fixed alpha, no step", "fixed alpha, SAMS step",
-                                  "gamma alpha, SAMS step", "gamma alpha, both steps",
-                                  "discrete extra, SAMS step", "discrete extra, no step",
-                                  "continuous only, no step"])
-def test_step_assignment_is_pymcs_and_skips_the_joint_logp_only_when_unused(case, monkeypatch):
-    # the wrapped assign_step_methods makes PyMC's own choice (same steps, same variables)
-    # and builds the joint logp graph only when a continuous variable is left to PyMC
+@pytest.mark.parametrize("case", ["fixed alpha, no step", "gamma alpha, SAMS step",
+                                  "gamma alpha, both steps", "continuous only, no step"])
+def test_step_assignment_is_pymcs(case):
+    # the wrapped assign_step_methods is PyMC's own choice, made inside the model's context
     from pymc.sampling import mcmc as pymc_mcmc
 
     if case.startswith("fixed"):
         model = _model("py")
     elif case.startswith("gamma"):
         model = _model("dp")
-    elif case.startswith("discrete"):
-        model = _model_with_discrete_extra()
     else:
         with pm.Model() as model:
             pm.Normal("x", 0.0, 1.0)
@@ -196,16 +187,10 @@ def test_step_assignment_is_pymcs_and_skips_the_joint_logp_only_when_unused(case
         else:
             step = None
     with model:  # (the package's competences need the model context, see the module doc)
-        pymc_provided, pymc_selected = pymc_mcmc.assign_step_methods.__wrapped__(model, step)
-    logp_calls = []
-    logp = type(model).logp
-    monkeypatch.setattr(type(model), "logp", lambda self, *a, **k: (logp_calls.append(1),
-                                                                     logp(self, *a, **k))[1])
-    provided, selected = pymc_mcmc.assign_step_methods(model, step)
+        pymc_provided, pymc_selected = hooks.pymc_function("assign_step_methods")(model, step)
+    provided, selected = pymc_mcmc.assign_step_methods(model, step)  # outside the context
     assert provided == pymc_provided
     assert selected == pymc_selected
-    needs_logp = case.startswith(("gamma alpha, SAMS", "continuous"))
-    assert bool(logp_calls) == needs_logp
 
 
 def test_invalid_steps_still_get_pymcs_errors():

@@ -195,16 +195,27 @@ def test_plain_pm_sample_checks_skip_labels(monkeypatch, convergence_log):
         convergence_log)
 
 
-def test_plain_pm_sample_without_hook_checks_labels_negative_control(monkeypatch):
-    seen = _spy_on_pymc_checks(monkeypatch)
-    psm.install_pymc_convergence_checks(False)
+def test_plain_pm_sample_without_hook_checks_labels_negative_control():
+    from pymc.sampling import mcmc as pymc_mcmc
+    from pymc.stats import convergence
+
+    seen = []
+
+    def spy(idata, model):
+        seen.append(sorted(compat.get_group(idata, "posterior").data_vars))
+        return convergence.run_convergence_checks(idata, model)
+
+    psm.install_pymc_hooks(False)
     try:
+        assert pymc_mcmc.run_convergence_checks is convergence.run_convergence_checks
+        pymc_mcmc.run_convergence_checks = spy  # PyMC's own function, observed
         with _model(), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             pm.sample(draws=100, tune=20, chains=2, cores=1, random_seed=3, progressbar=False,
                       quiet=True)
     finally:
-        psm.install_pymc_convergence_checks()
+        psm.install_pymc_hooks()
+    assert pymc_mcmc.run_convergence_checks is psm.sampling.label_invariant_convergence_checks
     assert seen == [["alpha", "z"]]  # PyMC's own function takes the labels
 
 

@@ -2,9 +2,10 @@
 
 * :func:`sample`: ``pm.sample`` with label-invariant convergence checks of the partition
   variables (:mod:`pymc_splitmerge.sampling.mcmc`);
-* :func:`install_pymc_sample_hooks`: ``pm.sample`` checks the user's start of a partition
-  variable before PyMC casts it, and sees the model when it assigns steps automatically
-  (:mod:`pymc_splitmerge.sampling.hooks`);
+* :func:`install_pymc_hooks`: ``pm.sample`` checks partitions with label-invariant
+  quantities at the end of a run, checks the user's start of a partition variable before PyMC
+  casts it, and sees the model when it assigns steps automatically
+  (:mod:`pymc_splitmerge.sampling.hooks`, the one module of every wrapper of a PyMC name);
 * :func:`splitmerge_start`: start labels for ``pm.sample(initvals=...)`` from a split-merge
   burn-in on a subsample (:mod:`pymc_splitmerge.sampling.start`);
 * :func:`sample_smc`, :func:`compare_evidence`: sequential Monte Carlo over partitions with
@@ -15,11 +16,10 @@ from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.sampling.hooks import (
     check_partition_initvals,
     check_partition_start,
-    install_pymc_sample_hooks,
+    install_pymc_hooks,
 )
 from pymc_splitmerge.sampling.mcmc import (
     CHECKED_QUANTITIES,
-    install_pymc_convergence_checks,
     label_invariant_convergence_checks,
     numeric_log_joint,
     partition_convergence_checks,
@@ -40,8 +40,7 @@ __all__ = [
     "check_partition_initvals",
     "check_partition_start",
     "compare_evidence",
-    "install_pymc_convergence_checks",
-    "install_pymc_sample_hooks",
+    "install_pymc_hooks",
     "label_invariant_convergence_checks",
     "numeric_log_joint",
     "partition_convergence_checks",

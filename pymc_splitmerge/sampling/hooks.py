@@ -1,37 +1,61 @@
-"""What ``pm.sample`` does with a model's partition variables before the first draw.
+"""Every PyMC name this package wraps, in one module.
 
-Two gaps in PyMC 5.28 / 6.4 that a partition variable runs into, closed by wrapping two names
-that ``pymc.sampling.mcmc`` calls (PyMC's own functions are untouched, as for
-:func:`~pymc_splitmerge.sampling.mcmc.install_pymc_convergence_checks`):
+A step method registered in ``pymc.step_methods.STEP_METHODS`` (``pymc_splitmerge.steps``) is
+how PyMC expects to be extended; for three things a partition variable needs, PyMC 5.28 / 6.4
+offer no extension point, so ``pm.sample`` is reached through the names
+``pymc.sampling.mcmc`` calls.  Each wrapper below does its own small part and then calls
+PyMC's own function (never a copy of its logic); PyMC's functions themselves are untouched:
 
+=====================================  ==================================================  ======================================================
+name in ``pymc.sampling.mcmc``         PyMC's function                                     the wrapper
+=====================================  ==================================================  ======================================================
+``run_convergence_checks``             ``pymc.stats.convergence.run_convergence_checks``   :func:`~pymc_splitmerge.sampling.mcmc.label_invariant_convergence_checks`
+``make_initial_point_fns_per_chain``   ``pymc.initial_point.make_initial_point_fns_per_chain``  :func:`make_initial_point_fns_per_chain`
+``assign_step_methods``                ``pymc.sampling.mcmc.assign_step_methods``          :func:`assign_step_methods`
+=====================================  ==================================================  ======================================================
+
+* **End-of-run checks.** PyMC's R-hat / ESS of a raw label vector mean nothing (relabelling
+  the clusters moves them); the wrapper runs PyMC's checks on every other variable and the same
+  checks on each partition's label-invariant quantities (see
+  :mod:`pymc_splitmerge.sampling.mcmc`).  Models without a partition get PyMC's function.
 * **Starts.** PyMC casts a ``pm.sample(initvals={"z": ...})`` start to the variable's integer
   dtype without a check: ``[0.5, 1.7, ...]`` silently becomes ``[0, 1, ...]`` (the same for
   ``pm.Categorical``); NaN and a label too large for the compact label dtype (256 in int8)
   silently become other labels on pymc 6 and fail inside pytensor's constant folding on
-  pymc 5 (logged tracebacks, then ``cannot convert float NaN to integer`` / ``OverflowError``);
-  a start of the wrong length fails inside pytensor (``The type of the replacement ... must
-  be compatible``); a negative label reached ``np.bincount`` (``'list' argument must have no
-  negative elements``) or NUTS's "Bad initial energy".  :func:`check_partition_initvals`
-  runs on the raw values before that cast and raises an error that names the variable and
-  what to give instead.
-* **Automatic step assignment.** The ``competence`` of :class:`~pymc_splitmerge.ConcentrationGibbs`
-  and :class:`~pymc_splitmerge.PartitionPriorSlice` needs the model (is the parameter used
-  only by its own prior and the partition prior?), but PyMC hands ``competence`` the variable
-  alone; ``pm.sample(model=model)`` outside ``with model:`` therefore gave the concentration
-  NUTS.  The wrapped ``assign_step_methods`` runs PyMC's inside ``with model:``; when every
-  variable left to PyMC is discrete (none has a gradient to look for) it makes PyMC's choice
-  itself, without the model's joint logp graph PyMC builds for that look (a cold-start cost).
+  pymc 5; a start of the wrong length fails inside pytensor; a negative label reached
+  ``np.bincount`` or NUTS's "Bad initial energy".  The wrapper calls :func:`before_first_draw`
+  (which runs :func:`check_partition_initvals` on the raw values, before that cast, and
+  raises an error that names the variable and what to give instead), then PyMC's function.
+* **Automatic step assignment.** The ``competence`` of
+  :class:`~pymc_splitmerge.ConcentrationGibbs` and :class:`~pymc_splitmerge.PartitionPriorSlice`
+  needs the model (is the parameter used only by its own prior and the partition prior?), but
+  PyMC hands ``competence`` the variable alone; ``pm.sample(model=model)`` outside
+  ``with model:`` therefore gave the concentration NUTS.  The wrapper calls PyMC's
+  ``assign_step_methods`` inside ``with model:``.
 
-Importing ``pymc_splitmerge`` installs both (:func:`install_pymc_sample_hooks`;
-``install_pymc_sample_hooks(False)`` restores PyMC's names).
+Importing ``pymc_splitmerge`` installs the three wrappers (:func:`install_pymc_hooks`);
+``install_pymc_hooks(False)`` puts PyMC's functions back.  :data:`PYMC_PARAMETERS` lists the
+parameters each wrapper relies on; ``tests/test_pymc_hooks.py`` fails on either PyMC line when
+one of PyMC's functions no longer has them.
 """
 
 from __future__ import annotations
 
+import inspect
+
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.distributions.starts import check_partition_start
 
-__all__ = ["check_partition_initvals", "check_partition_start", "install_pymc_sample_hooks"]
+__all__ = [
+    "PYMC_PARAMETERS",
+    "assign_step_methods",
+    "before_first_draw",
+    "check_partition_initvals",
+    "check_partition_start",
+    "install_pymc_hooks",
+    "make_initial_point_fns_per_chain",
+    "pymc_function",
+]
 
 
 def _partition_rvs(model) -> list:
@@ -63,93 +87,72 @@ def check_partition_initvals(model, initvals=None) -> None:
                     check_partition_start(rv, value, where)
 
 
-def _pymc_functions():
-    """PyMC's own functions behind the wrapped names (never the wrappers)."""
-    from pymc.initial_point import make_initial_point_fns_per_chain
-    from pymc.sampling.mcmc import assign_step_methods
+#: the parameters of each wrapped PyMC function, in order, that its wrapper relies on
+#: (the same on pymc 5.28 and 6.4); tests/test_pymc_hooks.py checks them with ``inspect``
+PYMC_PARAMETERS = {
+    "run_convergence_checks": ("idata", "model"),
+    "make_initial_point_fns_per_chain": ("model", "overrides", "jitter_rvs", "chains"),
+    "assign_step_methods": ("model", "step", "methods"),
+}
 
-    return make_initial_point_fns_per_chain, getattr(assign_step_methods, "__wrapped__",
-                                                     assign_step_methods)
+#: PyMC's own function behind each wrapped name, recorded before the first install
+_PYMC_FUNCTIONS: dict = {}
+
+
+def pymc_function(name: str):
+    """PyMC's own function behind the name ``name`` of ``pymc.sampling.mcmc`` (never a
+    wrapper of this module, installed or not)."""
+    if name not in _PYMC_FUNCTIONS:
+        from pymc.sampling import mcmc as pymc_mcmc
+
+        function = getattr(pymc_mcmc, name)
+        _PYMC_FUNCTIONS[name] = getattr(function, "pymc_function", function)
+    return _PYMC_FUNCTIONS[name]
+
+
+def before_first_draw(model, initvals=None) -> None:
+    """What ``pm.sample`` checks before PyMC builds the chains' starts (and the first draw).
+
+    Called by the wrapped ``make_initial_point_fns_per_chain`` with the model and the
+    ``initvals`` given to ``pm.sample``; raises an error naming the variable at fault.
+    """
+    check_partition_initvals(model, initvals)
 
 
 def make_initial_point_fns_per_chain(*args, **kwargs):
-    """PyMC's ``make_initial_point_fns_per_chain`` after :func:`check_partition_initvals`."""
-    model = kwargs.get("model")
-    if model is not None:
-        check_partition_initvals(model, kwargs.get("overrides"))
-    return _pymc_functions()[0](*args, **kwargs)
+    """PyMC's ``make_initial_point_fns_per_chain`` after :func:`before_first_draw`."""
+    function = pymc_function("make_initial_point_fns_per_chain")
+    arguments = inspect.signature(function).bind(*args, **kwargs).arguments
+    if arguments.get("model") is not None:
+        before_first_draw(arguments["model"], arguments.get("overrides"))
+    return function(*args, **kwargs)
 
 
-def _assign_without_model_logp(model, step, methods):
-    """PyMC's ``assign_step_methods`` result without building the model's joint logp graph,
-    or None when that graph is needed (or the steps are invalid: PyMC's function raises).
-
-    PyMC builds ``model.logp()`` only to ask, for each value variable left to it, whether the
-    logp has a gradient with respect to it, and asks only for continuous ones; when every
-    variable left is discrete (e.g. all are covered by the given steps, or the model's only
-    free variable is a partition) the graph is not used, and building it (the partition
-    prior's and the conjugate mixture's logp) was ~0.03-0.07 s of a cold ``pm.sample``.
-    Same selection as PyMC's (``max`` of ``_competence(var, False)`` over ``methods``).
-    """
-    from pymc.step_methods import STEP_METHODS, CompoundStep
-    from pymc.step_methods.arraystep import BlockedStep
-    from pymc.vartypes import discrete_types
-
-    if step is None:
-        provided = []
-    elif isinstance(step, BlockedStep | CompoundStep):
-        provided = [step]
-    elif isinstance(step, list | tuple):
-        provided = list(step)
-    else:
-        return None
-    value_vars = model.value_vars
-    assigned = set()
-    for item in provided:
-        if not isinstance(item, BlockedStep | CompoundStep):
-            return None
-        for var in item.vars:
-            if var not in value_vars:
-                return None
-        assigned.update(item.vars)
-    left = [var for var in value_vars if var not in assigned]
-    if any(var.dtype not in discrete_types for var in left):
-        return None
-    methods_list = list(methods or STEP_METHODS)
-    selected = {}
-    for var in left:
-        rv_var = model.values_to_rvs[var]
-        best = max(methods_list, key=lambda method, rv=rv_var: method._competence(rv, False))
-        selected.setdefault(best, []).append(var)
-    return provided, selected
+def assign_step_methods(model, step=None, methods=None):
+    """PyMC's ``assign_step_methods`` inside ``with model:`` (see the module doc)."""
+    with model:
+        return pymc_function("assign_step_methods")(model, step, methods)
 
 
-def _with_model_context(assign):
-    def assign_step_methods(model, step=None, methods=None):
-        """PyMC's ``assign_step_methods`` inside ``with model:``, without PyMC's joint logp
-        graph when no variable needs it (see the module doc)."""
-        with model:
-            shortcut = _assign_without_model_logp(model, step, methods)
-            if shortcut is not None:
-                return shortcut
-            return assign(model, step, methods)
+def _wrappers() -> dict:
+    from pymc_splitmerge.sampling.mcmc import label_invariant_convergence_checks
 
-    assign_step_methods.__wrapped__ = assign
-    return assign_step_methods
+    return {"run_convergence_checks": label_invariant_convergence_checks,
+            "make_initial_point_fns_per_chain": make_initial_point_fns_per_chain,
+            "assign_step_methods": assign_step_methods}
 
 
-def install_pymc_sample_hooks(install: bool = True) -> None:
-    """Make ``pm.sample`` check partition starts and see the model in step assignment (or not).
+def install_pymc_hooks(install: bool = True) -> None:
+    """Put this module's wrappers in ``pymc.sampling.mcmc`` (or, with False, PyMC's functions
+    back).  Idempotent; importing ``pymc_splitmerge`` installs them.
 
-    Replaces the names ``make_initial_point_fns_per_chain`` and ``assign_step_methods`` in
-    ``pymc.sampling.mcmc`` (the module that calls them) by wrappers around PyMC's functions;
-    ``False`` puts PyMC's back.  Idempotent.
+    A PyMC without one of the names gets no wrapper for it.
     """
     from pymc.sampling import mcmc as pymc_mcmc
 
-    initial_points, assign = _pymc_functions()
-    if hasattr(pymc_mcmc, "make_initial_point_fns_per_chain"):
-        pymc_mcmc.make_initial_point_fns_per_chain = (make_initial_point_fns_per_chain
-                                                      if install else initial_points)
-    if hasattr(pymc_mcmc, "assign_step_methods"):
-        pymc_mcmc.assign_step_methods = _with_model_context(assign) if install else assign
+    for name, wrapper in _wrappers().items():
+        if not hasattr(pymc_mcmc, name):
+            continue
+        original = pymc_function(name)  # recorded before the wrapper is first installed
+        wrapper.pymc_function = original
+        setattr(pymc_mcmc, name, wrapper if install else original)

@@ -25,7 +25,8 @@ then:
 A plain ``pm.sample`` gets steps 2 and 3 too: importing the package replaces the name
 ``run_convergence_checks`` in ``pymc.sampling.mcmc`` (the module that calls it) by
 :func:`label_invariant_convergence_checks`, which hands models without a partition variable to
-PyMC's function unchanged (:func:`install_pymc_convergence_checks`; ``False`` restores PyMC's).
+PyMC's function unchanged (:func:`~pymc_splitmerge.sampling.hooks.install_pymc_hooks`, the one
+module of every wrapper of a PyMC name; ``install_pymc_hooks(False)`` restores PyMC's).
 
 References
 ----------
@@ -53,7 +54,6 @@ from pymc_splitmerge.distributions.priors import PartitionPriorRV
 
 __all__ = [
     "CHECKED_QUANTITIES",
-    "install_pymc_convergence_checks",
     "label_invariant_convergence_checks",
     "numeric_log_joint",
     "partition_convergence_checks",
@@ -181,7 +181,8 @@ def _pymc_checks_without_partitions(data, model, partition_names):
               if rv.name in posterior and rv.name not in partition_names]
     if others:
         return convergence.run_convergence_checks(_without_variables(data, partition_names), model)
-    # nothing left for PyMC's R-hat / ESS: its other messages, same wording
+    # nothing left for PyMC's R-hat / ESS, where PyMC's function fails (max() of no values):
+    # PyMC's divergence and tree-depth checks and its sample-size messages, same wording
     warnings = convergence.warn_divergences(data) + convergence.warn_treedepth(data)
     if posterior.sizes["draw"] < 100:
         message = "The number of samples is too small to check convergence reliably."
@@ -297,11 +298,6 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
     return result
 
 
-def _pymc_run_convergence_checks():
-    """PyMC's own ``run_convergence_checks`` (never the hook below)."""
-    return convergence.run_convergence_checks
-
-
 def label_invariant_convergence_checks(idata, model) -> list:
     """What a plain ``pm.sample`` checks at the end of a run once this package is imported.
 
@@ -315,7 +311,7 @@ def label_invariant_convergence_checks(idata, model) -> list:
     """
     partition_names = partition_variable_names(model)
     if not partition_names:
-        return _pymc_run_convergence_checks()(idata, model)
+        return convergence.run_convergence_checks(idata, model)
     found = _pymc_checks_without_partitions(idata, model, partition_names)
     posterior = compat.get_group(idata, "posterior")
     for var_name in partition_names:
@@ -332,19 +328,3 @@ def label_invariant_convergence_checks(idata, model) -> list:
             _warn_post_run_failure(
                 f"the label-invariant convergence checks of {var_name!r}", error)
     return found
-
-
-def install_pymc_convergence_checks(install: bool = True) -> None:
-    """Make a plain ``pm.sample`` use :func:`label_invariant_convergence_checks` (or not).
-
-    Importing ``pymc_splitmerge`` installs it (``pymc.sampling.mcmc`` calls the function by
-    the name it imported, so that name is the one replaced; PyMC's own function in
-    ``pymc.stats.convergence`` is untouched).  ``install_pymc_convergence_checks(False)``
-    restores PyMC's.  Idempotent.
-    """
-    from pymc.sampling import mcmc as pymc_mcmc
-
-    if not hasattr(pymc_mcmc, "run_convergence_checks"):  # a PyMC without the name: no hook
-        return
-    pymc_mcmc.run_convergence_checks = (label_invariant_convergence_checks if install
-                                        else _pymc_run_convergence_checks())

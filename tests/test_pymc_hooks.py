@@ -1,0 +1,95 @@
+"""The PyMC names this package wraps (``pymc_splitmerge.sampling.hooks``) keep their shape.
+
+Each wrapper replaces a name of ``pymc.sampling.mcmc`` and calls PyMC's own function with the
+parameters listed in ``hooks.PYMC_PARAMETERS``.  Run on both PyMC lines (5.28 and 6.4), these
+tests fail when PyMC renames, reorders, adds or drops a parameter of a wrapped function, or
+stops calling it from ``pm.sample`` (the wrapper would then silently do nothing): the
+signal to revisit the wrapper.  Installing and removing the wrappers is reversible.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pymc as pm
+import pytest
+
+import pymc_splitmerge as psm
+from pymc_splitmerge.sampling import hooks
+
+NAMES = sorted(hooks.PYMC_PARAMETERS)
+
+
+def _parameters(function) -> tuple[str, ...]:
+    return tuple(inspect.signature(function).parameters)
+
+
+def _check_shape(function, expected) -> None:
+    found = _parameters(function)
+    if found != tuple(expected):
+        raise AssertionError(
+            f"PyMC's {function.__module__}.{function.__name__} takes {found}, the wrapper in "
+            f"pymc_splitmerge.sampling.hooks was written for {tuple(expected)}: revisit it")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pymc_function_has_the_parameters_the_wrapper_relies_on(name):
+    function = hooks.pymc_function(name)
+    assert not function.__module__.startswith("pymc_splitmerge")  # PyMC's own function
+    _check_shape(function, hooks.PYMC_PARAMETERS[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pm_sample_still_calls_the_wrapped_name(name):
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    source = inspect.getsource(pymc_mcmc.sample) + inspect.getsource(pymc_mcmc._sample_return)
+    assert f"{name}(" in source
+    if name == "make_initial_point_fns_per_chain":  # the wrapper reads model= and overrides=
+        call = source[source.index(f"{name}("):]
+        call = call[:call.index(")")]
+        assert "model=" in call and "overrides=" in call
+
+
+def test_shape_check_rejects_a_changed_signature_negative_control():
+    def changed(idata, model, *, extra=None):
+        return []
+
+    def renamed(model, steps=None, methods=None):
+        return None
+
+    with pytest.raises(AssertionError, match="revisit"):
+        _check_shape(changed, hooks.PYMC_PARAMETERS["run_convergence_checks"])
+    with pytest.raises(AssertionError, match="revisit"):
+        _check_shape(renamed, hooks.PYMC_PARAMETERS["assign_step_methods"])
+
+
+def test_drop_in_wrappers_take_pymcs_parameters():
+    _check_shape(psm.sampling.label_invariant_convergence_checks,
+                 hooks.PYMC_PARAMETERS["run_convergence_checks"])
+    _check_shape(hooks.assign_step_methods, hooks.PYMC_PARAMETERS["assign_step_methods"])
+
+
+def test_install_and_uninstall_every_wrapper():
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    wrappers = {"run_convergence_checks": psm.sampling.label_invariant_convergence_checks,
+                "make_initial_point_fns_per_chain": hooks.make_initial_point_fns_per_chain,
+                "assign_step_methods": hooks.assign_step_methods}
+    assert set(wrappers) == set(NAMES)
+    for name, wrapper in wrappers.items():
+        assert getattr(pymc_mcmc, name) is wrapper  # installed by `import pymc_splitmerge`
+    try:
+        psm.install_pymc_hooks(False)
+        for name in NAMES:
+            original = getattr(pymc_mcmc, name)
+            assert original is hooks.pymc_function(name)
+            assert not original.__module__.startswith("pymc_splitmerge")
+        assert pymc_mcmc.run_convergence_checks is pm.stats.convergence.run_convergence_checks
+        psm.install_pymc_hooks(False)  # idempotent
+    finally:
+        psm.install_pymc_hooks()
+        psm.install_pymc_hooks()
+    for name, wrapper in wrappers.items():
+        assert getattr(pymc_mcmc, name) is wrapper
+        assert hooks.pymc_function(name) is not wrapper
