@@ -9,6 +9,7 @@ constants are needed because they parametrise tests at collection time.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
@@ -82,3 +83,19 @@ def thinned_labels(trace, thin, name="z", *, chains=None):
     if chains is not None:
         assert values.shape[0] == chains, (values.shape, chains)
     return values[:, ::thin].reshape(-1, values.shape[-1])
+
+
+@pytest.fixture
+def zarr_trace(monkeypatch):
+    """``(zarr, pymc.backends.zarr.ZarrTrace)``, skipping without zarr 2 (what ZarrTrace is
+    written for); the sampling state ZarrTrace writes can be read back."""
+    zarr = pytest.importorskip("zarr")
+    from pymc.backends import zarr as pymc_zarr
+
+    if not pymc_zarr._zarr_available or int(zarr.__version__.split(".")[0]) >= 3:
+        pytest.skip("PyMC's ZarrTrace needs zarr 2 (pip install 'pymc-splitmerge[zarr]')")
+    import numcodecs.pickles
+
+    # numcodecs >= 0.15.2 refuses to unpickle the sampling state ZarrTrace itself writes
+    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True, raising=False)
+    return zarr, pymc_zarr.ZarrTrace

@@ -122,24 +122,11 @@ def test_similarity_matrix_refuses_above_max_bytes_and_names_alternatives():
 
 
 # ------------------------------------------------------------------ ZarrTrace
-def _zarr_or_skip(monkeypatch):
-    zarr = pytest.importorskip("zarr")
-    from pymc.backends import zarr as pymc_zarr
-
-    if not pymc_zarr._zarr_available or int(zarr.__version__.split(".")[0]) >= 3:
-        pytest.skip("PyMC's ZarrTrace needs zarr 2 (pip install 'pymc-splitmerge[zarr]')")
-    import numcodecs.pickles
-
-    # numcodecs >= 0.15.2 refuses to unpickle the sampling state ZarrTrace itself writes
-    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True, raising=False)
-    return zarr, pymc_zarr.ZarrTrace
-
-
 # ZarrTrace's InferenceData conversion fails upstream (docs/user_guide.md), so the trace is
 # returned as is; PyMC 6 deprecates that flag.
 @pytest.mark.filterwarnings("ignore:`return_inferencedata=False` is deprecated:FutureWarning")
-def test_zarr_trace_matches_memory_trace_and_feeds_analysis(tmp_path, monkeypatch):
-    zarr, ZarrTrace = _zarr_or_skip(monkeypatch)
+def test_zarr_trace_matches_memory_trace_and_feeds_analysis(tmp_path, zarr_trace):
+    zarr, ZarrTrace = zarr_trace
     y = _data(150)
     model = _model(y)
     kwargs = {"draws": 24, "tune": 6, "chains": 2, "cores": 1, "random_seed": 5,

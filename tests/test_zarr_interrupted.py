@@ -30,25 +30,12 @@ pytestmark = pytest.mark.filterwarnings(
 TUNE, DRAWS, CHUNK, STOP_AT = 5, 20, 3, 14  # stop at the 14th iteration of chain 0
 
 
-def _zarr_or_skip(monkeypatch):
-    zarr = pytest.importorskip("zarr")
-    from pymc.backends import zarr as pymc_zarr
-
-    if not pymc_zarr._zarr_available or int(zarr.__version__.split(".")[0]) >= 3:
-        pytest.skip("PyMC's ZarrTrace needs zarr 2 (pip install 'pymc-splitmerge[zarr]')")
-    import numcodecs.pickles
-
-    # numcodecs >= 0.15.2 refuses to unpickle the sampling state ZarrTrace itself writes
-    monkeypatch.setattr(numcodecs.pickles, "ALLOW_UNSAFE_PICKLE_DECODE", True, raising=False)
-    return zarr, pymc_zarr.ZarrTrace
-
-
 class _Killed(BaseException):
     """Stands for kill -9: nothing of pm.sample's own clean-up after the draws runs."""
 
 
-def _run(monkeypatch, tmp_path, interrupt, stop_at=STOP_AT):
-    zarr, ZarrTrace = _zarr_or_skip(monkeypatch)
+def _run(zarr_trace, tmp_path, interrupt, stop_at=STOP_AT):
+    zarr, ZarrTrace = zarr_trace
     data = np.random.default_rng(3).integers(0, 2, size=(12, 3))
     with pm.Model() as model:
         z = psm.DirichletProcess("z", alpha=pm.Gamma("alpha", 2.0, 1.0), n=len(data))
@@ -87,8 +74,8 @@ def _written(seen, chain, draw_idx):
     return np.array([labels for labels, _ in kept]), np.array([alpha for _, alpha in kept])
 
 
-def test_ctrl_c_reads_only_the_completed_draws(monkeypatch, tmp_path):
-    trace, seen = _run(monkeypatch, tmp_path, KeyboardInterrupt)
+def test_ctrl_c_reads_only_the_completed_draws(zarr_trace, tmp_path):
+    trace, seen = _run(zarr_trace, tmp_path, KeyboardInterrupt)
     draw_idx = trace._sampling_state.draw_idx[:]
     assert draw_idx.tolist() == [12, TUNE + DRAWS]  # chain 0: 4 chunks of 3 flushed, 13-14 lost
     assert "warmup_posterior" in trace.groups()  # pm.sample returned and split the warm-up off
@@ -116,8 +103,8 @@ def test_ctrl_c_reads_only_the_completed_draws(monkeypatch, tmp_path):
     assert "different numbers of draws" in said
 
 
-def test_killed_run_reads_only_the_completed_draws_without_warm_up(monkeypatch, tmp_path):
-    trace, seen = _run(monkeypatch, tmp_path, _Killed())
+def test_killed_run_reads_only_the_completed_draws_without_warm_up(zarr_trace, tmp_path):
+    trace, seen = _run(zarr_trace, tmp_path, _Killed())
     draw_idx = trace._sampling_state.draw_idx[:]
     assert draw_idx.tolist() == [12, 0]  # chain 1 never started
     assert "warmup_posterior" not in trace.groups()  # no split: the warm-up is in posterior
@@ -141,8 +128,8 @@ def test_killed_run_reads_only_the_completed_draws_without_warm_up(monkeypatch, 
     assert table.loc["n_clusters", "mean"] == pytest.approx((labels0.max(axis=-1) + 1).mean())
 
 
-def test_no_completed_draw_is_an_error(monkeypatch, tmp_path):
-    trace, _ = _run(monkeypatch, tmp_path, _Killed(), stop_at=4)  # during the warm-up
+def test_no_completed_draw_is_an_error(zarr_trace, tmp_path):
+    trace, _ = _run(zarr_trace, tmp_path, _Killed(), stop_at=4)  # during the warm-up
     with pytest.raises(ValueError, match="no completed draw"):
         psa.zarr_posterior(trace)
     assert psa.completed_draws(trace, "warmup_posterior").tolist() == [3, 0]
