@@ -98,12 +98,13 @@ def specs(draw):
         spec["initval"] = labels
         if start != "valid":
             spec["fault"] = r"initval"
-    if prior == "mfm" and not (spec["fault"] is None and draw(st.booleans())):
+    if prior == "mfm":
         spec["random_concentration"] = False  # (a random MFM gamma is one of the faults)
     if spec["fault"] is None:  # at most one fault per model, so the error is attributable
         fault = draw(st.sampled_from(["none"] * 6 + ["concentration", "discount", "k",
                                                      "hyperparameter", "data"]))
-        if fault == "concentration" and prior == "mfm" and spec["random_concentration"]:
+        if fault == "concentration" and prior == "mfm" and draw(st.booleans()):
+            spec["random_concentration"] = True
             spec["fault"] = "gamma"  # refused: MFM's V_n table needs a constant gamma
         elif fault == "concentration":
             spec["random_concentration"] = False
