@@ -247,7 +247,9 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
       variable except the partition variables, and the same checks run on the number of
       clusters, the log joint and the largest-cluster fractions
       (:func:`partition_convergence_checks`); warnings are logged like PyMC's (unless
-      ``quiet=True``).
+      ``quiet=True``);
+    * a partition left out by ``var_names`` gets no group; a post-run computation that fails
+      gives a ``RuntimeWarning`` naming it, and the trace is returned all the same.
 
     Parameters
     ----------
