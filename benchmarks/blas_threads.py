@@ -2,8 +2,7 @@
 
 The idle worker threads of a multi-threaded OpenBLAS spin after each call, and that spinning
 counts as CPU time of the process: it tripled sklearn's fit time in ``scale.py --vi`` and
-inflated whatever we timed after a BLAS call (``docs/benchmarks.md``, "Session 2026-11-27
-(second): lead").  This module imports nothing heavy, so a script can call
+inflated whatever we timed after a BLAS call (``docs/benchmarks.md``, "BLAS threads").  This module imports nothing heavy, so a script can call
 :func:`limit_blas_threads` before numpy loads.
 """
 

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 13): a million points, compact traces, time to answer vs VI.
+"""Scale benchmark: a million points, compact traces, time to answer vs VI.
 
 Data: ``n`` points from 20 Gaussians (unit covariance) with centres 20 apart on a circle
 (2-D) or at random in a 10-D box, plus 1,000 held-out points.  Model:
@@ -31,18 +31,16 @@ Each configuration runs in its own subprocess, which reports
 ``t(lpd)`` is the CPU time of the fit when its ``score_samples`` held-out density is within
 0.01 of the reference, ``never`` otherwise) at n = 2,000, 20,000, 200,000, 2-D; and the
 ``subsample`` start: ``psm.splitmerge_start`` (on 2,000 random points 2,000 pure SAMS
-updates and 10 SAMS+Gibbs updates (20 before 2026-11-27, third session), every other point
+updates and 10 SAMS+Gibbs updates, every other point
 placed greedily by its prior-weighted posterior predictive), then the full sampler (the start's CPU time is included in
 ``t(lpd)``).  The reference is the mean of two long SAMS+Gibbs runs from that start with two
-other seeds (second half of each); the table prints both and their difference.  Since
-2026-11-27 (morning) every contender, sklearn included, runs in its own fresh process with two
-clocks: *cold*, CPU time from the start of the process (imports, numba's cache loads,
+other seeds (second half of each); the table prints both and their difference.  Every
+contender, sklearn included, runs in its own fresh process with two clocks: *cold*, CPU time from the start of the process (imports, numba's cache loads,
 PyTensor's and sklearn's first calls included; making the data excluded), and *warm*, the same
 fit again in that process; the table gives ours / sklearn ratios for both.  Default contender:
 the ``splitmerge_start`` run (``--vi-contenders`` adds the runs from one cluster).  Every
-spawned process runs BLAS/OpenMP single-threaded (``--blas-threads 1``, the default since
-2026-11-27, second session): idle OpenBLAS threads spin, and the spinning counts as CPU time
-(it had tripled sklearn's).
+spawned process runs BLAS/OpenMP single-threaded (``--blas-threads 1``, the default): idle
+OpenBLAS threads spin, and the spinning counts as CPU time (it triples sklearn's).
 
 ``--start-cost N1,N2,..``: cost, K and adjusted Rand index of ``psm.splitmerge_start``;
 ``--first-draw N``: CPU time from the model build to the first draw from the start, in a
@@ -164,11 +162,11 @@ def run_one(config):
     n, dim = config["n"], config["dim"]
     tic = time.process_time()
     # the data (and held-out set) never depend on the sampler's seed: every run of one n
-    # sees the same points (before 2026-11-27 the reference runs, seed + 1, drew other data)
+    # sees the same points, the reference runs (other seeds) included
     y, y_test, _ = make_data(n, dim, seed=config.get("data_seed", 0))
     data_cpu = time.process_time() - tic
     if not config.get("cold_warm"):
-        import pymc  # (outside the clock, as before 2026-11-27 morning)
+        import pymc  # (outside the clock)
 
         return _fit_once(config, y, y_test, time.process_time())
     import pymc  # noqa: F401  (inside the clock: counted from the process start)
@@ -247,7 +245,7 @@ def _fit_once(config, y, y_test, cpu0):
 
 
 # Threads of the BLAS/OpenMP libraries in the spawned processes (``--blas-threads``; None:
-# the environment's).  Since 2026-11-27 (second session) 1 by default: the idle worker threads
+# the environment's).  1 by default: the idle worker threads
 # of a multi-threaded OpenBLAS spin after each call, and that spinning counts in
 # ``time.process_time``: it made sklearn's fit cost ~3x its single-threaded CPU time (0.36-0.45
 # against 0.13-0.15 s at n = 20,000), and inflated our warm start after the cold run's

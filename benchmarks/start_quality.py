@@ -1,4 +1,4 @@
-"""Quality and cost of ``psm.splitmerge_start`` on equal and unequal clusters (issue 13 item 3).
+"""Quality and cost of ``psm.splitmerge_start`` on equal and unequal clusters.
 
 Data (n = 20,000 by default, 1,000 held-out points, DP(alpha = 1) + NIW as in
 ``benchmarks/scale.py``):

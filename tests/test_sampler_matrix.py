@@ -199,7 +199,7 @@ def assert_only_partition_step(idata, step_name):
         assert "gibbs_changed" not in stats
 
 
-# ----------------------------------------------------------------------------- Issue 3
+# ----------------------------------------------------------------------------- collapsed Gibbs
 
 
 @pytest.mark.parametrize("family_name", sorted(FAMILIES))
@@ -213,7 +213,7 @@ def test_collapsed_gibbs_matches_exact(prior_name, family_name):
                          exact_fixed(prior_name, family_name))
 
 
-# ----------------------------------------------------------------------------- Issue 4
+# ----------------------------------------------------------------------------- split-merge moves
 
 
 @pytest.mark.parametrize("family_name", ["beta_bernoulli", "normal_inverse_wishart"])

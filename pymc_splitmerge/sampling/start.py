@@ -8,7 +8,7 @@ small clusters), and at large ``n`` every draw pays a Gibbs sweep over all point
 costs little, with anchors drawn cluster by cluster (every cluster, small or large, is
 proposed for a split equally often), then places the other points greedily; ``pm.sample``
 starts from the result (``initvals``).  Measured in ``benchmarks/scale.py --vi``
-(``docs/benchmarks.md``, "Scale (issue 13)").
+(``docs/benchmarks.md``, "The split-merge start").
 """
 
 from __future__ import annotations
