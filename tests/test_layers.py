@@ -1,4 +1,4 @@
-"""The numeric core never imports PyMC, PyTensor or ArviZ (DESIGN.md, layers).
+"""The numeric core never imports PyMC, PyTensor or ArviZ (``docs/architecture.md``, "Layers").
 
 Every module of ``core``, ``priors``, ``components`` and ``kernels`` is imported in a fresh
 interpreter in which importing ``pymc``, ``pytensor`` or ``arviz`` raises (the package's own
