@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import PRIORS, PROBLEMS, bernoulli_problem, thinned_labels
+from kernel_references import reference_arm_run
 
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
@@ -29,7 +30,6 @@ from pymc_splitmerge.kernels.arm import (
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_NONE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from pymc_splitmerge.testing.kernel_references import reference_arm_run
 
 SEED = 20261126
 N_KERNEL_DRAWS = 3000

@@ -2,7 +2,7 @@
 
 ``kernels.gibbs._gibbs_sweeps_arrays`` (the transition's entry) fuses ``unassign_point``, the
 seating weights, ``sample_log_weights`` and ``assign_point`` to save passes and row views per
-point; ``testing.kernel_references.composed_gibbs_sweeps`` calls those primitives in turn.  From the same
+point; ``kernel_references.composed_gibbs_sweeps`` calls those primitives in turn.  From the same
 state and numba seed both must leave bit-identical labels, sizes, statistics and slot
 bookkeeping, for families with and without a batch predictive leaf, priors with an infeasible
 new cluster (finite Dirichlet at ``K = k``), both scans, and long enough for the NIW rows to
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernel_references import composed_gibbs_sweeps
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
@@ -26,7 +27,6 @@ from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
 from pymc_splitmerge.kernels.rng import seed_numba
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
-from pymc_splitmerge.testing.kernel_references import composed_gibbs_sweeps
 
 
 def _problem(name, rng):

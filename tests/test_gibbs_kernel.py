@@ -16,6 +16,11 @@ import zlib
 import numpy as np
 import pytest
 from conftest import PRIORS
+from kernel_checks import one_step_invariance_draws
+from kernel_references import (
+    reference_gibbs_sweep,
+    reference_point_conditional,
+)
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
@@ -40,11 +45,6 @@ from pymc_splitmerge.testing import (
     assert_partition_gof,
     chisquare_partitions,
     exact_posterior,
-    one_step_invariance_draws,
-)
-from pymc_splitmerge.testing.kernel_references import (
-    reference_gibbs_sweep,
-    reference_point_conditional,
 )
 
 N_SAMPLES = 3000

@@ -12,6 +12,8 @@ import functools
 import numpy as np
 import pytest
 from conftest import PRIORS, thinned_labels
+from kernel_checks import one_step_invariance_draws
+from kernel_references import reference_incremental_log_weights
 
 from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart
 from pymc_splitmerge.kernels import smc
@@ -23,7 +25,6 @@ from pymc_splitmerge.kernels.pgsm import (
     figure2_state,
     pgsm_move,
     pgsm_step,
-    reference_incremental_log_weights,
 )
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import Model, PartitionState
@@ -37,7 +38,6 @@ from pymc_splitmerge.testing import (
     assert_partition_gof,
     chisquare_partitions,
     exact_posterior,
-    one_step_invariance_draws,
 )
 
 BERNOULLI_DATA = np.array(

@@ -15,6 +15,7 @@ from conftest import (
     one_step_draws,
     thinned_labels,
 )
+from kernel_references import reference_restricted_scan
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
@@ -30,7 +31,6 @@ from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from pymc_splitmerge.testing.kernel_references import reference_restricted_scan
 
 SEED = 4211
 

@@ -22,6 +22,11 @@ from conftest import (
     one_step_draws,
     thinned_labels,
 )
+from kernel_references import (
+    reference_log_split_weight,
+    reference_sequential_allocation,
+    reference_two_way_log_probabilities,
+)
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
@@ -50,11 +55,6 @@ from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.priors.seating import log_split_weight
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from pymc_splitmerge.testing.kernel_references import (
-    reference_log_split_weight,
-    reference_sequential_allocation,
-    reference_two_way_log_probabilities,
-)
 
 SEED = 20240611
 

@@ -28,7 +28,7 @@ the inner loop never touches the prior object; the seating weights are
 and returns the transition ``sweep(model, partition, tables, rng)`` on the structures of
 ``kernels.state``; the partition is updated in place with the arithmetic of
 ``unassign_point`` / ``assign_point`` (fused into the sweep, whose Python entry takes the
-structures' fields loose; ``testing.kernel_references.composed_gibbs_sweeps`` is the plain
+structures' fields loose; ``composed_gibbs_sweeps`` of ``tests/kernel_references.py`` is the plain
 composition it is tested against, move for move).
 
 References
