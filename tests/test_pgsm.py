@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 import pytest
+from broken_kernels import on_state, pgsm_plain_smc_move
 from conftest import PRIORS, thinned_labels
 from kernel_checks import one_step_invariance_draws
 from kernel_references import reference_incremental_log_weights
@@ -254,8 +255,9 @@ def test_one_step_invariance_options(options):
 
 def test_negative_control_plain_smc_is_rejected():
     rng = np.random.default_rng(2024)
-    out, exact = one_step_labels(DirichletProcessPrior(alpha=1.0), normal(), NORMAL_DATA[:5],
-                                 rng, num_samples=2000, num_particles=2, conditional=False)
+    kernel = on_state(pgsm_plain_smc_move(num_particles=2))
+    out, exact = one_step_invariance_draws(kernel, DirichletProcessPrior(alpha=1.0), normal(),
+                                           NORMAL_DATA[:5], 2000, rng, transitions=2)
     result = chisquare_partitions(out, exact)
     assert result.pvalue < GOF_PVALUE_THRESHOLD
 

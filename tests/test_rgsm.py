@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 import pytest
+from broken_kernels import on_state, rgsm_path_probability_move
 from conftest import (
     PRIORS,
     PROBLEMS,
@@ -153,10 +154,9 @@ def test_full_iteration_with_gibbs_scans_matches_exact_posterior():
 
 def test_negative_control_path_probability_is_rejected():
     """Scoring the intermediate scans' path in the proposal probability is wrong."""
-    control = "path_probability"
     rng = np.random.default_rng([SEED, 99])
     family, x = niw_problem()
-    kernel = functools.partial(rgsm_move, n_intermediate_scans=2, _negative_control=control)
+    kernel = on_state(rgsm_path_probability_move(n_intermediate_scans=2))
     samples, exact = chain_draws(kernel, PRIORS["dp"], family, x, 3000, rng)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)

@@ -166,7 +166,8 @@ class PGSMOptions(NamedTuple):
     annealing: bool
     """Annealed intermediate targets of §3.4."""
     conditional: bool
-    """Pin the reference path as particle 0 (``False``: plain SMC, the negative control)."""
+    """Pin the reference path as particle 0 (PGSM's conditional SMC; ``False`` runs plain SMC,
+    which is not an invariant PGSM update)."""
     deduplicate: bool = True
     """Reuse the computations of identical particles (exact: changes no number)."""
 
@@ -693,7 +694,7 @@ def validate_pgsm_options(num_particles, resampling_threshold, n_anchors) -> flo
 
 def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
               resampling_threshold=0.5, n_anchors=2, annealing=True, anchors=None,
-              anchor_proposal=None, conditional=True):
+              anchor_proposal=None):
     """One PGSM transition of ``state`` (mutated in place).
 
     Parameters
@@ -715,9 +716,6 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
     anchor_proposal : AnchorProposal, optional
         Anchor law (with its frozen snapshot; its ``n_anchors`` overrides ``n_anchors``);
         uniform if omitted or not adapted yet.
-    conditional : bool, default True
-        ``False`` drops the pinned reference path (plain SMC): **not** invariant; exists only
-        as the negative control of the tests.
 
     Returns
     -------
@@ -729,40 +727,36 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
     """
     log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     if anchor_proposal is None:  # options only: build once per set of options
-        move = _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing,
-                                 conditional)
+        move = _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing)
     else:
         move = build_pgsm_move(num_particles=num_particles,
                                resampling_threshold=resampling_threshold, n_anchors=n_anchors,
-                               annealing=annealing, anchor_proposal=anchor_proposal,
-                               _conditional=conditional)
+                               annealing=annealing, anchor_proposal=anchor_proposal)
     return move.run(state.family_id, state.params, state.x, state.slot_labels, state.sizes,
                     state.stats, state.empty_row, state.active, state.where,
                     state.cluster_count, log_v_table, log_w_table, rng, anchors)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing, conditional):
+def _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing):
     """:func:`build_pgsm_move` for :func:`pgsm_move` (no anchor proposal), built once per
     set of options: validating and building costs more than a small move."""
     return build_pgsm_move(num_particles=num_particles,
                            resampling_threshold=resampling_threshold, n_anchors=n_anchors,
-                           annealing=annealing, _conditional=conditional)
+                           annealing=annealing)
 
 
 def build_pgsm_move(*, num_particles=20, resampling_threshold=0.5, n_anchors=2, annealing=True,
-                    anchor_proposal=None, _conditional=True):
+                    anchor_proposal=None):
     """Validate the options once; return ``move(model, partition, tables, rng) -> PGSMInfo``.
 
-    Parameters are those of :func:`pgsm_move` (``_conditional=False`` is the negative control
-    of the tests: plain SMC without the pinned reference path, **not** invariant).  The
-    ``anchor_proposal`` is held by reference: the caller adapts it during tuning, and the move
+    Parameters are those of :func:`pgsm_move`.  The ``anchor_proposal`` is held by reference: the caller adapts it during tuning, and the move
     reads its frozen snapshot (uniform anchors until it is adapted).
     """
     if anchor_proposal is not None:
         n_anchors = anchor_proposal.n_anchors
     threshold = validate_pgsm_options(num_particles, resampling_threshold, n_anchors)
-    options = PGSMOptions(int(num_particles), threshold, bool(annealing), bool(_conditional))
+    options = PGSMOptions(int(num_particles), threshold, bool(annealing), True)
     return _PGSMMove(options, int(n_anchors), anchor_proposal)
 
 

@@ -85,9 +85,6 @@ __all__ = [
     "rgsm_update",
 ]
 
-_CONTROL_CODES = {None: 0, "path_probability": 1}
-
-
 @numba.njit(cache=True)
 def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, forced,
                     target_sides, uniforms, log_w_table):
@@ -166,7 +163,9 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
         ``uniforms[:|S|]`` give the random launch split; the next ``t`` blocks of ``|S|``
         drive the intermediate scans, then one block the final scan.
     control : int
-        0 (correct) or 1 (negative control ``path_probability``).
+        0 (the kernel); 1 multiplies the proposal probability by that of the intermediate
+        scans' path, which the reverse move does not retrace (not invariant: the tests'
+        negative control, ``tests/broken_kernels.py``).
 
     Returns
     -------
@@ -228,13 +227,6 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
     return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 
-def _check_options(n_intermediate_scans, negative_control) -> tuple[int, int]:
-    if negative_control not in _CONTROL_CODES:
-        raise ValueError(f"_negative_control must be one of {tuple(_CONTROL_CODES)}")
-    return (non_negative_integer(n_intermediate_scans, "n_intermediate_scans"),
-            _CONTROL_CODES[negative_control])
-
-
 @numba.njit(cache=True)
 def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                           cluster_count, log_v, log_w, n_intermediate_scans, uniforms,
@@ -266,7 +258,7 @@ def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control)
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
-def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | None = None
+def build_rgsm_move(n_intermediate_scans: int = 5
                     ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
@@ -275,10 +267,6 @@ def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | N
     ----------
     n_intermediate_scans : int, default 5
         ``t``, the restricted scans from the random split to the launch state.
-    _negative_control : {None, "path_probability"}
-        Testing only (a wrong variant the tests must reject): ``"path_probability"``
-        multiplies the proposal probability by the probability of the intermediate scans'
-        path, which the reverse move does not retrace.
 
     Returns
     -------
@@ -286,13 +274,12 @@ def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | N
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one restricted-Gibbs
         split-merge Metropolis–Hastings update (Algorithm 2), applied in place if accepted.
     """
-    return ProposeThenAccept(_rgsm_proposal,
-                             *_check_options(n_intermediate_scans, _negative_control))
+    return ProposeThenAccept(
+        _rgsm_proposal, non_negative_integer(n_intermediate_scans, "n_intermediate_scans"), 0)
 
 
 def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 n_intermediate_scans: int = 5, *,
-                 _negative_control: str | None = None) -> SplitMergeProposal:
+                 n_intermediate_scans: int = 5) -> SplitMergeProposal:
     """Propose a restricted-Gibbs split or merge (Algorithm 2) without changing ``state``.
 
     Parameters as :func:`build_rgsm_move` plus the ``PartitionState``, the tables
@@ -302,15 +289,13 @@ def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeProposal
     """
-    n_intermediate_scans, control = _check_options(n_intermediate_scans, _negative_control)
+    n_intermediate_scans = non_negative_integer(n_intermediate_scans, "n_intermediate_scans")
     tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans,
-                          control)
+    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans, 0)
 
 
 def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
-              n_intermediate_scans: int = 5, *,
-              _negative_control: str | None = None) -> SplitMergeInfo:
+              n_intermediate_scans: int = 5) -> SplitMergeInfo:
     """One restricted-Gibbs split-merge Metropolis–Hastings update of ``state`` (in place).
 
     Convenience form of :func:`build_rgsm_move` on a ``PartitionState``.
@@ -328,7 +313,7 @@ def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeInfo
     """
-    move = build_rgsm_move(n_intermediate_scans, _negative_control=_negative_control)
+    move = build_rgsm_move(n_intermediate_scans)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
 

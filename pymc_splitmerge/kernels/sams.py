@@ -90,10 +90,6 @@ __all__ = [
     "sequential_allocation",
 ]
 
-_NEGATIVE_CONTROLS = (None, "sampled_reverse_split")
-_CLUSTER_NEGATIVE_CONTROLS = (None, "no_anchor_law_ratio")
-
-
 @numba.njit(cache=True)
 def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, forced, sides,
                           uniforms, log_w_table, empty_row):
@@ -287,20 +283,17 @@ def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_rever
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
-def _check_options(anchor_proposal, negative_control):
-    if negative_control not in _NEGATIVE_CONTROLS:
-        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
+def _check_options(anchor_proposal) -> None:
     if anchor_proposal is not None and not isinstance(anchor_proposal, AnchorProposal):
         raise TypeError("anchor_proposal must be a kernels.anchors.AnchorProposal or None; got "
                         f"{type(anchor_proposal).__name__}")
     if anchor_proposal is not None and anchor_proposal.n_anchors != 2:
         raise ValueError(f"SAMS needs n_anchors=2; the anchor proposal has "
                          f"{anchor_proposal.n_anchors}")
-    return negative_control == "sampled_reverse_split"
 
 
 def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
-                    cluster_anchors: bool = False, _negative_control: str | None = None
+                    cluster_anchors: bool = False
                     ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
@@ -322,10 +315,6 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         (:func:`merge_surely_rejected`; their reported ratio is ``nan``).  Not with
         ``anchor_proposal``.  Each call seeds numba's generator by one draw of ``rng``
         (``kernels.rng.numba_seed_from``).
-    _negative_control : {None, "sampled_reverse_split", "no_anchor_law_ratio"}
-        Testing only.  ``"sampled_reverse_split"`` computes the merge's reverse
-        probability from a freshly *sampled* split (the R ``sams`` package's mistake);
-        ``"no_anchor_law_ratio"`` (with ``cluster_anchors``) drops the anchor-law term.
 
     Returns
     -------
@@ -337,17 +326,13 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         if anchor_proposal is not None:
             raise ValueError("cluster_anchors=True draws its own anchors; anchor_proposal "
                              "must be None")
-        if _negative_control not in _CLUSTER_NEGATIVE_CONTROLS:
-            raise ValueError("with cluster_anchors, _negative_control must be one of "
-                             f"{_CLUSTER_NEGATIVE_CONTROLS}")
-        return _ClusterSAMSMove(anchor_correction=_negative_control is None)
-    return ProposeThenAccept(_sams_proposal, anchor_proposal,
-                             _check_options(anchor_proposal, _negative_control))
+        return _ClusterSAMSMove(anchor_correction=True)
+    _check_options(anchor_proposal)
+    return ProposeThenAccept(_sams_proposal, anchor_proposal, False)
 
 
 def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 anchor_proposal: AnchorProposal | None = None, *,
-                 _negative_control: str | None = None) -> SplitMergeProposal:
+                 anchor_proposal: AnchorProposal | None = None) -> SplitMergeProposal:
     """Propose a SAMS split or merge without changing ``state`` (a ``PartitionState``).
 
     Parameters as :func:`build_sams_move` plus the state, the tables ``prior.tables(n)`` and
@@ -357,15 +342,13 @@ def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeProposal
     """
-    sampled_reverse = _check_options(anchor_proposal, _negative_control)
+    _check_options(anchor_proposal)
     tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal,
-                          sampled_reverse)
+    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal, False)
 
 
 def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
-              anchor_proposal: AnchorProposal | None = None, *,
-              _negative_control: str | None = None) -> SplitMergeInfo:
+              anchor_proposal: AnchorProposal | None = None) -> SplitMergeInfo:
     """One SAMS Metropolis–Hastings update of ``state`` (in place).
 
     Convenience form of :func:`build_sams_move` on a ``PartitionState``.
@@ -384,7 +367,7 @@ def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeInfo
     """
-    move = build_sams_move(anchor_proposal, _negative_control=_negative_control)
+    move = build_sams_move(anchor_proposal)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
 
