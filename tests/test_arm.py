@@ -143,9 +143,9 @@ def test_proposal_probabilities_are_consistent():
     for _ in range(60):
         z, labels_a, labels_b = partitions[rng.integers(len(partitions), size=3)]
         state = PartitionState(family, x, z)
-        before = state.labels_slots.copy()
+        before = state.slot_labels.copy()
         proposal = propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b)
-        np.testing.assert_array_equal(state.labels_slots, before)
+        np.testing.assert_array_equal(state.slot_labels, before)
         moves.add(proposal.move)
         if proposal.move == MOVE_NONE:
             assert np.array_equal(labels_a, labels_b)

@@ -25,7 +25,6 @@ from pymc_splitmerge.kernels.pgsm import (
     csmc_sweep,
     figure2_state,
     pgsm_move,
-    pgsm_step,
 )
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import Model, PartitionState
@@ -301,18 +300,6 @@ def test_bad_options_raise():
         pgsm_move(state, *tables, rng, anchors=[1, 1])
     with pytest.raises(ValueError, match="use prior.tables"):
         pgsm_move(state, tables[0][:3], tables[1], rng)
-
-
-def test_pgsm_step_is_a_deprecated_alias_of_pgsm_move():
-    family = normal()
-    x = family.prepare_data(NORMAL_DATA)
-    tables = DirichletProcessPrior(alpha=1.0).tables(x.shape[0])
-    states = [PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64)) for _ in "ab"]
-    infos = [pgsm_move(states[0], *tables, np.random.default_rng(5))]
-    with pytest.warns(DeprecationWarning, match="pgsm_move"):
-        infos.append(pgsm_step(states[1], *tables, np.random.default_rng(5)))
-    assert infos[0].move == infos[1].move
-    np.testing.assert_array_equal(states[0].labels(), states[1].labels())
 
 
 # --------------------------------------------------------------------------- PyMC step

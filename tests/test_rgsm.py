@@ -249,9 +249,6 @@ def test_rgsm_step_bad_options_raise():
         step = RGSMStep(z)
         assert (step.n_intermediate_scans, step.n_split_merge_updates, step.n_gibbs_sweeps) == (
             5, 1, 1)
-        # the old keyword name still works, with a DeprecationWarning
-        with pytest.warns(DeprecationWarning, match="n_gibbs_scans is deprecated"):
-            old = RGSMStep(z, n_gibbs_scans=0)
-        assert old.n_gibbs_sweeps == 0 and old.n_gibbs_scans == 0
-        with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
-            RGSMStep(z, n_gibbs_scans=0, n_gibbs_sweeps=1)
+        assert RGSMStep(z, n_gibbs_sweeps=0).n_gibbs_sweeps == 0
+        with pytest.raises(TypeError, match="n_gibbs_scans"):  # one name per option
+            RGSMStep(z, n_gibbs_scans=0)

@@ -77,7 +77,6 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, sample_weights
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights
-from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
@@ -101,7 +100,6 @@ __all__ = [
     "ARMProposal",
     "arm_move",
     "arm_run",
-    "arm_step",
     "arm_transition_log_probabilities",
     "build_arm_move",
     "disagreement_pair",
@@ -739,8 +737,5 @@ def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a
     move = build_arm_move(lambda partition: (labels_a, labels_b))
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
-
-
-arm_step = deprecated_alias(arm_move, "arm_step")
 
 

@@ -52,7 +52,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted_from_peak, sample_weights
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
-from pymc_splitmerge.kernels.options import positive_integer, renamed_keyword
+from pymc_splitmerge.kernels.options import positive_integer
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import (
     Model,
@@ -275,7 +275,7 @@ class _GibbsSweep:
 
 
 def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
-                n_gibbs_sweeps: int | None = None, *, n_sweeps: int | None = None) -> GibbsInfo:
+                n_gibbs_sweeps: int = 1) -> GibbsInfo:
     """Apply ``n_gibbs_sweeps`` collapsed Gibbs sweeps to ``state`` (in place).
 
     Convenience form of :func:`build_gibbs_sweep` on a ``PartitionState``.
@@ -291,14 +291,11 @@ def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
     scan : {"random", "systematic"}
     n_gibbs_sweeps : int, default 1
         Number of sweeps (each sweep updates every point once).
-    n_sweeps : int, optional
-        Deprecated name of ``n_gibbs_sweeps``.
 
     Returns
     -------
     GibbsInfo
     """
-    n_gibbs_sweeps = renamed_keyword(n_gibbs_sweeps, n_sweeps, "n_gibbs_sweeps", "n_sweeps", 1)
     sweep = build_gibbs_sweep(scan, n_gibbs_sweeps)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return sweep(state.model, state.partition, tables, rng)

@@ -77,7 +77,6 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
-from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
@@ -110,7 +109,6 @@ __all__ = [
     "csmc_sweep",
     "figure2_state",
     "pgsm_move",
-    "pgsm_step",
     "pgsm_transition",
     "validate_pgsm_options",
 ]
@@ -801,6 +799,3 @@ class _PGSMMove:
             numba_seed_from(rng), family_id, params, x, labels, sizes, stats, empty_row, active,
             where, cluster_count, log_v, log_w, anchors, *self.options)
         return PGSMInfo(move, anchors, size, events, ess, generations)
-
-
-pgsm_step = deprecated_alias(pgsm_move, "pgsm_step")

@@ -54,11 +54,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import uniform_anchors
 from pymc_splitmerge.kernels.gibbs import GibbsInfo
-from pymc_splitmerge.kernels.options import (
-    deprecated_alias,
-    non_negative_integer,
-    renamed_keyword,
-)
+from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
@@ -81,7 +77,6 @@ __all__ = [
     "restricted_scan",
     "rgsm_move",
     "rgsm_proposal_core",
-    "rgsm_step",
     "rgsm_update",
 ]
 
@@ -318,9 +313,6 @@ def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     return move(state.model, state.partition, tables, rng)
 
 
-rgsm_step = deprecated_alias(rgsm_move, "rgsm_step")
-
-
 class RGSMUpdateInfo(NamedTuple):
     """What one full RGSM(t, m, g) iteration did.
 
@@ -344,8 +336,7 @@ class RGSMUpdateInfo(NamedTuple):
 
 def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
                 n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                n_gibbs_sweeps: int | None = None, *,
-                n_gibbs_scans: int | None = None) -> RGSMUpdateInfo:
+                n_gibbs_sweeps: int = 1) -> RGSMUpdateInfo:
     """One full iteration of Jain & Neal's RGSM(t, m, g) sampler (paper §3.4, §4.4).
 
     ``m`` restricted-Gibbs split-merge updates (each with ``t`` intermediate scans), then
@@ -365,15 +356,11 @@ def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
         ``m``.
     n_gibbs_sweeps : int, default 1
         ``g``.
-    n_gibbs_scans : int, optional
-        Deprecated name of ``n_gibbs_sweeps``.
 
     Returns
     -------
     RGSMUpdateInfo
     """
-    n_gibbs_sweeps = renamed_keyword(n_gibbs_sweeps, n_gibbs_scans, "n_gibbs_sweeps",
-                                     "n_gibbs_scans", 1)
     move = build_rgsm_move(n_intermediate_scans)
     n_split_merge_updates = non_negative_integer(n_split_merge_updates, "n_split_merge_updates")
     transition = build_moves_then_gibbs(move, n_split_merge_updates, n_gibbs_sweeps)

@@ -57,7 +57,6 @@ import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
-from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
@@ -85,7 +84,6 @@ __all__ = [
     "sams_move",
     "sams_proposal_core",
     "sams_proposal_given_members",
-    "sams_step",
     "sams_updates",
     "sequential_allocation",
 ]
@@ -668,6 +666,3 @@ def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Genera
     if model.x.shape[0] < 2:
         raise ValueError("SAMS updates need at least 2 points")
     return int(_sams_updates(model, partition, tables, int(n_updates), numba_seed_from(rng)))
-
-
-sams_step = deprecated_alias(sams_move, "sams_step")

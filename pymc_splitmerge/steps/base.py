@@ -44,25 +44,13 @@ from rich.table import Column
 
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
-from pymc_splitmerge.kernels.options import renamed_keyword
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
 __all__ = [
     "PartitionStep",
     "partition_value_and_random_variable",
-    "renamed_step_keyword",
     "same_values",
 ]
-
-
-def renamed_step_keyword(kwargs: dict, new_name: str, old_name: str, new_value, default):
-    """Pop the deprecated keyword ``old_name`` from ``kwargs``; resolve it against ``new_name``.
-
-    Old public keyword names of the step classes keep working with a ``DeprecationWarning``
-    (``kernels.options.renamed_keyword``).
-    """
-    return renamed_keyword(new_value, kwargs.pop(old_name, None), new_name, old_name, default,
-                           stacklevel=4)
 
 
 def same_values(first, second) -> bool:

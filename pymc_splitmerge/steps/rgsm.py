@@ -11,7 +11,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_SPLIT,
     build_moves_then_gibbs,
 )
-from pymc_splitmerge.steps.base import PartitionStep, renamed_step_keyword
+from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["RGSMStep"]
 
@@ -35,7 +35,7 @@ class RGSMStep(PartitionStep):
     n_split_merge_updates : int, default 1
         ``m`` (>= 1).
     n_gibbs_sweeps : int, default 1
-        ``g`` (>= 0; ``n_gibbs_scans`` is its deprecated old name).
+        ``g`` (>= 0).
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -61,9 +61,7 @@ class RGSMStep(PartitionStep):
     }
 
     def __init__(self, vars, n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                 n_gibbs_sweeps: int | None = None, model=None, rng=None, **kwargs):
-        n_gibbs_sweeps = renamed_step_keyword(kwargs, "n_gibbs_sweeps", "n_gibbs_scans",
-                                              n_gibbs_sweeps, 1)
+                 n_gibbs_sweeps: int = 1, model=None, rng=None, **kwargs):
         self.n_intermediate_scans = non_negative_integer(n_intermediate_scans,
                                                          "n_intermediate_scans")
         self.n_split_merge_updates = non_negative_integer(n_split_merge_updates,
@@ -81,11 +79,6 @@ class RGSMStep(PartitionStep):
         return build_moves_then_gibbs(build_rgsm_move(self.n_intermediate_scans),
                                       n_moves=self.n_split_merge_updates,
                                       n_gibbs_sweeps=self.n_gibbs_sweeps)
-
-    @property
-    def n_gibbs_scans(self) -> int:
-        """Deprecated name of ``n_gibbs_sweeps``."""
-        return self.n_gibbs_sweeps
 
     def kernel_step(self, state, prior, tables):
         info = rgsm_update_info(self.run_transition(state, tables))
