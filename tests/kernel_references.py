@@ -22,6 +22,9 @@ from pymc_splitmerge.kernels.state import assign_point, unassign_point
 __all__ = [
     "composed_cluster_sams_updates",
     "composed_gibbs_sweeps",
+    "propose_arm",
+    "propose_rgsm",
+    "propose_sams",
     "reference_arm_run",
     "reference_gibbs_sweep",
     "reference_incremental_log_weights",
@@ -541,3 +544,33 @@ def reference_incremental_log_weights(family, x, points, n_anchors, n_other_clus
                     log_anchor, _ = log_gamma(anchor_blocks, m)
                     log_incremental[t, p] += log_anchor / (n - m)
     return log_incremental, log_proposals
+
+
+# --------------------------------------------------------------------------- proposals alone
+
+
+def propose_sams(state, log_v_table, log_w_table, rng, anchor_proposal=None):
+    """A SAMS split or merge proposed from ``state`` (a ``PartitionState``), not applied."""
+    from pymc_splitmerge.kernels.sams import _sams_proposal
+    from pymc_splitmerge.kernels.state import prior_tables
+
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal, False)
+
+
+def propose_rgsm(state, log_v_table, log_w_table, rng, n_intermediate_scans=5):
+    """A restricted-Gibbs split or merge (Algorithm 2) proposed from ``state``, not applied."""
+    from pymc_splitmerge.kernels.rgsm import _rgsm_proposal
+    from pymc_splitmerge.kernels.state import prior_tables
+
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans, 0)
+
+
+def propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b):
+    """An ARM candidate built from ``state`` and the library pair, not applied."""
+    from pymc_splitmerge.kernels.arm import _arm_proposal
+    from pymc_splitmerge.kernels.state import prior_tables
+
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b, True)

@@ -18,14 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import PRIORS, PROBLEMS, bernoulli_problem, thinned_labels
-from kernel_references import reference_arm_run
+from kernel_references import propose_arm, reference_arm_run
 
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels.arm import (
     arm_move,
     arm_transition_log_probabilities,
-    propose_arm,
 )
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_NONE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState

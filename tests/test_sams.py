@@ -28,6 +28,7 @@ from conftest import (
     thinned_labels,
 )
 from kernel_references import (
+    propose_sams,
     reference_log_split_weight,
     reference_sequential_allocation,
     reference_two_way_log_probabilities,
@@ -41,7 +42,6 @@ from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.sams import (
     _sams_updates,
     build_sams_move,
-    propose_sams,
     sams_move,
     sequential_allocation,
 )

@@ -103,7 +103,6 @@ __all__ = [
     "arm_transition_log_probabilities",
     "build_arm_move",
     "disagreement_pair",
-    "propose_arm",
 ]
 
 class ARMInfo(NamedTuple):
@@ -630,30 +629,6 @@ def _log_target(model: Model, partition: Partition, tables: PriorTables) -> floa
     return log_target(model.family_id, model.params, tables.log_v, tables.log_w,
                       partition.sizes, partition.stats, partition.active,
                       partition.cluster_count)
-
-
-def propose_arm(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b
-                ) -> ARMProposal:
-    """Build an ARM candidate from ``state`` and the library pair, without changing ``state``.
-
-    Parameters
-    ----------
-    state : PartitionState
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
-        ``prior.tables(n)``.
-    rng : numpy.random.Generator
-        Draws the anchor pair, the order :math:`\\sigma` and the decision uniforms.
-    labels_a, labels_b : array of int, shape (n,)
-        The two library partitions :math:`z^a, z^b`.  For an exact kernel their law must
-        not depend on ``state`` (e.g. independent draws, other chains' states, a frozen
-        library).
-
-    Returns
-    -------
-    ARMProposal
-    """
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b, True)
 
 
 LibrarySource = Callable[[Partition], "tuple[np.ndarray, np.ndarray] | None"]

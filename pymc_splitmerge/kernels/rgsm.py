@@ -46,14 +46,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import uniform_anchors
-from pymc_splitmerge.kernels.gibbs import GibbsInfo
 from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
@@ -64,20 +62,16 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     SplitMergeProposal,
     anchor_clusters_members,
     anchor_i_side,
-    build_moves_then_gibbs,
     log_split_merge_ratio,
     two_way_log_probabilities,
 )
 from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
 
 __all__ = [
-    "RGSMUpdateInfo",
     "build_rgsm_move",
-    "propose_rgsm",
     "restricted_scan",
     "rgsm_move",
     "rgsm_proposal_core",
-    "rgsm_update",
 ]
 
 @numba.njit(cache=True)
@@ -273,22 +267,6 @@ def build_rgsm_move(n_intermediate_scans: int = 5
         _rgsm_proposal, non_negative_integer(n_intermediate_scans, "n_intermediate_scans"), 0)
 
 
-def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 n_intermediate_scans: int = 5) -> SplitMergeProposal:
-    """Propose a restricted-Gibbs split or merge (Algorithm 2) without changing ``state``.
-
-    Parameters as :func:`build_rgsm_move` plus the ``PartitionState``, the tables
-    ``prior.tables(n)`` and the Generator.
-
-    Returns
-    -------
-    SplitMergeProposal
-    """
-    n_intermediate_scans = non_negative_integer(n_intermediate_scans, "n_intermediate_scans")
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans, 0)
-
-
 def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
               n_intermediate_scans: int = 5) -> SplitMergeInfo:
     """One restricted-Gibbs split-merge Metropolis–Hastings update of ``state`` (in place).
@@ -311,65 +289,3 @@ def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     move = build_rgsm_move(n_intermediate_scans)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
-
-
-class RGSMUpdateInfo(NamedTuple):
-    """What one full RGSM(t, m, g) iteration did.
-
-    Attributes
-    ----------
-    updates : tuple of SplitMergeInfo
-        The ``m`` split-merge Metropolis–Hastings updates, in order.
-    n_accepted : int
-        Number of accepted split-merge proposals.
-    accept_rate : float
-        ``n_accepted / m`` (``nan`` if ``m == 0``).
-    gibbs : GibbsInfo or None
-        Info of the ``g`` full Gibbs sweeps (``None`` when ``g == 0``).
-    """
-
-    updates: tuple
-    n_accepted: int
-    accept_rate: float
-    gibbs: GibbsInfo | None
-
-
-def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
-                n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                n_gibbs_sweeps: int = 1) -> RGSMUpdateInfo:
-    """One full iteration of Jain & Neal's RGSM(t, m, g) sampler (paper §3.4, §4.4).
-
-    ``m`` restricted-Gibbs split-merge updates (each with ``t`` intermediate scans), then
-    ``g`` full collapsed Gibbs sweeps (random order), composed by
-    ``splitmerge_common.build_moves_then_gibbs``.  The paper's recommended setting is
-    RGSM(5, 1, 1), the defaults here.
-
-    Parameters
-    ----------
-    state : PartitionState
-        Mutated in place.
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
-    rng : numpy.random.Generator
-    n_intermediate_scans : int, default 5
-        ``t``.
-    n_split_merge_updates : int, default 1
-        ``m``.
-    n_gibbs_sweeps : int, default 1
-        ``g``.
-
-    Returns
-    -------
-    RGSMUpdateInfo
-    """
-    move = build_rgsm_move(n_intermediate_scans)
-    n_split_merge_updates = non_negative_integer(n_split_merge_updates, "n_split_merge_updates")
-    transition = build_moves_then_gibbs(move, n_split_merge_updates, n_gibbs_sweeps)
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return rgsm_update_info(transition(state.model, state.partition, tables, rng))
-
-
-def rgsm_update_info(info) -> RGSMUpdateInfo:
-    """:class:`RGSMUpdateInfo` of a ``MovesThenGibbsInfo`` of RGSM moves."""
-    n_accepted = sum(int(update.accepted) for update in info.moves)
-    accept_rate = n_accepted / len(info.moves) if info.moves else float("nan")
-    return RGSMUpdateInfo(info.moves, n_accepted, float(accept_rate), info.gibbs)

@@ -80,11 +80,9 @@ __all__ = [
     "build_sams_move",
     "merge_surely_rejected",
     "merged_statistics",
-    "propose_sams",
     "sams_move",
     "sams_proposal_core",
     "sams_proposal_given_members",
-    "sams_updates",
     "sequential_allocation",
 ]
 
@@ -327,22 +325,6 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         return _ClusterSAMSMove(anchor_correction=True)
     _check_options(anchor_proposal)
     return ProposeThenAccept(_sams_proposal, anchor_proposal, False)
-
-
-def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 anchor_proposal: AnchorProposal | None = None) -> SplitMergeProposal:
-    """Propose a SAMS split or merge without changing ``state`` (a ``PartitionState``).
-
-    Parameters as :func:`build_sams_move` plus the state, the tables ``prior.tables(n)`` and
-    the Generator.
-
-    Returns
-    -------
-    SplitMergeProposal
-    """
-    _check_options(anchor_proposal)
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal, False)
 
 
 def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
@@ -657,12 +639,13 @@ class _ClusterSAMSMove:
             *model, *partition, *tables, numba_seed_from(rng), self.anchor_correction)
         return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
+    def run_updates(self, model: Model, partition: Partition, tables: PriorTables,
+                    n_updates: int, rng: np.random.Generator) -> int:
+        """``n_updates`` of these updates in one compiled call (no infos; stage 1 of
+        ``splitmerge_start``), numba's generator seeded from ``rng`` by one draw
+        (``kernels.rng.numba_seed_from``); returns the number accepted.  Needs ``n >= 2``."""
+        if model.x.shape[0] < 2:
+            raise ValueError("SAMS updates need at least 2 points")
+        return int(_sams_updates(model, partition, tables, int(n_updates),
+                                 numba_seed_from(rng), self.anchor_correction))
 
-def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Generator) -> int:
-    """``n_updates`` cluster-anchor SAMS updates (no Gibbs sweep) of ``partition`` in place,
-    compiled (:func:`_sams_updates`, numba's generator seeded from ``rng`` by one draw,
-    ``kernels.rng.numba_seed_from``); returns the number accepted.  Needs ``n >= 2``
-    points."""
-    if model.x.shape[0] < 2:
-        raise ValueError("SAMS updates need at least 2 points")
-    return int(_sams_updates(model, partition, tables, int(n_updates), numba_seed_from(rng)))

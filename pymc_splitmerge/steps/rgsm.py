@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_splitmerge.kernels.options import non_negative_integer
-from pymc_splitmerge.kernels.rgsm import build_rgsm_move, rgsm_update_info
+from pymc_splitmerge.kernels.rgsm import build_rgsm_move
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
@@ -81,10 +81,11 @@ class RGSMStep(PartitionStep):
                                       n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     def kernel_step(self, state, prior, tables):
-        info = rgsm_update_info(self.run_transition(state, tables))
+        updates = self.run_transition(state, tables).moves
+        n_accepted = sum(int(update.accepted) for update in updates)
         return {
-            "rgsm_n_split_proposals": sum(update.move == MOVE_SPLIT for update in info.updates),
-            "rgsm_n_merge_proposals": sum(update.move == MOVE_MERGE for update in info.updates),
-            "rgsm_n_accepted": int(info.n_accepted),
-            "rgsm_accept_rate": float(info.accept_rate),
+            "rgsm_n_split_proposals": sum(update.move == MOVE_SPLIT for update in updates),
+            "rgsm_n_merge_proposals": sum(update.move == MOVE_MERGE for update in updates),
+            "rgsm_n_accepted": n_accepted,
+            "rgsm_accept_rate": n_accepted / len(updates) if updates else float("nan"),
         }
