@@ -309,10 +309,10 @@ def _row_view_sweeps():
 
     from pymc_splitmerge.kernels import gibbs
 
-    source = inspect.getsource(gibbs._gibbs_sweeps_arrays.py_func)
+    source = inspect.getsource(gibbs._gibbs_sweeps_fields.py_func)
     replacements = (
         ("@numba.njit(cache=True)\n", ""),
-        ("def _gibbs_sweeps_arrays(", "def row_view_sweeps("),
+        ("def _gibbs_sweeps_fields(", "def row_view_sweeps("),
         ("dispatch.remove_point_at(family_id, params, stats, old, x, i)",
          "dispatch.remove_point(family_id, params, stats[old], x_row)"),
         ("dispatch.add_point_at(family_id, params, stats, slot, x, i)",
@@ -338,7 +338,7 @@ def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
     statistics came out identical."""
     import copy
 
-    from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
+    from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_fields
 
     row_view_sweeps = _row_view_sweeps()
     state = PartitionState(family, prepared, truth)
@@ -350,7 +350,7 @@ def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
                 partition.where, partition.cluster_count, *tables)
 
     _seed(0)
-    _gibbs_sweeps_arrays(*fields(state), 2, True)  # compile, burn in
+    _gibbs_sweeps_fields(*fields(state), 2, True)  # compile, burn in
     _seed(0)
     row_view_sweeps(*fields(copy.deepcopy(state)), 1, True)  # compile
     ratios = []
@@ -361,7 +361,7 @@ def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
         order = ("rows", "slots") if pair % 2 == 0 else ("slots", "rows")
         for which in order:
             sweep, current = ((row_view_sweeps, rows) if which == "rows"
-                              else (_gibbs_sweeps_arrays, slots))
+                              else (_gibbs_sweeps_fields, slots))
             _seed(pair)
             start = time.thread_time()
             _, evaluations = sweep(*fields(current), sweeps, True)

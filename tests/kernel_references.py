@@ -377,7 +377,7 @@ def reference_arm_run(family, x, labels, labels_a, labels_b, anchor_i, anchor_j,
 
 @numba.njit(cache=True)
 def composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
-    """Plain composition of the shared primitives: the judge of ``kernels.gibbs._gibbs_sweeps_arrays``.
+    """Plain composition of the shared primitives: the judge of ``kernels.gibbs._gibbs_sweeps_fields``.
 
     ``unassign_point``, ``_join_and_new_log_weights``, ``sample_log_weights`` and
     ``assign_point`` in turn (the sweep before it was fused); for the same numba seed it must

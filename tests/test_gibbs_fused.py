@@ -1,6 +1,6 @@
 """The fused Gibbs sweep makes exactly the moves of the plain composition of the primitives.
 
-``kernels.gibbs._gibbs_sweeps_arrays`` (the transition's entry) fuses ``unassign_point``, the
+``kernels.gibbs._gibbs_sweeps_fields`` (the transition's entry) fuses ``unassign_point``, the
 seating weights, ``sample_log_weights`` and ``assign_point`` to save passes and row views per
 point; ``kernel_references.composed_gibbs_sweeps`` calls those primitives in turn.  From the same
 state and numba seed both must leave bit-identical labels, sizes, statistics and slot
@@ -23,7 +23,7 @@ from pymc_splitmerge.components import (
     NormalKnownCovariance,
 )
 from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
+from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_fields
 from pymc_splitmerge.kernels.rng import seed_numba
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
@@ -62,7 +62,7 @@ def _run(sweeps, family, x, labels, prior, n_sweeps, random_scan, seed):
 
 def _fused(state, tables, n_sweeps, random_scan):
     model, p = state.model, state.partition
-    return _gibbs_sweeps_arrays(model.family_id, model.params, model.x, p.labels, p.sizes,
+    return _gibbs_sweeps_fields(model.family_id, model.params, model.x, p.labels, p.sizes,
                                 p.stats, p.empty_row, p.active, p.where, p.cluster_count,
                                 tables.log_v, tables.log_w, n_sweeps, random_scan)
 

@@ -23,7 +23,7 @@ from pymc_splitmerge.kernels.pgsm import (
     Lineage,
     PGSMOptions,
     csmc_sweep,
-    figure2_state,
+    particle_state_number,
     pgsm_move,
 )
 from pymc_splitmerge.kernels.rng import seed_numba_from
@@ -212,10 +212,10 @@ def test_final_target_is_full_posterior_including_v_of_k(prior_name):
 
 
 def test_figure2_encoding():
-    assert figure2_state(1, 1, 0) == 1
-    assert figure2_state(2, 1, 0) == 2
-    assert figure2_state(3, 2, 0) == 3
-    assert figure2_state(3, 2, 1) == 4
+    assert particle_state_number(1, 1, 0) == 1
+    assert particle_state_number(2, 1, 0) == 2
+    assert particle_state_number(3, 2, 0) == 3
+    assert particle_state_number(3, 2, 1) == 4
 
 
 # --------------------------------------------------------------------------- invariance

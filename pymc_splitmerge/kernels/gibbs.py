@@ -151,7 +151,7 @@ def _prior_predictives(family_id, params, x, empty_row, out):
 
 
 @numba.njit(cache=True)
-def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+def _gibbs_sweeps_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                          cluster_count, log_v_table, log_w_table, n_gibbs_sweeps, random_scan):
     """``n_gibbs_sweeps`` sweeps over all points; returns ``(n_changed, n_evaluations)``.
 
@@ -268,8 +268,8 @@ class _GibbsSweep:
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> GibbsInfo:
         seed_numba_from(rng)
-        # loose fields: numba unboxes named tuples of arrays slowly (see _gibbs_sweeps_arrays)
-        n_changed, n_evaluations = _gibbs_sweeps_arrays(
+        # loose fields: numba unboxes named tuples of arrays slowly (see _gibbs_sweeps_fields)
+        n_changed, n_evaluations = _gibbs_sweeps_fields(
             *model, *partition, *tables, self.n_gibbs_sweeps, self.random_scan)
         return GibbsInfo(int(n_changed), int(partition.cluster_count[0]), int(n_evaluations))
 

@@ -25,7 +25,7 @@ states of Fig. 2 are::
     #3 = (2, 0)                 split state, point joins the block of σ_1
     #4 = (2, 1)                 split state, point joins the block of σ_2
 
-(``figure2_state`` maps a stored state to this numbering).  Allowed transitions ``S(x)``:
+(``particle_state_number`` maps a stored state to this numbering).  Allowed transitions ``S(x)``:
 while ``t <= m`` (anchor phase) the anchor ``σ_t`` joins any existing block or opens a new one;
 for ``t > m`` the point joins one of the ``n_blocks`` blocks.  Every block therefore contains an
 anchor, which is exactly the support of ``π̄`` (eq. 5); ``n_blocks = 1`` after the anchor phase
@@ -107,7 +107,7 @@ __all__ = [
     "build_pgsm_move",
     "closure_of",
     "csmc_sweep",
-    "figure2_state",
+    "particle_state_number",
     "pgsm_move",
     "pgsm_transition",
     "validate_pgsm_options",
@@ -142,8 +142,10 @@ class PGSMInfo(NamedTuple):
     generations: int
 
 
-def figure2_state(t: int, n_blocks: int, block: int) -> int:
-    """Number (1-4) of the Fig. 2 state of a ``|s| = 2`` particle at generation ``t`` (1-based)."""
+def particle_state_number(t: int, n_blocks: int, block: int) -> int:
+    """Number (1-4) of a ``|s| = 2`` particle's state at generation ``t`` (1-based), as the
+    paper's Fig. 2 numbers them: 1 first anchor alone, 2 merge, 3 / 4 split with the point in
+    the block of the first / second anchor."""
     if t == 1:
         return 1
     if n_blocks == 1:

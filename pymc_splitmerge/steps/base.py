@@ -49,22 +49,7 @@ from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 __all__ = [
     "PartitionStep",
     "partition_value_and_random_variable",
-    "same_values",
 ]
-
-
-def same_values(first, second) -> bool:
-    """Exact equality of (nested) hyperparameter values: dicts, arrays, numbers."""
-    if isinstance(first, dict) or isinstance(second, dict):
-        if not (isinstance(first, dict) and isinstance(second, dict)):
-            return False
-        if first.keys() != second.keys():
-            return False
-        return all(same_values(first[key], second[key]) for key in first)
-    try:
-        return bool(np.array_equal(np.asarray(first), np.asarray(second)))
-    except (TypeError, ValueError):
-        return first == second
 
 
 def _same_array(first, second) -> bool:
