@@ -1,7 +1,7 @@
 r"""This package against PyMC's built-in samplers (and scikit-learn) on the same mixtures.
 
 Run ``python benchmarks/builtin_samplers.py`` (fast default: Jain & Neal d = 18 only, 4 chains
-of a few seconds each, a few minutes in all) or ``--full`` (the issue's budgets: 60 s per
+of a few seconds each, a few minutes in all) or ``--full`` (60 s per
 chain, every problem below; about two hours per problem set on two cores).
 
 Problems (training data, held-out data, the package's model):
@@ -485,7 +485,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true",
-                        help="the issue's budgets: every problem, 60 s per chain, 300 s "
+                        help="every problem, 60 s per chain, 300 s "
                         "reference chains")
     parser.add_argument("--problems", nargs="+", default=None, choices=PROBLEMS)
     parser.add_argument("--contenders", nargs="+", default=None,

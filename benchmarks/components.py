@@ -24,10 +24,10 @@ printed (the before/after figures of ``docs/benchmarks.md``).  It also imports t
 (best of three), the *dispatch* of both trees: ``dispatch.log_predictive``,
 ``dispatch.log_predictive_many`` over 8 clusters (the kernels' hot loop) and a
 ``dispatch.add_point`` + ``dispatch.remove_point`` pair, with ratios old / new (the
-before/after of a change to the switch itself, e.g. the generated one of issue 11).
+before/after of a change to the switch itself).
 
 Last, for every family, a ``dispatch.add_point`` + ``remove_point`` pair on row views
-against the slot-index forms ``add_point_at`` + ``remove_point_at`` (issue 14), with the
+against the slot-index forms ``add_point_at`` + ``remove_point_at``, with the
 ratio rows / slots.
 
 Times are CPU time of the thread (``time.thread_time``): on a shared machine the wall
@@ -159,7 +159,7 @@ def _cases(rng):
 def _load_baseline(directory):
     """Import the family modules of an older source tree under the names ``baseline_*``."""
     source = os.path.join(directory, "pymc_splitmerge", "components")
-    ids = os.path.join(source, "_family_ids.py")  # trees before the registry (issue 11)
+    ids = os.path.join(source, "_family_ids.py")  # older trees, before the registry
     if os.path.exists(ids) and "pymc_splitmerge.components._family_ids" not in sys.modules:
         spec = importlib.util.spec_from_file_location("pymc_splitmerge.components._family_ids",
                                                       ids)

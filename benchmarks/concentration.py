@@ -1,6 +1,6 @@
 """Cost of one PartitionPriorSlice update against one SAMS + Gibbs partition step (n = 100).
 
-Issue 13 item 5: the exact update of the partition prior's parameters should cost at most 5 %
+Goal: the exact update of the partition prior's parameters should cost at most 5 %
 of a partition step.  One model (2-D Normal-inverse-Wishart mixture of three clusters,
 n = 100, Pitman-Yor prior with ``alpha ~ Gamma(2, 1)`` and ``discount ~ Uniform(0, 0.9)``);
 timed side by side in one process, interleaved in blocks (the machine is shared):
@@ -9,7 +9,7 @@ timed side by side in one process, interleaved in blocks (the machine is shared)
 * ``slice numba``: ``PartitionPriorSlice([alpha, discount]).step(point)`` (numba kernel over
   the cluster sizes) and the same for ``alpha`` alone;
 * ``slice plain``: the same steps forced onto the plain path (numpy EPPF + the parameter's
-  compiled PyMC logp per evaluation, the implementation before issue 13);
+  compiled PyMC logp per evaluation);
 
 and, with ``--baseline PATH`` (a checkout of an older commit, e.g.
 ``git worktree add /tmp/pri-base a075fa5``), the same measurements of that checkout in a

@@ -16,7 +16,7 @@ reports what ``CollapsedGibbsStep.step`` (best of 5 x 200 draws) and ``pm.sample
 (difference of 1,000- and 200-draw runs) add to it.
 
 ``--compare-row-views {niw,nig,beta-bernoulli}`` instead runs the kernel and the same sweep
-on statistics-row views (before the slot-index forms of issue 14), paired in one process on
+on statistics-row views instead of the slot-index forms, paired in one process on
 the same state and seed, ``--repeats`` pairs of 3 sweeps, and prints the time ratio and
 whether the results are identical (they must be, bit for bit).
 
@@ -301,7 +301,7 @@ def pymc_overhead(x, family_kwargs, draws=200):
 
 
 def _row_view_sweeps():
-    """The fused Gibbs sweep as it was before the slot-index forms (issue 14): compiled here
+    """The fused Gibbs sweep on statistics-row views instead of the slot-index forms: compiled here
     from the kernel's own source with ``dispatch.remove_point_at`` / ``add_point_at``
     replaced by ``remove_point`` / ``add_point`` on the row views ``stats[slot]``, ``x[i]``
     (everything else identical), for a paired comparison in one process."""
@@ -309,10 +309,10 @@ def _row_view_sweeps():
 
     from pymc_splitmerge.kernels import gibbs
 
-    source = inspect.getsource(gibbs._gibbs_sweeps_arrays.py_func)
+    source = inspect.getsource(gibbs._gibbs_sweeps_fields.py_func)
     replacements = (
         ("@numba.njit(cache=True)\n", ""),
-        ("def _gibbs_sweeps_arrays(", "def row_view_sweeps("),
+        ("def _gibbs_sweeps_fields(", "def row_view_sweeps("),
         ("dispatch.remove_point_at(family_id, params, stats, old, x, i)",
          "dispatch.remove_point(family_id, params, stats[old], x_row)"),
         ("dispatch.add_point_at(family_id, params, stats, slot, x, i)",
@@ -338,7 +338,7 @@ def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
     statistics came out identical."""
     import copy
 
-    from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
+    from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_fields
 
     row_view_sweeps = _row_view_sweeps()
     state = PartitionState(family, prepared, truth)
@@ -350,7 +350,7 @@ def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
                 partition.where, partition.cluster_count, *tables)
 
     _seed(0)
-    _gibbs_sweeps_arrays(*fields(state), 2, True)  # compile, burn in
+    _gibbs_sweeps_fields(*fields(state), 2, True)  # compile, burn in
     _seed(0)
     row_view_sweeps(*fields(copy.deepcopy(state)), 1, True)  # compile
     ratios = []
@@ -361,7 +361,7 @@ def compare_row_views(family, prepared, truth, tables, pairs, sweeps):
         order = ("rows", "slots") if pair % 2 == 0 else ("slots", "rows")
         for which in order:
             sweep, current = ((row_view_sweeps, rows) if which == "rows"
-                              else (_gibbs_sweeps_arrays, slots))
+                              else (_gibbs_sweeps_fields, slots))
             _seed(pair)
             start = time.thread_time()
             _, evaluations = sweep(*fields(current), sweeps, True)
@@ -385,11 +385,11 @@ def main():
                         help="alternating kernel / reference pairs of --sweeps sweeps")
     parser.add_argument("--reference-points", type=int, default=1000)
     parser.add_argument("--overhead-n", type=int, default=200,
-                        help="points of the per-draw overhead measurement (issue 13: 100)")
+                        help="points of the per-draw overhead measurement")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--compare-row-views", choices=("niw", "nig", "beta-bernoulli"),
                         default=None,
-                        help="only the paired slot-index / row-view sweep comparison (issue 14)"
+                        help="only the paired slot-index / row-view sweep comparison"
                         " for this family, then exit")
     args = parser.parse_args()
     if args.compare_row_views:

@@ -9,7 +9,7 @@ loaded (from ``git show``, into a temporary module used only by this run) and ea
 timed with both implementations, alternating, in the same process and from the same seed (so
 both follow the same particle paths); the ratio of the CPU medians (current / baseline) is
 printed.  Caveat: if ``GIT_REF``'s ``pgsm.py`` defines numba named tuples of its own
-(``PGSMOptions`` etc., from 2026-11-26 on), numba unboxes the temporary module's copies
+(``PGSMOptions`` etc.), numba unboxes the temporary module's copies
 through a slow path costing ~0.4 ms per call, which biases the comparison against the
 baseline (an A/A run read 0.78); compare such refs as whole trees in separate processes.
 Refs up to ``a075fa5`` pass plain arrays and are not affected.
@@ -45,7 +45,7 @@ from pymc_splitmerge.priors import DirichletProcessPrior
 
 CLOSURE_SIZES = (100, 500, 1000, 2000, 5000, 10000)
 TARGET_SIZE = 2000
-TARGET_MS = 5.0  # CPU median per move, both configurations (issue 13 item 4)
+TARGET_MS = 5.0  # CPU median per move, both configurations
 N_OTHER_CLUSTERS = 200
 OTHER_CLUSTER_SIZE = 5
 

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 13): a million points, compact traces, time to answer vs VI.
+"""Scale benchmark: a million points, compact traces, time to answer vs VI.
 
 Data: ``n`` points from 20 Gaussians (unit covariance) with centres 20 apart on a circle
 (2-D) or at random in a 10-D box, plus 1,000 held-out points.  Model:
@@ -31,18 +31,16 @@ Each configuration runs in its own subprocess, which reports
 ``t(lpd)`` is the CPU time of the fit when its ``score_samples`` held-out density is within
 0.01 of the reference, ``never`` otherwise) at n = 2,000, 20,000, 200,000, 2-D; and the
 ``subsample`` start: ``psm.splitmerge_start`` (on 2,000 random points 2,000 pure SAMS
-updates and 10 SAMS+Gibbs updates (20 before 2026-11-27, third session), every other point
+updates and 10 SAMS+Gibbs updates, every other point
 placed greedily by its prior-weighted posterior predictive), then the full sampler (the start's CPU time is included in
 ``t(lpd)``).  The reference is the mean of two long SAMS+Gibbs runs from that start with two
-other seeds (second half of each); the table prints both and their difference.  Since
-2026-11-27 (morning) every contender, sklearn included, runs in its own fresh process with two
-clocks: *cold*, CPU time from the start of the process (imports, numba's cache loads,
+other seeds (second half of each); the table prints both and their difference.  Every
+contender, sklearn included, runs in its own fresh process with two clocks: *cold*, CPU time from the start of the process (imports, numba's cache loads,
 PyTensor's and sklearn's first calls included; making the data excluded), and *warm*, the same
 fit again in that process; the table gives ours / sklearn ratios for both.  Default contender:
 the ``splitmerge_start`` run (``--vi-contenders`` adds the runs from one cluster).  Every
-spawned process runs BLAS/OpenMP single-threaded (``--blas-threads 1``, the default since
-2026-11-27, second session): idle OpenBLAS threads spin, and the spinning counts as CPU time
-(it had tripled sklearn's).
+spawned process runs BLAS/OpenMP single-threaded (``--blas-threads 1``, the default): idle
+OpenBLAS threads spin, and the spinning counts as CPU time (it triples sklearn's).
 
 ``--start-cost N1,N2,..``: cost, K and adjusted Rand index of ``psm.splitmerge_start``;
 ``--first-draw N``: CPU time from the model build to the first draw from the start, in a
@@ -50,9 +48,24 @@ fresh process and again in the same (warm) process.
 
 ``--analysis N``: time of every analysis function on a ZarrTrace of N points, read back
 thinned (summary, VI point estimate, credible ball, held-out density, streamed n_clusters).
+``--analysis-synthetic N``: the same functions on synthetic draws of N points (wall time and
+tracemalloc peak; the posterior similarity matrix at a size where it fits).
+
+``--start-quality``: CPU time of ``psm.splitmerge_start`` and the held-out density of its
+labels against the true labels', for seeds ``--quality-first-seed ..`` on three data sets of
+``--quality-n`` points (equal: ``make_data(n, 2)``; unequal: ``unequal_data(n)``, 15 clusters
+of 26 % down to 0.5 % of the points; 10-D: ``make_data(n, 10)``); ``--subsample-size``,
+``--split-merge-moves``, ``--gibbs-draws`` set the start's schedule, ``--then-draws K`` scores
+the labels after K SAMS + Gibbs sweep updates of all points.
+
+``--checks N``: post-processing time and memory of the convergence checks after sampling N
+points (PyMC's checks of the raw labels, ``psm.sample``'s, plain ``pm.sample``'s once the
+package is imported), each in its own process.
 
 Run: ``python benchmarks/scale.py`` (fast: n <= 10^5, a few draws);
-``python benchmarks/scale.py --full`` (adds n = 10^6); ``--vi`` for the VI comparison.
+``python benchmarks/scale.py --full`` (adds n = 10^6); ``--vi`` for the VI comparison;
+``--skip-scale`` runs only the other tables asked for.  The data, the model and the held-out
+density are in ``benchmarks/_common.py``.
 PyMC's ZarrTrace needs zarr 2 (``pip install 'pymc-splitmerge[zarr]'``).
 """
 
@@ -61,58 +74,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import time
 import warnings
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from blas_threads import limit_blas_threads
+from _common import (  # noqa: F401  (before numpy; N_TEST, unequal_data: read as scale.<name>)
+    N_TEST,
+    TOLERANCE,
+    build_model,
+    heldout_running_lpd,
+    make_data,
+    peak_rss_mb,
+    subprocess_environment,
+    unequal_data,
+)
 
-TOLERANCE = 0.01
-N_TEST = 1000
+# isort: split
+import numpy as np  # after _common, which makes BLAS single-threaded first
 
 
 # ------------------------------------------------------------------ problem
-def make_data(n, dim, seed=0, n_components=20):
-    rng = np.random.default_rng(1000 + dim)
-    if dim == 2:
-        angles = np.linspace(0, 2 * np.pi, n_components, endpoint=False)
-        radius = 20.0 / (2 * np.sin(np.pi / n_components))  # neighbouring centres 20 apart
-        centres = radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
-    else:
-        centres = rng.uniform(-15.0, 15.0, size=(n_components, dim))
-    weights = np.linspace(1.0, 2.0, n_components)
-    weights /= weights.sum()
-    data_rng = np.random.default_rng(seed)
-    truth = data_rng.choice(n_components, size=n + N_TEST, p=weights)
-    points = centres[truth] + data_rng.normal(size=(n + N_TEST, dim))
-    return points[:n], points[n:], truth[:n]
-
-
-def family(dim):
-    import pymc_splitmerge as psm
-
-    return psm.NormalInverseWishart(mu0=np.zeros(dim), kappa0=0.01, nu0=dim + 2.0,
-                                    psi0=np.eye(dim))
-
-
-def build_model(y):
-    import pymc as pm
-
-    import pymc_splitmerge as psm
-
-    with pm.Model() as model:
-        z = psm.DirichletProcess("z", alpha=1.0, n=len(y))
-        psm.ConjugateMixture("y", partition=z, component=family(y.shape[1]), observed=y)
-    return model
-
-
 def make_step(sampler, model):
     import pymc_splitmerge as psm
 
@@ -133,26 +118,6 @@ def subsample_start(model, seed, size=2000):
 
 
 # ------------------------------------------------------------------ one configuration
-def heldout_running_lpd(y, y_test, labels_list):
-    """Per recorded draw t: held-out lpd per point from the draws in the second half so far,
-    ``mean_j log mean_{t/2 < s <= t} p(y*_j | c_s, y)`` (the first half is burn-in), and the
-    value pooled over the second half of the whole run."""
-    from pymc_splitmerge.analysis import partition_log_predictive
-    from pymc_splitmerge.priors import DirichletProcessPrior
-
-    prior = DirichletProcessPrior(1.0)
-    fam = family(y.shape[1])
-    rows = np.stack([partition_log_predictive(prior, fam, y, labels, y_test)
-                     for labels in labels_list])
-    running = np.array([_pooled_lpd(rows[t // 2:t + 1]) for t in range(len(rows))])
-    return running, _pooled_lpd(rows[len(rows) // 2:])
-
-
-def _pooled_lpd(rows):
-    peak = rows.max(0)
-    return float(np.mean(peak + np.log(np.exp(rows - peak).mean(0))))
-
-
 def run_one(config):
     """Run one configuration (in a fresh process); returns a dict.
 
@@ -164,11 +129,11 @@ def run_one(config):
     n, dim = config["n"], config["dim"]
     tic = time.process_time()
     # the data (and held-out set) never depend on the sampler's seed: every run of one n
-    # sees the same points (before 2026-11-27 the reference runs, seed + 1, drew other data)
+    # sees the same points, the reference runs (other seeds) included
     y, y_test, _ = make_data(n, dim, seed=config.get("data_seed", 0))
     data_cpu = time.process_time() - tic
     if not config.get("cold_warm"):
-        import pymc  # (outside the clock, as before 2026-11-27 morning)
+        import pymc  # (outside the clock)
 
         return _fit_once(config, y, y_test, time.process_time())
     import pymc  # noqa: F401  (inside the clock: counted from the process start)
@@ -230,7 +195,7 @@ def _fit_once(config, y, y_test, cpu0):
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
         print(out.getvalue(), file=sys.stderr)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb()
     per_draw = np.diff(times)
     result = {**config, "s_per_draw": float(np.median(per_draw)) if per_draw.size else None,
               "setup_cpu": float(times[0] - cpu0 - (np.median(per_draw) if per_draw.size else 0)),
@@ -247,7 +212,7 @@ def _fit_once(config, y, y_test, cpu0):
 
 
 # Threads of the BLAS/OpenMP libraries in the spawned processes (``--blas-threads``; None:
-# the environment's).  Since 2026-11-27 (second session) 1 by default: the idle worker threads
+# the environment's).  1 by default: the idle worker threads
 # of a multi-threaded OpenBLAS spin after each call, and that spinning counts in
 # ``time.process_time``: it made sklearn's fit cost ~3x its single-threaded CPU time (0.36-0.45
 # against 0.13-0.15 s at n = 20,000), and inflated our warm start after the cold run's
@@ -257,9 +222,7 @@ BLAS_THREADS: int | None = 1
 
 def spawn(config, extra_path=None):
     """Run ``config`` in a subprocess (own peak memory); returns its dict."""
-    env = dict(os.environ)
-    if BLAS_THREADS is not None:
-        limit_blas_threads(env, BLAS_THREADS, override=True)
+    env = subprocess_environment(BLAS_THREADS)
     if extra_path:
         env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + extra_path
     env.setdefault("NUMCODECS_ALLOW_UNSAFE_PICKLE_DECODE", "1")  # ZarrTrace's own state
@@ -518,7 +481,7 @@ def run_analysis(config):
         tic = time.process_time()
         value = function()
         timings.append((name, time.process_time() - tic,
-                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+                        peak_rss_mb()))
         return value
 
     n_clusters = timed("n_clusters streamed (iter_zarr_draws)", lambda: [
@@ -538,9 +501,193 @@ def run_analysis(config):
         psa.posterior_similarity_matrix(posterior)
     except MemoryError:
         timings.append(("posterior_similarity_matrix (refuses: MemoryError)", 0.0,
-                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+                        peak_rss_mb()))
     result["analysis"] = timings
     return result
+
+
+# ------------------------------------------------------------------ the start's quality
+def start_quality_datasets(n):
+    """The three data sets of ``--start-quality``: equal, unequal and 10-D clusters."""
+    return {"equal": lambda: make_data(n, 2), "unequal": lambda: unequal_data(n),
+            "10-D": lambda: make_data(n, 10)}
+
+
+def _draws_from(model, labels, draws, seed):
+    """``draws`` SAMS + one Gibbs sweep updates of all points from ``labels`` (the kernel
+    ``SAMSStep(z, n_gibbs_sweeps=1)`` runs), with the model's prior and family."""
+    from pymc_splitmerge.distributions import discover
+    from pymc_splitmerge.kernels.sams import build_sams_move
+    from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
+    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+
+    partition_model = discover(model["z"], model)
+    point = model.initial_point()
+    prior = partition_model.numeric_prior(point)
+    state = PartitionState(partition_model.numeric_family(point), partition_model.data,
+                           labels.astype(np.int64))
+    tables = PriorTables(*prior.tables(len(labels)))
+    update = build_moves_then_gibbs(build_sams_move(), n_moves=1, n_gibbs_sweeps=1)
+    rng = np.random.default_rng(seed)
+    for _ in range(draws):
+        update(state.model, state.partition, tables, rng)
+    return state.slot_labels
+
+
+def start_quality_table(n, seeds, data, options, then_draws=0):
+    """CPU time of ``psm.splitmerge_start`` (after one warm-up call) and the held-out lpd of
+    its labels minus that of the true labels, per data set over ``seeds``; with
+    ``then_draws``, of the labels after that many SAMS + Gibbs sweep updates of all points
+    (what ``pm.sample``'s first draws do; their CPU time counts)."""
+    import pymc_splitmerge as psm
+
+    print(f"\n## Quality of psm.splitmerge_start (n = {n:,}, seeds {seeds[0]}..{seeds[-1]}, "
+          f"options {options or 'default'}, then {then_draws} SAMS + Gibbs draws)\n")
+    print("| data | start CPU s (median) | start lpd - truth lpd: worst | within 0.01 | "
+          "clusters K |")
+    print("|---|---|---|---|---|")
+    for name, make in start_quality_datasets(n).items():
+        if name not in data:
+            continue
+        y, y_test, truth = make()
+        model = build_model(y)
+        truth_lpd = heldout_running_lpd(y, y_test, [truth])[0][-1]
+        psm.splitmerge_start(model, random_seed=seeds[-1] + 1, **options)  # warm-up
+        times, gaps, ks = [], [], []
+        for seed in seeds:
+            tic = time.process_time()
+            labels = psm.splitmerge_start(model, random_seed=seed, **options)["z"]
+            if then_draws:
+                labels = _draws_from(model, labels, then_draws, seed)
+            times.append(time.process_time() - tic)
+            gaps.append(heldout_running_lpd(y, y_test, [labels])[0][-1] - truth_lpd)
+            ks.append(int(labels.max()) + 1)
+        within = sum(abs(g) <= TOLERANCE for g in gaps)
+        print(f"| {name} | {np.median(times):.3f} | {min(gaps):+.3f} | {within}/{len(seeds)} | "
+              f"{min(ks)}-{max(ks)} (true {int(truth.max()) + 1}) |")
+        sys.stdout.flush()
+
+
+# ------------------------------------------------------------------ checks after pm.sample
+CHECK_MODES = ("pymc", "psm", "hook")
+
+
+def run_checks(config):
+    """Sample a DP + NIW mixture of ``config["n"]`` points (2 chains, no checks), then time
+    one way of checking convergence (in its own process: the peak RSS is its own):
+
+    * ``pymc``: ``pymc.stats.convergence.run_convergence_checks`` (R-hat / ESS of every label);
+    * ``psm``: what ``psm.sample`` does (the ``partition_diagnostics`` group with the log
+      joint, PyMC's checks without the partitions, the label-invariant checks);
+    * ``hook``: what a plain ``pm.sample`` runs once ``pymc_splitmerge`` is imported."""
+    import logging
+
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.sampling import mcmc as sampling
+
+    mode, n, draws = config["checks"], config["n"], config["draws"]
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    y, _ = psm.datasets.gaussian_blobs(n=n, n_components=4, dim=2, seed=1)
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=alpha, n=n)
+        psm.ConjugateMixture("y", partition=z, component=psm.NormalInverseWishart(
+            mu0=y.mean(axis=0), kappa0=0.05, nu0=4.0, psi0=np.eye(2)), observed=y)
+        tic = time.perf_counter()
+        idata = pm.sample(draws=draws, tune=20, chains=2, cores=1, random_seed=1,
+                          progressbar=False, compute_convergence_checks=False)
+        sampling_seconds = time.perf_counter() - tic
+    rss_after_sampling = peak_rss_mb()
+    tic = time.perf_counter()
+    if mode == "pymc":
+        from pymc.stats.convergence import run_convergence_checks
+
+        found = run_convergence_checks(idata, model)
+    elif mode == "hook":
+        from pymc.sampling import mcmc as pymc_mcmc
+
+        found = pymc_mcmc.run_convergence_checks(idata, model)
+    else:
+        names = sampling.partition_variable_names(model)
+        sampling._add_diagnostics_groups(idata, model, names)  # what psm.sample does
+        found = sampling._pymc_checks_without_partitions(idata, model, names)
+        found += sampling.partition_convergence_checks(idata, var_names=names)
+    return {"mode": mode, "sampling_seconds": sampling_seconds,
+            "postprocessing_seconds": time.perf_counter() - tic,
+            "rss_after_sampling_mb": rss_after_sampling, "rss_peak_mb": peak_rss_mb(),
+            "warnings": [w.message[:90] for w in found]}
+
+
+def checks_table(n, draws):
+    print(f"\n## Convergence checks after pm.sample (n = {n:,}, 2 chains x {draws} draws)\n")
+    print("| variant | post-processing s | peak RSS growth MB | sampling s |")
+    print("|---|---|---|---|")
+    results = {}
+    for mode in CHECK_MODES:
+        result = spawn({"checks": mode, "n": n, "draws": draws})
+        if "error" in result:
+            print(f"| {mode} | error: {result['error']} | | |")
+            continue
+        results[mode] = result
+        growth = result["rss_peak_mb"] - result["rss_after_sampling_mb"]
+        print(f"| {mode} | {result['postprocessing_seconds']:.2f} | {growth:+.0f} | "
+              f"{result['sampling_seconds']:.1f} |")
+        sys.stdout.flush()
+    if "pymc" in results:
+        for mode in ("psm", "hook"):
+            if mode in results:
+                ratio = (results["pymc"]["postprocessing_seconds"]
+                         / results[mode]["postprocessing_seconds"])
+                print(f"post-processing time pymc / {mode}: {ratio:.1f}x")
+
+
+# ------------------------------------------------------------------ analysis, synthetic draws
+def synthetic_analysis(n, n_draws, runs):
+    """Wall time and peak memory (tracemalloc: Python/numpy allocations) of the analysis
+    functions on ``n_draws`` synthetic draws (2 chains) of ``n`` observations: noisy copies of
+    a 10-cluster truth (each label resampled with probability 0.1 among 12 labels)."""
+    import tracemalloc
+
+    from pymc_splitmerge import analysis as psa
+
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 10, n)
+    draws = np.tile(truth, (n_draws, 1))
+    mask = rng.random(draws.shape) < 0.1
+    draws[mask] = rng.integers(0, 12, mask.sum())
+    draws = psa.canonicalize(draws.reshape(2, n_draws // 2, n))
+
+    def measure(label, function):
+        tracemalloc.start()
+        tic = time.perf_counter()
+        value = function()
+        elapsed = time.perf_counter() - tic
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"| {label} | {elapsed:.2f} | {peak / 2**20:.1f} |")
+        return value, elapsed
+
+    small = draws[:, :5, :50]  # compile the numba kernels first (cached on disk afterwards)
+    psa.posterior_similarity_matrix(small)
+    psa.point_estimate(small, num_runs=1)
+    psa.least_squares_draw(small)
+    print(f"\n## Analysis functions on synthetic draws (n = {n:,}, {n_draws:,} draws)\n")
+    print("| function | wall s | peak MiB (tracemalloc) |")
+    print("|---|---|---|")
+    _, t_similarity = measure("posterior similarity matrix (float32)",
+                              lambda: psa.posterior_similarity_matrix(draws))
+    estimate, t_estimate = measure(
+        f"point estimate, VI (SALSO, {runs} runs)",
+        lambda: psa.point_estimate(draws, loss="vi", num_runs=runs, rng=1))
+    measure(f"point estimate, Binder (SALSO, {runs} runs)",
+            lambda: psa.point_estimate(draws, loss="binder", num_runs=runs, rng=1))
+    measure("least-squares draw (Dahl)", lambda: psa.least_squares_draw(draws))
+    measure("summary (distance to the estimate)", lambda: psa.summary(draws, reference=estimate))
+    print(f"\nVI estimate: {estimate.n_clusters} clusters, ARI vs truth "
+          f"{psa.adjusted_rand_index(truth, estimate.labels):.4f}; similarity matrix + VI "
+          f"estimate {t_similarity + t_estimate:.2f} s; process peak RSS {peak_rss_mb():.0f} MB")
 
 
 def main():
@@ -572,6 +719,28 @@ def main():
                         help="cProfile the pm.sample call of each timing run (to stderr)")
     parser.add_argument("--start", choices=["subsample"], default=None,
                         help="time-per-draw runs from psm.splitmerge_start (K near 20)")
+    parser.add_argument("--start-quality", action="store_true",
+                        help="quality and cost of psm.splitmerge_start on equal, unequal and "
+                             "10-D clusters (--quality-*, --subsample-size, ...)")
+    parser.add_argument("--quality-n", type=int, default=20000)
+    parser.add_argument("--quality-seeds", type=int, default=10)
+    parser.add_argument("--quality-first-seed", type=int, default=0)
+    parser.add_argument("--quality-data", default="equal,unequal,10-D")
+    parser.add_argument("--subsample-size", type=int, default=None)
+    parser.add_argument("--split-merge-moves", type=int, default=None)
+    parser.add_argument("--gibbs-draws", type=int, default=None)
+    parser.add_argument("--then-draws", type=int, default=0,
+                        help="--start-quality: also score the labels after this many SAMS + "
+                             "Gibbs sweep updates of all points (what pm.sample's first "
+                             "draws do), CPU time included")
+    parser.add_argument("--checks", type=int, default=0,
+                        help="n: cost of the convergence checks after pm.sample (PyMC's, "
+                             "psm.sample's, plain pm.sample's); --draws (default 200)")
+    parser.add_argument("--analysis-synthetic", type=int, default=0,
+                        help="n: analysis functions on synthetic draws (--analysis-draws, "
+                             "--salso-runs)")
+    parser.add_argument("--analysis-draws", type=int, default=2000)
+    parser.add_argument("--salso-runs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="OPENBLAS/OMP/MKL_NUM_THREADS of the spawned processes (0: keep "
@@ -586,6 +755,8 @@ def main():
             result = run_sklearn(config)
         elif config.get("analysis"):
             result = run_analysis(config)
+        elif config.get("checks"):
+            result = run_checks(config)
         else:
             result = run_one(config)
         print(json.dumps(result))
@@ -613,6 +784,18 @@ def main():
         start_cost_table([int(v) for v in args.start_cost.split(",")], int(args.dims.split(",")[0]))
     if args.first_draw:
         first_draw_times(args.first_draw)
+    if args.start_quality:
+        options = {key: value for key, value in (("subsample_size", args.subsample_size),
+                                                 ("split_merge_moves", args.split_merge_moves),
+                                                 ("gibbs_draws", args.gibbs_draws))
+                   if value is not None}
+        first = args.quality_first_seed
+        start_quality_table(args.quality_n, range(first, first + args.quality_seeds),
+                            args.quality_data.split(","), options, args.then_draws)
+    if args.checks:
+        checks_table(args.checks, args.draws or 200)
+    if args.analysis_synthetic:
+        synthetic_analysis(args.analysis_synthetic, args.analysis_draws, args.salso_runs)
     if args.analysis:
         analysis_table(args.analysis, args.draws or 20, zarr_path)
     if args.vi:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernel_checks import kernel_chain_draws, one_step_invariance_draws
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
@@ -20,7 +21,6 @@ from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
     ShiftedPoisson,
 )
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
-from pymc_splitmerge.testing import kernel_chain_draws, one_step_invariance_draws
 
 
 def pytest_configure(config):

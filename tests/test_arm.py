@@ -18,18 +18,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import PRIORS, PROBLEMS, bernoulli_problem, thinned_labels
+from kernel_references import propose_arm, reference_arm_run
 
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels.arm import (
     arm_move,
     arm_transition_log_probabilities,
-    propose_arm,
 )
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_NONE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from pymc_splitmerge.testing.kernel_references import reference_arm_run
 
 SEED = 20261126
 N_KERNEL_DRAWS = 3000
@@ -143,9 +142,9 @@ def test_proposal_probabilities_are_consistent():
     for _ in range(60):
         z, labels_a, labels_b = partitions[rng.integers(len(partitions), size=3)]
         state = PartitionState(family, x, z)
-        before = state.labels_slots.copy()
+        before = state.slot_labels.copy()
         proposal = propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b)
-        np.testing.assert_array_equal(state.labels_slots, before)
+        np.testing.assert_array_equal(state.slot_labels, before)
         moves.add(proposal.move)
         if proposal.move == MOVE_NONE:
             assert np.array_equal(labels_a, labels_b)
@@ -178,8 +177,7 @@ def test_arm_step_keeps_state_consistent_and_rejects_bad_library():
 # --------------------------------------------------------------------------- invariance
 
 
-def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, negative_control=None,
-                        num_samples=N_KERNEL_DRAWS):
+def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, num_samples=N_KERNEL_DRAWS):
     """z, z^a, z^b independent exact draws; one ARM move of z."""
     exact = exact_posterior(prior, family, x)
     log_v_table, log_w_table = prior.tables(x.shape[0])
@@ -189,8 +187,7 @@ def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, negative_cont
     for row in range(num_samples):
         state = PartitionState(family, x, starts[row])
         labels_a = starts[row] if own_state else library[2 * row]
-        arm_move(state, log_v_table, log_w_table, rng, labels_a, library[2 * row + 1],
-                 _negative_control=negative_control)
+        arm_move(state, log_v_table, log_w_table, rng, labels_a, library[2 * row + 1])
         out[row] = state.labels()
     return out, exact
 
@@ -229,7 +226,7 @@ ARM_TUNE = 200
 
 
 def _arm_sample(prior_name, family_name, library, *, chains, draws, seed, random_alpha=None,
-                cores=1, n_gibbs_sweeps=1, negative_control=None, initvals=None, tune=ARM_TUNE):
+                cores=1, n_gibbs_sweeps=1, step_class=None, initvals=None, tune=ARM_TUNE):
     import pymc as pm
     from test_sampler_matrix import ALPHA_GAMMA_PRIOR, FAMILIES, FIXED_ALPHA, model_prior
 
@@ -243,8 +240,7 @@ def _arm_sample(prior_name, family_name, library, *, chains, draws, seed, random
             alpha = FIXED_ALPHA.get(prior_name)
         z = model_prior(prior_name, len(data), alpha, family_name)
         psm.ConjugateMixture("y", partition=z, component=make_family(), observed=data)
-        step = psm.ARMStep(z, library=library, n_gibbs_sweeps=n_gibbs_sweeps,
-                           _negative_control=negative_control)
+        step = (step_class or psm.ARMStep)(z, library=library, n_gibbs_sweeps=n_gibbs_sweeps)
         steps = [step, psm.ConcentrationGibbs(alpha)] if random_alpha else step
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=steps,
                           random_seed=seed, progressbar=False, compute_convergence_checks=False,
@@ -317,27 +313,28 @@ PURE_ARM_DRAWS = 3000
 PURE_ARM_THIN = 10
 
 
-def _pure_arm(negative_control):
+def _pure_arm(step_class=None):
     initvals = [{"z": np.array(start)} for start in PURE_ARM_STARTS]
+    label = "None" if step_class is None else "jacobi"  # the seeds of the two runs
     return _arm_sample("dirichlet_process", "beta_bernoulli", "ensemble", chains=4,
-                       draws=PURE_ARM_DRAWS, seed=_seed("pure", str(negative_control)),
-                       n_gibbs_sweeps=0, negative_control=negative_control,
-                       initvals=initvals)[0]
+                       draws=PURE_ARM_DRAWS, seed=_seed("pure", label),
+                       n_gibbs_sweeps=0, step_class=step_class, initvals=initvals)[0]
 
 
 def test_pure_arm_red_black_matches_exact():
     from test_sampler_matrix import exact_fixed
 
-    idata = _pure_arm(None)
+    idata = _pure_arm()
     assert "gibbs_changed" not in idata["sample_stats"]
     assert_partition_gof(thinned_labels(idata, PURE_ARM_THIN),
                          exact_fixed("dirichlet_process", "beta_bernoulli"))
 
 
 def test_negative_control_jacobi_population_update_is_rejected():
+    from broken_kernels import JacobiARMStep
     from test_sampler_matrix import exact_fixed
 
-    idata = _pure_arm("jacobi")
+    idata = _pure_arm(JacobiARMStep)
     with pytest.raises(AssertionError, match="goodness-of-fit failed"):
         assert_partition_gof(thinned_labels(idata, PURE_ARM_THIN),
                              exact_fixed("dirichlet_process", "beta_bernoulli"))

@@ -358,7 +358,7 @@ def test_string_hyperparameter_rejected():
 
 
 def test_positive_hyperparameter_message_shows_the_number():
-    # the message used to print the NumPy repr ("got array(-1.)")
+    # the message prints the number, not the NumPy repr ("got array(-1.)")
     with pytest.raises(ValueError, match=r"'a' must be > 0, got -1\.0$"):
         BetaBernoulli(a=-1.0, b=1.0)
     with pytest.raises(ValueError, match=r"'b' must be > 0, got \[1\.0, -2\.0\]$"):

@@ -164,7 +164,7 @@ def test_draws_are_canonical_labels_and_initial_point_is_one_cluster():
         np.testing.assert_array_equal(initial[name], np.zeros(N_POINTS, dtype=np.int64))
     for name, z in partitions.items():
         draws = pm.draw(z, draws=50, random_seed=11, mode=FAST)
-        # compact labels: the smallest signed integer dtype holding n (issue 13)
+        # compact labels: the smallest signed integer dtype holding n
         assert draws.shape == (50, N_POINTS) and draws.dtype == np.dtype(label_dtype(N_POINTS))
         for labels in draws:
             # canonical: order of first appearance 0, 1, ..., K-1

@@ -1,8 +1,8 @@
 """The fused Gibbs sweep makes exactly the moves of the plain composition of the primitives.
 
-``kernels.gibbs._gibbs_sweeps_arrays`` (the transition's entry) fuses ``unassign_point``, the
+``kernels.gibbs._gibbs_sweeps_fields`` (the transition's entry) fuses ``unassign_point``, the
 seating weights, ``sample_log_weights`` and ``assign_point`` to save passes and row views per
-point; ``testing.kernel_references.composed_gibbs_sweeps`` calls those primitives in turn.  From the same
+point; ``kernel_references.composed_gibbs_sweeps`` calls those primitives in turn.  From the same
 state and numba seed both must leave bit-identical labels, sizes, statistics and slot
 bookkeeping, for families with and without a batch predictive leaf, priors with an infeasible
 new cluster (finite Dirichlet at ``K = k``), both scans, and long enough for the NIW rows to
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernel_references import composed_gibbs_sweeps
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
@@ -22,11 +23,10 @@ from pymc_splitmerge.components import (
     NormalKnownCovariance,
 )
 from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_arrays
+from pymc_splitmerge.kernels.gibbs import _gibbs_sweeps_fields
 from pymc_splitmerge.kernels.rng import seed_numba
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
-from pymc_splitmerge.testing.kernel_references import composed_gibbs_sweeps
 
 
 def _problem(name, rng):
@@ -62,7 +62,7 @@ def _run(sweeps, family, x, labels, prior, n_sweeps, random_scan, seed):
 
 def _fused(state, tables, n_sweeps, random_scan):
     model, p = state.model, state.partition
-    return _gibbs_sweeps_arrays(model.family_id, model.params, model.x, p.labels, p.sizes,
+    return _gibbs_sweeps_fields(model.family_id, model.params, model.x, p.labels, p.sizes,
                                 p.stats, p.empty_row, p.active, p.where, p.cluster_count,
                                 tables.log_v, tables.log_w, n_sweeps, random_scan)
 

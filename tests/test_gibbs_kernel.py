@@ -16,6 +16,11 @@ import zlib
 import numpy as np
 import pytest
 from conftest import PRIORS
+from kernel_checks import one_step_invariance_draws
+from kernel_references import (
+    reference_gibbs_sweep,
+    reference_point_conditional,
+)
 
 from pymc_splitmerge.components import (
     BetaBernoulli,
@@ -40,11 +45,6 @@ from pymc_splitmerge.testing import (
     assert_partition_gof,
     chisquare_partitions,
     exact_posterior,
-    one_step_invariance_draws,
-)
-from pymc_splitmerge.testing.kernel_references import (
-    reference_gibbs_sweep,
-    reference_point_conditional,
 )
 
 N_SAMPLES = 3000
@@ -160,7 +160,7 @@ def test_conditional_matches_joint_reference(prior_name, family_name):
         state = PartitionState(family, x, labels)
         for i in range(n):
             slots, probabilities = point_conditional(state, i, log_v_table, log_w_table)
-            targets, expected = reference_point_conditional(state.labels_slots, i, x, prior,
+            targets, expected = reference_point_conditional(state.slot_labels, i, x, prior,
                                                             family)
             order = np.argsort(np.where(slots < 0, np.iinfo(np.int64).max, slots))
             np.testing.assert_allclose(probabilities[order], expected, rtol=1e-9, atol=1e-12)
@@ -240,22 +240,15 @@ def test_bad_arguments():
         gibbs_sweep(state, *tables, 42)
 
 
-def test_old_keyword_n_sweeps_still_works_with_a_deprecation_warning():
+def test_sweeps_keyword_has_one_name():
     family, data = make_family_and_data("gamma_poisson")
     x = family.prepare_data(data)
     tables = PRIORS["dp"].tables(x.shape[0])
-    results = []
-    for keyword in ("n_gibbs_sweeps", "n_sweeps"):
-        state = PartitionState(family, x, np.zeros(x.shape[0], dtype=int))
-        if keyword == "n_sweeps":
-            with pytest.warns(DeprecationWarning, match="n_sweeps is deprecated"):
-                gibbs_sweep(state, *tables, np.random.default_rng(9), n_sweeps=3)
-        else:
-            gibbs_sweep(state, *tables, np.random.default_rng(9), n_gibbs_sweeps=3)
-        results.append(state.labels())
-    np.testing.assert_array_equal(results[0], results[1])
-    with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
-        gibbs_sweep(state, *tables, np.random.default_rng(9), n_gibbs_sweeps=1, n_sweeps=1)
+    state = PartitionState(family, x, np.zeros(x.shape[0], dtype=int))
+    gibbs_sweep(state, *tables, np.random.default_rng(9), n_gibbs_sweeps=3)
+    state.check()
+    with pytest.raises(TypeError, match="n_sweeps"):
+        gibbs_sweep(state, *tables, np.random.default_rng(9), n_sweeps=3)
 
 
 def test_built_sweep_on_the_structures_equals_the_state_form():

@@ -217,14 +217,11 @@ def test_clear_errors():
             steps.ConcentrationGibbs(a)
 
 
-def test_old_keyword_n_sweeps_still_works_with_a_deprecation_warning():
+def test_sweeps_keyword_has_one_name():
     model, z, _ = small_model(alpha_prior="lognormal")
     with model:
-        with pytest.warns(DeprecationWarning, match="n_sweeps is deprecated"):
-            step = steps.CollapsedGibbsStep(z, n_sweeps=3)
-        assert step.n_gibbs_sweeps == 3 and step.n_sweeps == 3
         assert steps.CollapsedGibbsStep(z, n_gibbs_sweeps=2).n_gibbs_sweeps == 2
-        with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
-            steps.CollapsedGibbsStep(z, n_sweeps=1, n_gibbs_sweeps=1)
+        with pytest.raises(TypeError, match="n_sweeps"):
+            steps.CollapsedGibbsStep(z, n_sweeps=3)
         with pytest.raises(ValueError, match="n_gibbs_sweeps"):
             steps.CollapsedGibbsStep(z, n_gibbs_sweeps=0)

@@ -138,7 +138,7 @@ def test_models_without_partition_variables_are_untouched():
 
 
 def test_pm_sample_with_model_keyword_assigns_the_package_steps():
-    # outside `with model:` PyMC's competence check used to see no model and gave alpha NUTS
+    # outside `with model:` PyMC's competence check must still see the model (else alpha gets NUTS)
     idata = pm.sample(draws=4, tune=2, chains=1, model=_model(), random_seed=3,
                       progressbar=False, compute_convergence_checks=False)
     stats = idata["sample_stats"]

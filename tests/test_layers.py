@@ -1,4 +1,4 @@
-"""The numeric core never imports PyMC, PyTensor or ArviZ (DESIGN.md, layers).
+"""The numeric core never imports PyMC, PyTensor or ArviZ (``docs/architecture.md``, "Layers").
 
 Every module of ``core``, ``priors``, ``components`` and ``kernels`` is imported in a fresh
 interpreter in which importing ``pymc``, ``pytensor`` or ``arviz`` raises (the package's own
@@ -120,7 +120,7 @@ _LAZY_KERNEL_MODULES = ("pymc_splitmerge.steps.pgsm", "pymc_splitmerge.steps.arm
                         "pymc_splitmerge.kernels.pgsm", "pymc_splitmerge.kernels.arm",
                         "pymc_splitmerge.kernels.rgsm", "pymc_splitmerge.kernels.smc")
 _NOT_ON_SAMPLING_PATH = ("pymc_splitmerge.testing", "pymc_splitmerge.analysis.plots",
-                         "pymc_splitmerge.analysis.predictive", "pymc_splitmerge.analysis.components",
+                         "pymc_splitmerge.analysis.predictive", "pymc_splitmerge.analysis.cluster_parameters",
                          "pymc_splitmerge.analysis.zarr_trace", *_LAZY_KERNEL_MODULES,
                          "scipy.stats", "scipy.integrate", "scipy.optimize", "matplotlib",
                          "sklearn")

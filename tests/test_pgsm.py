@@ -11,7 +11,10 @@ import functools
 
 import numpy as np
 import pytest
+from broken_kernels import on_state, pgsm_plain_smc_move
 from conftest import PRIORS, thinned_labels
+from kernel_checks import one_step_invariance_draws
+from kernel_references import reference_incremental_log_weights
 
 from pymc_splitmerge.components import BetaBernoulli, NormalInverseWishart
 from pymc_splitmerge.kernels import smc
@@ -20,10 +23,8 @@ from pymc_splitmerge.kernels.pgsm import (
     Lineage,
     PGSMOptions,
     csmc_sweep,
-    figure2_state,
+    particle_state_number,
     pgsm_move,
-    pgsm_step,
-    reference_incremental_log_weights,
 )
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import Model, PartitionState
@@ -37,7 +38,6 @@ from pymc_splitmerge.testing import (
     assert_partition_gof,
     chisquare_partitions,
     exact_posterior,
-    one_step_invariance_draws,
 )
 
 BERNOULLI_DATA = np.array(
@@ -212,10 +212,10 @@ def test_final_target_is_full_posterior_including_v_of_k(prior_name):
 
 
 def test_figure2_encoding():
-    assert figure2_state(1, 1, 0) == 1
-    assert figure2_state(2, 1, 0) == 2
-    assert figure2_state(3, 2, 0) == 3
-    assert figure2_state(3, 2, 1) == 4
+    assert particle_state_number(1, 1, 0) == 1
+    assert particle_state_number(2, 1, 0) == 2
+    assert particle_state_number(3, 2, 0) == 3
+    assert particle_state_number(3, 2, 1) == 4
 
 
 # --------------------------------------------------------------------------- invariance
@@ -254,8 +254,9 @@ def test_one_step_invariance_options(options):
 
 def test_negative_control_plain_smc_is_rejected():
     rng = np.random.default_rng(2024)
-    out, exact = one_step_labels(DirichletProcessPrior(alpha=1.0), normal(), NORMAL_DATA[:5],
-                                 rng, num_samples=2000, num_particles=2, conditional=False)
+    kernel = on_state(pgsm_plain_smc_move(num_particles=2))
+    out, exact = one_step_invariance_draws(kernel, DirichletProcessPrior(alpha=1.0), normal(),
+                                           NORMAL_DATA[:5], 2000, rng, transitions=2)
     result = chisquare_partitions(out, exact)
     assert result.pvalue < GOF_PVALUE_THRESHOLD
 
@@ -299,18 +300,6 @@ def test_bad_options_raise():
         pgsm_move(state, *tables, rng, anchors=[1, 1])
     with pytest.raises(ValueError, match="use prior.tables"):
         pgsm_move(state, tables[0][:3], tables[1], rng)
-
-
-def test_pgsm_step_is_a_deprecated_alias_of_pgsm_move():
-    family = normal()
-    x = family.prepare_data(NORMAL_DATA)
-    tables = DirichletProcessPrior(alpha=1.0).tables(x.shape[0])
-    states = [PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64)) for _ in "ab"]
-    infos = [pgsm_move(states[0], *tables, np.random.default_rng(5))]
-    with pytest.warns(DeprecationWarning, match="pgsm_move"):
-        infos.append(pgsm_step(states[1], *tables, np.random.default_rng(5)))
-    assert infos[0].move == infos[1].move
-    np.testing.assert_array_equal(states[0].labels(), states[1].labels())
 
 
 # --------------------------------------------------------------------------- PyMC step

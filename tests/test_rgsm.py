@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 import pytest
+from broken_kernels import on_state, rgsm_path_probability_move
 from conftest import (
     PRIORS,
     PROBLEMS,
@@ -15,22 +16,21 @@ from conftest import (
     one_step_draws,
     thinned_labels,
 )
+from kernel_references import propose_rgsm, reference_restricted_scan
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
-from pymc_splitmerge.kernels.rgsm import (
-    propose_rgsm,
-    restricted_scan,
-    rgsm_move,
-    rgsm_update,
+from pymc_splitmerge.kernels.rgsm import build_rgsm_move, restricted_scan, rgsm_move
+from pymc_splitmerge.kernels.splitmerge_common import (
+    MOVE_MERGE,
+    MOVE_SPLIT,
+    build_moves_then_gibbs,
 )
-from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from pymc_splitmerge.testing.kernel_references import reference_restricted_scan
 
 SEED = 4211
 
@@ -113,8 +113,8 @@ def test_bad_options_raise():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="n_intermediate_scans"):
         rgsm_move(state, log_v_table, log_w_table, rng, -1)
-    with pytest.raises(ValueError, match="n_split_merge_updates"):
-        rgsm_update(state, log_v_table, log_w_table, rng, 1, 1.5, 0)
+    with pytest.raises(ValueError, match="n_moves"):
+        build_moves_then_gibbs(build_rgsm_move(1), n_moves=1.5, n_gibbs_sweeps=0)
     with pytest.raises(ValueError, match="use prior.tables"):
         rgsm_move(state, log_v_table[:-1], log_w_table, rng)
 
@@ -145,18 +145,16 @@ def test_long_chain_matches_exact_posterior(name, problem, scans):
 def test_full_iteration_with_gibbs_scans_matches_exact_posterior():
     rng = np.random.default_rng([SEED, 11])
     family, x = bernoulli_problem()
-    kernel = functools.partial(rgsm_update, n_intermediate_scans=5, n_split_merge_updates=1,
-                               n_gibbs_sweeps=1)
+    kernel = on_state(build_moves_then_gibbs(build_rgsm_move(5), n_moves=1, n_gibbs_sweeps=1))
     samples, exact = chain_draws(kernel, PRIORS["mfm"], family, x, 3000, rng)
     assert_partition_gof(samples, exact)
 
 
 def test_negative_control_path_probability_is_rejected():
     """Scoring the intermediate scans' path in the proposal probability is wrong."""
-    control = "path_probability"
     rng = np.random.default_rng([SEED, 99])
     family, x = niw_problem()
-    kernel = functools.partial(rgsm_move, n_intermediate_scans=2, _negative_control=control)
+    kernel = on_state(rgsm_path_probability_move(n_intermediate_scans=2))
     samples, exact = chain_draws(kernel, PRIORS["dp"], family, x, 3000, rng)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)
@@ -249,9 +247,6 @@ def test_rgsm_step_bad_options_raise():
         step = RGSMStep(z)
         assert (step.n_intermediate_scans, step.n_split_merge_updates, step.n_gibbs_sweeps) == (
             5, 1, 1)
-        # the old keyword name still works, with a DeprecationWarning
-        with pytest.warns(DeprecationWarning, match="n_gibbs_scans is deprecated"):
-            old = RGSMStep(z, n_gibbs_scans=0)
-        assert old.n_gibbs_sweeps == 0 and old.n_gibbs_scans == 0
-        with pytest.raises(TypeError, match="n_gibbs_sweeps only"):
-            RGSMStep(z, n_gibbs_scans=0, n_gibbs_sweeps=1)
+        assert RGSMStep(z, n_gibbs_sweeps=0).n_gibbs_sweeps == 0
+        with pytest.raises(TypeError, match="n_gibbs_scans"):  # one name per option
+            RGSMStep(z, n_gibbs_scans=0)

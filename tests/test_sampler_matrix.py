@@ -199,7 +199,7 @@ def assert_only_partition_step(idata, step_name):
         assert "gibbs_changed" not in stats
 
 
-# ----------------------------------------------------------------------------- Issue 3
+# ----------------------------------------------------------------------------- collapsed Gibbs
 
 
 @pytest.mark.parametrize("family_name", sorted(FAMILIES))
@@ -213,7 +213,7 @@ def test_collapsed_gibbs_matches_exact(prior_name, family_name):
                          exact_fixed(prior_name, family_name))
 
 
-# ----------------------------------------------------------------------------- Issue 4
+# ----------------------------------------------------------------------------- split-merge moves
 
 
 @pytest.mark.parametrize("family_name", ["beta_bernoulli", "normal_inverse_wishart"])
@@ -313,10 +313,13 @@ def test_pgsm_options_match_exact(case):
 class SampledReverseSplitSAMSStep(psm.SAMSStep):
     """NOT invariant: the merge's reverse split probability comes from a *sampled* split."""
 
-    def kernel_step(self, state, prior, tables):
-        from pymc_splitmerge.kernels.sams import sams_move
+    def build_transition(self):
+        from broken_kernels import sams_sampled_reverse_split_move
 
-        info = sams_move(state, *tables, self.rng, _negative_control="sampled_reverse_split")
+        return sams_sampled_reverse_split_move()
+
+    def kernel_step(self, state, prior, tables):
+        info = self.run_transition(state, tables)
         return {"sams_move": int(info.move), "sams_accepted": bool(info.accepted),
                 "sams_log_accept_ratio": float(info.log_accept_ratio)}
 

@@ -13,6 +13,11 @@ from functools import partial
 
 import numpy as np
 import pytest
+from broken_kernels import (
+    on_state,
+    sams_cluster_anchors_without_anchor_law_ratio,
+    sams_sampled_reverse_split_move,
+)
 from conftest import (
     PRIORS,
     PROBLEMS,
@@ -22,19 +27,22 @@ from conftest import (
     one_step_draws,
     thinned_labels,
 )
+from kernel_references import (
+    propose_sams,
+    reference_log_split_weight,
+    reference_sequential_allocation,
+    reference_two_way_log_probabilities,
+)
 
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
 from pymc_splitmerge.kernels.anchors import AnchorProposal
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-from pymc_splitmerge.kernels.rgsm import rgsm_step
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.sams import (
     _sams_updates,
     build_sams_move,
-    propose_sams,
     sams_move,
-    sams_step,
     sequential_allocation,
 )
 from pymc_splitmerge.kernels.splitmerge_common import (
@@ -50,11 +58,6 @@ from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.pitman_yor import PitmanYorPrior
 from pymc_splitmerge.priors.seating import log_split_weight
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
-from pymc_splitmerge.testing.kernel_references import (
-    reference_log_split_weight,
-    reference_sequential_allocation,
-    reference_two_way_log_probabilities,
-)
 
 SEED = 20240611
 
@@ -154,7 +157,7 @@ def test_split_and_merge_ratios_are_reciprocal():
         proposal = propose_sams(merged, log_v_table, log_w_table, np.random.default_rng(seed))
         if proposal.move != MOVE_SPLIT:
             continue
-        labels = merged.labels_slots.copy()
+        labels = merged.slot_labels.copy()
         labels[proposal.moving_points] = 7
         split = PartitionState(family, x, labels)
         reverse = propose_sams(split, log_v_table, log_w_table, np.random.default_rng(seed))
@@ -183,9 +186,7 @@ def test_long_chain_matches_exact_posterior(name, problem):
     assert_partition_gof(samples, exact)
 
 
-def _sampled_reverse(state, log_v_table, log_w_table, rng):
-    return sams_move(state, log_v_table, log_w_table, rng,
-                     _negative_control="sampled_reverse_split")
+_sampled_reverse = on_state(sams_sampled_reverse_split_move())
 
 
 def test_negative_control_sampled_reverse_split_is_rejected():
@@ -199,8 +200,7 @@ def test_negative_control_sampled_reverse_split_is_rejected():
 # --------------------------------------------------------------------------- cluster anchors
 
 _CLUSTER_MOVE = build_sams_move(cluster_anchors=True)
-_CLUSTER_MOVE_WITHOUT_ANCHOR_RATIO = build_sams_move(cluster_anchors=True,
-                                                     _negative_control="no_anchor_law_ratio")
+_CLUSTER_MOVE_WITHOUT_ANCHOR_RATIO = sams_cluster_anchors_without_anchor_law_ratio()
 
 
 def _cluster_anchor_move(state, log_v_table, log_w_table, rng, move=_CLUSTER_MOVE):
@@ -252,7 +252,7 @@ def test_negative_control_cluster_anchors_without_the_anchor_law_ratio_is_reject
 def test_cluster_anchor_bad_options_raise():
     with pytest.raises(ValueError, match="anchor_proposal must be None"):
         build_sams_move(AnchorProposal("uniform", n_anchors=2), cluster_anchors=True)
-    with pytest.raises(ValueError, match="_negative_control"):
+    with pytest.raises(TypeError, match="_negative_control"):  # not a public option
         build_sams_move(cluster_anchors=True, _negative_control="sampled_reverse_split")
     family, x = niw_problem(1)
     state = PartitionState(family, x, np.zeros(1, dtype=np.int64))
@@ -407,20 +407,9 @@ def test_moves_then_gibbs_is_the_moves_followed_by_the_sweeps():
         build_moves_then_gibbs(build_sams_move(), n_gibbs_sweeps=-1)
 
 
-def test_old_entry_point_names_warn_and_give_the_same_move():
-    family, x = bernoulli_problem()
-    tables = PRIORS["dp"].tables(x.shape[0])
-    states = [PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64)) for _ in range(2)]
-    with pytest.warns(DeprecationWarning, match="sams_step is deprecated"):
-        old = sams_step(states[0], *tables, np.random.default_rng(1))
-    assert old == sams_move(states[1], *tables, np.random.default_rng(1))
-    with pytest.warns(DeprecationWarning, match="rgsm_step is deprecated") as record:
-        rgsm_step(states[0], *tables, np.random.default_rng(2))
-    assert record[0].filename == __file__  # the warning points at the caller
-    from pymc_splitmerge.kernels.arm import arm_move, arm_step
+def test_one_entry_point_name_per_kernel():
+    from pymc_splitmerge.kernels import arm, pgsm, rgsm, sams
 
-    with (pytest.warns(DeprecationWarning, match="arm_step is deprecated; use arm_move"),
-          pytest.raises(TypeError)):  # the alias warns, then calls arm_move
-        arm_step()
-    assert arm_step.__name__ == "arm_step" and ":func:`arm_move`" in arm_step.__doc__
-    assert arm_step.__wrapped__ is arm_move
+    for module, name in ((sams, "sams"), (rgsm, "rgsm"), (pgsm, "pgsm"), (arm, "arm")):
+        assert hasattr(module, f"{name}_move") and hasattr(module, f"build_{name}_move")
+        assert not hasattr(module, f"{name}_step"), name

@@ -1,4 +1,4 @@
-"""Traces that fit (issue 13): compact label dtype, PyMC's on-disk ZarrTrace, and the dense
+"""Traces that fit: compact label dtype, PyMC's on-disk ZarrTrace, and the dense
 similarity matrix refusing above its documented size.
 
 * ``label_dtype`` is the smallest signed integer dtype holding ``n`` (and ``k`` for the finite

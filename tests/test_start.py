@@ -295,9 +295,10 @@ def _stage_one_setup(prior, n=60, seed=3, family=NIW, raw=None):
 def test_compiled_stage_one_matches_the_composed_reference(prior):
     """The compiled cluster-anchor loop is its Python twin (same uniforms, same decisions,
     merges settled early included)."""
+    from kernel_references import composed_cluster_sams_updates
+
     from pymc_splitmerge.kernels.sams import _sams_updates
     from pymc_splitmerge.kernels.state import PartitionState
-    from pymc_splitmerge.testing.kernel_references import composed_cluster_sams_updates
 
     family, x, numeric_prior, tables = _stage_one_setup(prior)
     start = np.zeros(x.shape[0], dtype=np.int64)

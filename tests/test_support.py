@@ -19,9 +19,10 @@ from pymc.exceptions import SamplingError
 import pymc_splitmerge as psm
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.pgsm import pgsm_move
-from pymc_splitmerge.kernels.rgsm import rgsm_update
+from pymc_splitmerge.kernels.rgsm import build_rgsm_move
 from pymc_splitmerge.kernels.sams import sams_move
-from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
+from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 
 DATA = np.array([[1, 1, 0, 0], [1, 1, 0, 1], [1, 0, 0, 0], [0, 0, 1, 1], [0, 1, 1, 1],
@@ -80,7 +81,9 @@ def test_start_with_labels_out_of_range_is_refused():
 KERNELS = {
     "gibbs": lambda state, tables, rng: gibbs_sweep(state, *tables, rng),
     "sams": lambda state, tables, rng: sams_move(state, *tables, rng),
-    "rgsm": lambda state, tables, rng: rgsm_update(state, *tables, rng),
+    "rgsm": lambda state, tables, rng: build_moves_then_gibbs(build_rgsm_move(5), n_moves=1,
+                                                              n_gibbs_sweeps=1)(
+        state.model, state.partition, PriorTables(*tables), rng),
     "pgsm_two_anchors": lambda state, tables, rng: pgsm_move(state, *tables, rng,
                                                              num_particles=4),
     "pgsm_three_anchors": lambda state, tables, rng: pgsm_move(state, *tables, rng,

@@ -25,7 +25,7 @@ from pymc_splitmerge.analysis.point_estimate import (
 # public name -> submodule that defines it
 _SUBMODULE_NAMES = {
     "_labels": ("canonicalize", "find_partition_variable", "partition_draws"),
-    "components": ("COMPONENTS_GROUP", "sample_components"),
+    "cluster_parameters": ("COMPONENTS_GROUP", "sample_components"),
     "log_joint": ("log_joint_draws",),
     "metrics": (
         "adjusted_rand_index", "agreement_with_truth", "binder_distance", "contingency_table",

@@ -18,7 +18,6 @@ from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.kernels.state import PartitionState
-from pymc_splitmerge.steps.base import same_values
 
 try:
     from pytensor.graph.traversal import graph_inputs
@@ -47,6 +46,20 @@ def untransformed_model(model):
     finally:
         for rv, value in saved.items():
             initial_values[rv] = value
+
+
+def _same_values(first, second) -> bool:
+    """Exact equality of (nested) hyperparameter values: dicts, arrays, numbers."""
+    if isinstance(first, dict) or isinstance(second, dict):
+        if not (isinstance(first, dict) and isinstance(second, dict)):
+            return False
+        if first.keys() != second.keys():
+            return False
+        return all(_same_values(first[key], second[key]) for key in first)
+    try:
+        return bool(np.array_equal(np.asarray(first), np.asarray(second)))
+    except (TypeError, ValueError):
+        return first == second
 
 
 def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
@@ -122,7 +135,7 @@ def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
         for draw in range(n_draws):
             point = {name: array[chain, draw] for name, array in arrays.items()}
             values = partition_model.hyperparameter_values(point)
-            if cached_values is None or not same_values(values, cached_values):
+            if cached_values is None or not _same_values(values, cached_values):
                 prior = partition_model.numeric_prior(point)
                 family = partition_model.numeric_family(point)
                 cached_values = values

@@ -473,8 +473,7 @@ def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, b
     ``kept`` is False when the downdate loses definiteness (the caller then recomputes the
     factor from the raw sums).  The one D = 2 downdate of the row form ``niw_remove_point``
     and the slot-index form ``niw_remove_point_at``; the mean is the callers', the raw sums
-    and stores ``_niw_two_raw_sums`` / ``_niw_two_store`` (a core returning the mean too
-    measured ~7 % slower on an add + remove pair).
+    and stores ``_niw_two_raw_sums`` / ``_niw_two_store``.
     """
     projection_first = w00 * vector_first
     projection_second = w10 * vector_first + w11 * vector_second

@@ -3,11 +3,10 @@
 Everything that must know every family reads :data:`FAMILIES`:
 
 * the numba switch :mod:`pymc_splitmerge.components._leaf_dispatch` is *generated* from it
-  (and from each class's ``numba_leaves``); importing this module compares the file with
-  :func:`leaf_dispatch_source` and, when they differ, rewrites it (directory writable: one
-  ``RuntimeWarning`` asking to clear the numba caches, and this process uses the new switch)
-  or raises an ``ImportError`` naming ``python -m pymc_splitmerge.components`` (read-only
-  installation);
+  (and from each class's ``numba_leaves``) by the developer command ``python -m
+  pymc_splitmerge.components`` (:func:`write_leaf_dispatch`); importing never writes it, and
+  ``tests/test_family_contract.py`` fails, naming the command, while the committed file differs
+  from :func:`leaf_dispatch_source`;
 * the package's exports: :mod:`pymc_splitmerge.components` and :mod:`pymc_splitmerge`
   export every registered class under its own name (no hand-kept list);
 * :mod:`pymc_splitmerge.distributions.mixture` calls the family's own
@@ -25,8 +24,9 @@ chain is the same code as the hand-written one it replaces, at the same speed
 
 Adding a family (``docs/contracts.md``, "Adding a family"): write its module and add one
 line to :data:`FAMILIES` (a new id, never reuse one: the ids are stored in ``ProductFamily``
-params).  The next import regenerates the switch and warns; then delete the numba caches
-(``find . -name "*.nb[ic]" -delete``) and commit the regenerated ``_leaf_dispatch.py``.
+params); run ``python -m pymc_splitmerge.components``, delete the numba caches
+(``find . -name "*.nb[ic]" -delete``) and commit the regenerated ``_leaf_dispatch.py``.  Until
+then the new family's id is refused by the switch ("unknown family_id").
 
 The registry assigns ``family_id`` to each class (the ids live here only); a
 :class:`~pymc_splitmerge.components.base.ComponentFamily` subclass that is not registered
@@ -35,11 +35,8 @@ keeps ``family_id = -1``, which the numba core refuses.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
-import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +55,6 @@ __all__ = [
     "LEAF_DISPATCH_PATH",
     "FamilyEntry",
     "entry_for",
-    "leaf_dispatch_regenerated",
     "leaf_dispatch_source",
     "write_leaf_dispatch",
 ]
@@ -288,71 +284,3 @@ def write_leaf_dispatch(path: Path = LEAF_DISPATCH_PATH) -> bool:
     # the bytecode cache is keyed on the source's mtime (whole seconds) and size: drop it
     Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
     return True
-
-
-_COMMAND = "python -m pymc_splitmerge.components"
-_CLEAR_CACHES = 'find . -name "*.nb[ic]" -delete'
-
-leaf_dispatch_regenerated = False
-"""Whether importing this module found ``_leaf_dispatch.py`` out of date and rewrote it
-(``tests/test_family_contract.py`` asserts it did not: the committed file must be current)."""
-
-
-def _use_current_leaf_dispatch(path: Path = LEAF_DISPATCH_PATH) -> bool:
-    """Make the generated switch match :data:`FAMILIES`, on disk and in this process.
-
-    Run once, when this module is imported.  If ``_leaf_dispatch.py`` differs from
-    :func:`leaf_dispatch_source` (a family was registered, removed or renamed since it was
-    written), rewrite it when its directory is writable, warn that the numba caches must be
-    cleared, reload it and rebind the ``leaf_*`` / ``FAMILY_*`` names that modules of the
-    package imported from it (``product.py`` has, by the time this runs; nothing has been
-    compiled yet, so every kernel compiled later sees the new switch).  Otherwise raise an
-    ``ImportError`` that names the command to run.  Costs one read of a 10 kB file when the
-    file is current (about 0.1 ms).
-
-    Limitation: ``product.py`` imports the file on disk before this runs, so a stale file that
-    no longer imports (a family module or leaf function renamed or removed) fails with its own
-    ``ImportError``; regenerate it from a checkout where it imports (or restore it with git
-    first).  Adding a family, the usual change, always imports.
-    """
-    try:
-        current = path.read_text() == leaf_dispatch_source()
-    except OSError:
-        current = False
-    if current:
-        return False
-    directory = path.parent
-    writable = os.access(directory, os.W_OK) and (not path.exists()
-                                                   or os.access(path, os.W_OK))
-    problem = (f"{path} is out of date with the family table of "
-               "pymc_splitmerge.components.registry (FAMILIES)")
-    if not writable:
-        raise ImportError(f"{problem} and {directory} is not writable: run `{_COMMAND}` as a "
-                          f"user who can write there, then clear the numba caches "
-                          f"(`{_CLEAR_CACHES}` in the package directory or NUMBA_CACHE_DIR)")
-    try:
-        write_leaf_dispatch(path)
-    except OSError as error:
-        raise ImportError(f"{problem} and could not be rewritten ({error}): run `{_COMMAND}` "
-                          f"as a user who can write to {directory}") from error
-    warnings.warn(f"{problem}: regenerated it. Clear the numba caches of the kernels, which "
-                  f"hold the old switch: `{_CLEAR_CACHES}` (in the package directory, or in "
-                  "NUMBA_CACHE_DIR if set)", RuntimeWarning, stacklevel=2)
-    name = __name__.rsplit(".", 1)[0] + "._leaf_dispatch"
-    module = sys.modules.get(name)
-    if module is not None:  # imported by product.py: reload it and rebind its importers
-        old = {key: value for key, value in vars(module).items() if not key.startswith("__")}
-        module = importlib.reload(module)
-        for other in list(sys.modules.values()):
-            if other is module or not getattr(other, "__name__", "").startswith(
-                    __name__.split(".", 1)[0] + "."):
-                continue
-            namespace = vars(other)
-            for key, value in old.items():
-                if namespace.get(key) is value and hasattr(module, key):
-                    namespace[key] = getattr(module, key)
-    return True
-
-
-leaf_dispatch_regenerated = _use_current_leaf_dispatch()
-

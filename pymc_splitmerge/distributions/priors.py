@@ -105,20 +105,26 @@ def label_dtype(n_labels: int) -> str:
     return "int64"
 
 
-def static_number_of_points(n) -> int:
-    """Return ``n`` as a Python int >= 1 or raise; ``n`` must be static (not symbolic)."""
-    if isinstance(n, Constant):
-        n = n.data
-    if isinstance(n, np.ndarray) and n.ndim == 0:
-        n = n[()]
-    if isinstance(n, bool | np.bool_) or not isinstance(n, numbers.Integral):
+def static_positive_integer(value, what: str, example: str = "") -> int:
+    """Return ``value`` as a Python int >= 1 or raise naming ``what``; ``value`` must be
+    static (a number or a pytensor constant known when the model is built, not symbolic)."""
+    if isinstance(value, Constant):
+        value = value.data
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
         raise TypeError(
-            f"n (number of points) must be a Python or NumPy integer known when the model is "
-            f"built (e.g. n=len(data)), got {type(n).__name__} {n!r}"
+            f"{what} must be a Python or NumPy integer known when the model is built"
+            f"{example}, got {type(value).__name__} {value!r}"
         )
-    if int(n) < 1:
-        raise ValueError(f"n (number of points) must be a positive integer, got {int(n)}")
-    return int(n)
+    if int(value) < 1:
+        raise ValueError(f"{what} must be a positive integer, got {int(value)}")
+    return int(value)
+
+
+def static_number_of_points(n) -> int:
+    """``n`` (number of points) as a Python int >= 1 (:func:`static_positive_integer`)."""
+    return static_positive_integer(n, "n (number of points)", " (e.g. n=len(data))")
 
 
 def _labels_dtype_for(*bounds) -> str:
@@ -518,17 +524,7 @@ class FiniteDirichlet(PartitionDistribution):
     def dist(cls, alpha, k, n, **kwargs):
         n = static_number_of_points(n)
         _check_shape_and_size(n, kwargs)
-        if isinstance(k, Constant):
-            k = k.data
-        if isinstance(k, np.ndarray) and k.ndim == 0:
-            k = k[()]
-        if isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral):
-            raise TypeError(
-                f"k (number of components) must be a Python or NumPy integer known when the "
-                f"model is built, got {type(k).__name__} {k!r}"
-            )
-        if int(k) < 1:
-            raise ValueError(f"k (number of components) must be >= 1, got {int(k)}")
+        k = static_positive_integer(k, "k (number of components)")
         alpha = _as_float_tensor(alpha, "alpha")
         _validate_constant(alpha, "alpha (Dirichlet concentration)", lambda a: a > 0, "alpha > 0")
         params = [alpha, pt.constant(int(k), dtype="int64"), pt.constant(n, dtype="int64")]

@@ -77,7 +77,6 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, sample_weights
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights
-from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
@@ -101,15 +100,10 @@ __all__ = [
     "ARMProposal",
     "arm_move",
     "arm_run",
-    "arm_step",
     "arm_transition_log_probabilities",
     "build_arm_move",
     "disagreement_pair",
-    "propose_arm",
 ]
-
-_NEGATIVE_CONTROLS = (None, "no_eq17")
-
 
 class ARMInfo(NamedTuple):
     """What one ARM Metropolis–Hastings update did.
@@ -602,13 +596,6 @@ def _n_moved(old_labels, new_labels, capacity) -> int:
     return int(np.count_nonzero(~unchanged))
 
 
-def _check_negative_control(negative_control) -> bool:
-    """``enforce_eq17`` for the (testing-only) negative control name."""
-    if negative_control not in _NEGATIVE_CONTROLS:
-        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
-    return negative_control != "no_eq17"
-
-
 def _arm_proposal(model: Model, partition: Partition, tables: PriorTables, rng, labels_a,
                   labels_b, enforce_eq17: bool) -> ARMProposal:
     n = model.x.shape[0]
@@ -644,38 +631,10 @@ def _log_target(model: Model, partition: Partition, tables: PriorTables) -> floa
                       partition.cluster_count)
 
 
-def propose_arm(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b,
-                *, _negative_control: str | None = None) -> ARMProposal:
-    """Build an ARM candidate from ``state`` and the library pair, without changing ``state``.
-
-    Parameters
-    ----------
-    state : PartitionState
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
-        ``prior.tables(n)``.
-    rng : numpy.random.Generator
-        Draws the anchor pair, the order :math:`\\sigma` and the decision uniforms.
-    labels_a, labels_b : array of int, shape (n,)
-        The two library partitions :math:`z^a, z^b`.  For an exact kernel their law must
-        not depend on ``state`` (e.g. independent draws, other chains' states, a frozen
-        library).
-    _negative_control : {None, "no_eq17"}
-        Testing only: ``"no_eq17"`` drops the uniqueness rule of eq. (17).
-
-    Returns
-    -------
-    ARMProposal
-    """
-    enforce_eq17 = _check_negative_control(_negative_control)
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b,
-                         enforce_eq17)
-
-
 LibrarySource = Callable[[Partition], "tuple[np.ndarray, np.ndarray] | None"]
 
 
-def build_arm_move(library: LibrarySource, *, _negative_control: str | None = None
+def build_arm_move(library: LibrarySource
                    ) -> Callable[[Model, Partition, PriorTables, np.random.Generator], ARMInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng) -> ARMInfo``.
 
@@ -686,8 +645,6 @@ def build_arm_move(library: LibrarySource, *, _negative_control: str | None = No
         partitions :math:`z^a, z^b` of this move (``None``: no ARM move this time).  For an
         exact kernel their law must not depend on ``partition`` (the step adapter draws them
         from other chains or a frozen library; it may read ``partition`` to record history).
-    _negative_control : {None, "no_eq17"}
-        Testing only: ``"no_eq17"`` drops the uniqueness rule of eq. (17).
 
     Returns
     -------
@@ -700,7 +657,7 @@ def build_arm_move(library: LibrarySource, *, _negative_control: str | None = No
     """
     if not callable(library):
         raise TypeError("library must be a callable partition -> (labels_a, labels_b) or None")
-    return _ARMMove(library, _check_negative_control(_negative_control))
+    return _ARMMove(library, True)
 
 
 class _ARMMove:
@@ -732,8 +689,8 @@ class _ARMMove:
                        n_moved, int(partition.cluster_count[0]))
 
 
-def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b, *,
-             _negative_control: str | None = None) -> ARMInfo:
+def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b
+             ) -> ARMInfo:
     """One ARM Metropolis–Hastings update of ``state`` (in place when accepted).
 
     Convenience form of :func:`build_arm_move` on a ``PartitionState`` with a fixed pair.
@@ -752,12 +709,8 @@ def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a
     -------
     ARMInfo
     """
-    move = build_arm_move(lambda partition: (labels_a, labels_b),
-                          _negative_control=_negative_control)
+    move = build_arm_move(lambda partition: (labels_a, labels_b))
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
-
-
-arm_step = deprecated_alias(arm_move, "arm_step")
 
 

@@ -28,7 +28,7 @@ the inner loop never touches the prior object; the seating weights are
 and returns the transition ``sweep(model, partition, tables, rng)`` on the structures of
 ``kernels.state``; the partition is updated in place with the arithmetic of
 ``unassign_point`` / ``assign_point`` (fused into the sweep, whose Python entry takes the
-structures' fields loose; ``testing.kernel_references.composed_gibbs_sweeps`` is the plain
+structures' fields loose; ``composed_gibbs_sweeps`` of ``tests/kernel_references.py`` is the plain
 composition it is tested against, move for move).
 
 References
@@ -52,7 +52,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted_from_peak, sample_weights
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
-from pymc_splitmerge.kernels.options import positive_integer, renamed_keyword
+from pymc_splitmerge.kernels.options import positive_integer
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import (
     Model,
@@ -151,7 +151,7 @@ def _prior_predictives(family_id, params, x, empty_row, out):
 
 
 @numba.njit(cache=True)
-def _gibbs_sweeps_arrays(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+def _gibbs_sweeps_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                          cluster_count, log_v_table, log_w_table, n_gibbs_sweeps, random_scan):
     """``n_gibbs_sweeps`` sweeps over all points; returns ``(n_changed, n_evaluations)``.
 
@@ -268,14 +268,14 @@ class _GibbsSweep:
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> GibbsInfo:
         seed_numba_from(rng)
-        # loose fields: numba unboxes named tuples of arrays slowly (see _gibbs_sweeps_arrays)
-        n_changed, n_evaluations = _gibbs_sweeps_arrays(
+        # loose fields: numba unboxes named tuples of arrays slowly (see _gibbs_sweeps_fields)
+        n_changed, n_evaluations = _gibbs_sweeps_fields(
             *model, *partition, *tables, self.n_gibbs_sweeps, self.random_scan)
         return GibbsInfo(int(n_changed), int(partition.cluster_count[0]), int(n_evaluations))
 
 
 def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
-                n_gibbs_sweeps: int | None = None, *, n_sweeps: int | None = None) -> GibbsInfo:
+                n_gibbs_sweeps: int = 1) -> GibbsInfo:
     """Apply ``n_gibbs_sweeps`` collapsed Gibbs sweeps to ``state`` (in place).
 
     Convenience form of :func:`build_gibbs_sweep` on a ``PartitionState``.
@@ -291,14 +291,11 @@ def gibbs_sweep(state, log_v_table, log_w_table, rng, scan: str = "random",
     scan : {"random", "systematic"}
     n_gibbs_sweeps : int, default 1
         Number of sweeps (each sweep updates every point once).
-    n_sweeps : int, optional
-        Deprecated name of ``n_gibbs_sweeps``.
 
     Returns
     -------
     GibbsInfo
     """
-    n_gibbs_sweeps = renamed_keyword(n_gibbs_sweeps, n_sweeps, "n_gibbs_sweeps", "n_sweeps", 1)
     sweep = build_gibbs_sweep(scan, n_gibbs_sweeps)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return sweep(state.model, state.partition, tables, rng)

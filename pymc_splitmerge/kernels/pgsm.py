@@ -25,7 +25,7 @@ states of Fig. 2 are::
     #3 = (2, 0)                 split state, point joins the block of σ_1
     #4 = (2, 1)                 split state, point joins the block of σ_2
 
-(``figure2_state`` maps a stored state to this numbering).  Allowed transitions ``S(x)``:
+(``particle_state_number`` maps a stored state to this numbering).  Allowed transitions ``S(x)``:
 while ``t <= m`` (anchor phase) the anchor ``σ_t`` joins any existing block or opens a new one;
 for ``t > m`` the point joins one of the ``n_blocks`` blocks.  Every block therefore contains an
 anchor, which is exactly the support of ``π̄`` (eq. 5); ``n_blocks = 1`` after the anchor phase
@@ -77,7 +77,6 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot
-from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
@@ -108,11 +107,9 @@ __all__ = [
     "build_pgsm_move",
     "closure_of",
     "csmc_sweep",
-    "figure2_state",
+    "particle_state_number",
     "pgsm_move",
-    "pgsm_step",
     "pgsm_transition",
-    "reference_incremental_log_weights",
     "validate_pgsm_options",
 ]
 
@@ -145,8 +142,10 @@ class PGSMInfo(NamedTuple):
     generations: int
 
 
-def figure2_state(t: int, n_blocks: int, block: int) -> int:
-    """Number (1-4) of the Fig. 2 state of a ``|s| = 2`` particle at generation ``t`` (1-based)."""
+def particle_state_number(t: int, n_blocks: int, block: int) -> int:
+    """Number (1-4) of a ``|s| = 2`` particle's state at generation ``t`` (1-based), as the
+    paper's Fig. 2 numbers them: 1 first anchor alone, 2 merge, 3 / 4 split with the point in
+    the block of the first / second anchor."""
     if t == 1:
         return 1
     if n_blocks == 1:
@@ -167,7 +166,8 @@ class PGSMOptions(NamedTuple):
     annealing: bool
     """Annealed intermediate targets of §3.4."""
     conditional: bool
-    """Pin the reference path as particle 0 (``False``: plain SMC, the negative control)."""
+    """Pin the reference path as particle 0 (PGSM's conditional SMC; ``False`` runs plain SMC,
+    which is not an invariant PGSM update)."""
     deduplicate: bool = True
     """Reuse the computations of identical particles (exact: changes no number)."""
 
@@ -694,7 +694,7 @@ def validate_pgsm_options(num_particles, resampling_threshold, n_anchors) -> flo
 
 def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
               resampling_threshold=0.5, n_anchors=2, annealing=True, anchors=None,
-              anchor_proposal=None, conditional=True):
+              anchor_proposal=None):
     """One PGSM transition of ``state`` (mutated in place).
 
     Parameters
@@ -716,9 +716,6 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
     anchor_proposal : AnchorProposal, optional
         Anchor law (with its frozen snapshot; its ``n_anchors`` overrides ``n_anchors``);
         uniform if omitted or not adapted yet.
-    conditional : bool, default True
-        ``False`` drops the pinned reference path (plain SMC): **not** invariant; exists only
-        as the negative control of the tests.
 
     Returns
     -------
@@ -730,40 +727,36 @@ def pgsm_move(state, log_v_table, log_w_table, rng, *, num_particles=20,
     """
     log_v_table, log_w_table = state.check_tables(log_v_table, log_w_table)
     if anchor_proposal is None:  # options only: build once per set of options
-        move = _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing,
-                                 conditional)
+        move = _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing)
     else:
         move = build_pgsm_move(num_particles=num_particles,
                                resampling_threshold=resampling_threshold, n_anchors=n_anchors,
-                               annealing=annealing, anchor_proposal=anchor_proposal,
-                               _conditional=conditional)
+                               annealing=annealing, anchor_proposal=anchor_proposal)
     return move.run(state.family_id, state.params, state.x, state.slot_labels, state.sizes,
                     state.stats, state.empty_row, state.active, state.where,
                     state.cluster_count, log_v_table, log_w_table, rng, anchors)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing, conditional):
+def _cached_pgsm_move(num_particles, resampling_threshold, n_anchors, annealing):
     """:func:`build_pgsm_move` for :func:`pgsm_move` (no anchor proposal), built once per
     set of options: validating and building costs more than a small move."""
     return build_pgsm_move(num_particles=num_particles,
                            resampling_threshold=resampling_threshold, n_anchors=n_anchors,
-                           annealing=annealing, _conditional=conditional)
+                           annealing=annealing)
 
 
 def build_pgsm_move(*, num_particles=20, resampling_threshold=0.5, n_anchors=2, annealing=True,
-                    anchor_proposal=None, _conditional=True):
+                    anchor_proposal=None):
     """Validate the options once; return ``move(model, partition, tables, rng) -> PGSMInfo``.
 
-    Parameters are those of :func:`pgsm_move` (``_conditional=False`` is the negative control
-    of the tests: plain SMC without the pinned reference path, **not** invariant).  The
-    ``anchor_proposal`` is held by reference: the caller adapts it during tuning, and the move
+    Parameters are those of :func:`pgsm_move`.  The ``anchor_proposal`` is held by reference: the caller adapts it during tuning, and the move
     reads its frozen snapshot (uniform anchors until it is adapted).
     """
     if anchor_proposal is not None:
         n_anchors = anchor_proposal.n_anchors
     threshold = validate_pgsm_options(num_particles, resampling_threshold, n_anchors)
-    options = PGSMOptions(int(num_particles), threshold, bool(annealing), bool(_conditional))
+    options = PGSMOptions(int(num_particles), threshold, bool(annealing), True)
     return _PGSMMove(options, int(n_anchors), anchor_proposal)
 
 
@@ -808,76 +801,3 @@ class _PGSMMove:
             numba_seed_from(rng), family_id, params, x, labels, sizes, stats, empty_row, active,
             where, cluster_count, log_v, log_w, anchors, *self.options)
         return PGSMInfo(move, anchors, size, events, ess, generations)
-
-
-pgsm_step = deprecated_alias(pgsm_move, "pgsm_step")
-
-
-# --------------------------------------------------------------------------- reference
-
-
-def reference_incremental_log_weights(family, x, points, n_anchors, n_other_clusters,
-                                      log_v_table, log_w_table, decisions, ancestors,
-                                      annealing, generations=None):
-    """Plain-Python recomputation of the incremental log weights of a CSMC sweep.
-
-    Given the lineage (``decisions``, ``ancestors`` of shape (n, N), as filled by
-    ``csmc_sweep``), every particle's partition of ``σ_1..σ_{t-1}`` is rebuilt explicitly and
-    ``γ_t`` of every allowed option is computed from scratch with eq. (7)
-    (``log V(n_total, K_other + #blocks) + Σ_b log W(|b|) + log L(y_b)``, the latter by
-    ``family.log_marginal_of``), independently of the incremental numba code.
-
-    Returns
-    -------
-    log_incremental, log_proposals : ndarray of float64, shape (generations, N)
-    """
-    points = np.asarray(points)
-    n = points.shape[0]
-    m = n_anchors
-    generations = n if generations is None else generations
-    big_n = decisions.shape[1]
-    use_annealing = annealing and n > m
-
-    def log_gamma(blocks_of_points, upto):
-        members = {}
-        for t in range(upto):
-            members.setdefault(int(blocks_of_points[t]), []).append(points[t])
-        value = float(log_v_table[n_other_clusters + len(members)])
-        for idx in members.values():
-            value += float(log_w_table[len(idx)]) + float(family.log_marginal_of(x[idx]))
-        return value, len(members)
-
-    def path(t, p):  # decisions of particle p at generation t, generations 0..t
-        out = np.empty(t + 1, dtype=np.int64)
-        for u in range(t, -1, -1):
-            out[u] = decisions[u, p]
-            p = ancestors[u, p]
-        return out
-
-    log_incremental = np.zeros((generations, big_n))
-    log_proposals = np.zeros((generations, big_n))
-    for t in range(1, generations):
-        for p in range(big_n):
-            full = path(t, p)
-            parent = full[:t]
-            log_previous, n_blocks = log_gamma(parent, t)
-            options = list(range(n_blocks)) + ([n_blocks] if t < m else [])
-            log_options = []
-            for j in options:
-                value, _ = log_gamma(np.append(parent, j), t + 1)
-                log_options.append(value - log_previous)
-            log_options = np.array(log_options)
-            finite = np.isfinite(log_options)
-            log_total = np.logaddexp.reduce(log_options[finite])
-            choice = full[t]
-            if use_annealing and t < m:
-                log_incremental[t, p] = np.log(finite.sum())
-                log_proposals[t, p] = -np.log(finite.sum())
-            else:
-                log_incremental[t, p] = log_total
-                log_proposals[t, p] = log_options[choice] - log_total
-                if use_annealing:
-                    anchor_blocks = parent[:m]
-                    log_anchor, _ = log_gamma(anchor_blocks, m)
-                    log_incremental[t, p] += log_anchor / (n - m)
-    return log_incremental, log_proposals

@@ -46,19 +46,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import uniform_anchors
-from pymc_splitmerge.kernels.gibbs import GibbsInfo
-from pymc_splitmerge.kernels.options import (
-    deprecated_alias,
-    non_negative_integer,
-    renamed_keyword,
-)
+from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
@@ -68,25 +62,17 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     SplitMergeProposal,
     anchor_clusters_members,
     anchor_i_side,
-    build_moves_then_gibbs,
     log_split_merge_ratio,
     two_way_log_probabilities,
 )
 from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
 
 __all__ = [
-    "RGSMUpdateInfo",
     "build_rgsm_move",
-    "propose_rgsm",
     "restricted_scan",
     "rgsm_move",
     "rgsm_proposal_core",
-    "rgsm_step",
-    "rgsm_update",
 ]
-
-_CONTROL_CODES = {None: 0, "path_probability": 1}
-
 
 @numba.njit(cache=True)
 def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, forced,
@@ -166,7 +152,9 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
         ``uniforms[:|S|]`` give the random launch split; the next ``t`` blocks of ``|S|``
         drive the intermediate scans, then one block the final scan.
     control : int
-        0 (correct) or 1 (negative control ``path_probability``).
+        0 (the kernel); 1 multiplies the proposal probability by that of the intermediate
+        scans' path, which the reverse move does not retrace (not invariant: the tests'
+        negative control, ``tests/broken_kernels.py``).
 
     Returns
     -------
@@ -228,13 +216,6 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
     return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 
-def _check_options(n_intermediate_scans, negative_control) -> tuple[int, int]:
-    if negative_control not in _CONTROL_CODES:
-        raise ValueError(f"_negative_control must be one of {tuple(_CONTROL_CODES)}")
-    return (non_negative_integer(n_intermediate_scans, "n_intermediate_scans"),
-            _CONTROL_CODES[negative_control])
-
-
 @numba.njit(cache=True)
 def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                           cluster_count, log_v, log_w, n_intermediate_scans, uniforms,
@@ -266,7 +247,7 @@ def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control)
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
-def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | None = None
+def build_rgsm_move(n_intermediate_scans: int = 5
                     ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
@@ -275,10 +256,6 @@ def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | N
     ----------
     n_intermediate_scans : int, default 5
         ``t``, the restricted scans from the random split to the launch state.
-    _negative_control : {None, "path_probability"}
-        Testing only (a wrong variant the tests must reject): ``"path_probability"``
-        multiplies the proposal probability by the probability of the intermediate scans'
-        path, which the reverse move does not retrace.
 
     Returns
     -------
@@ -286,31 +263,12 @@ def build_rgsm_move(n_intermediate_scans: int = 5, *, _negative_control: str | N
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one restricted-Gibbs
         split-merge Metropolis–Hastings update (Algorithm 2), applied in place if accepted.
     """
-    return ProposeThenAccept(_rgsm_proposal,
-                             *_check_options(n_intermediate_scans, _negative_control))
-
-
-def propose_rgsm(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 n_intermediate_scans: int = 5, *,
-                 _negative_control: str | None = None) -> SplitMergeProposal:
-    """Propose a restricted-Gibbs split or merge (Algorithm 2) without changing ``state``.
-
-    Parameters as :func:`build_rgsm_move` plus the ``PartitionState``, the tables
-    ``prior.tables(n)`` and the Generator.
-
-    Returns
-    -------
-    SplitMergeProposal
-    """
-    n_intermediate_scans, control = _check_options(n_intermediate_scans, _negative_control)
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans,
-                          control)
+    return ProposeThenAccept(
+        _rgsm_proposal, non_negative_integer(n_intermediate_scans, "n_intermediate_scans"), 0)
 
 
 def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
-              n_intermediate_scans: int = 5, *,
-              _negative_control: str | None = None) -> SplitMergeInfo:
+              n_intermediate_scans: int = 5) -> SplitMergeInfo:
     """One restricted-Gibbs split-merge Metropolis–Hastings update of ``state`` (in place).
 
     Convenience form of :func:`build_rgsm_move` on a ``PartitionState``.
@@ -328,76 +286,6 @@ def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeInfo
     """
-    move = build_rgsm_move(n_intermediate_scans, _negative_control=_negative_control)
+    move = build_rgsm_move(n_intermediate_scans)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
-
-
-rgsm_step = deprecated_alias(rgsm_move, "rgsm_step")
-
-
-class RGSMUpdateInfo(NamedTuple):
-    """What one full RGSM(t, m, g) iteration did.
-
-    Attributes
-    ----------
-    updates : tuple of SplitMergeInfo
-        The ``m`` split-merge Metropolis–Hastings updates, in order.
-    n_accepted : int
-        Number of accepted split-merge proposals.
-    accept_rate : float
-        ``n_accepted / m`` (``nan`` if ``m == 0``).
-    gibbs : GibbsInfo or None
-        Info of the ``g`` full Gibbs sweeps (``None`` when ``g == 0``).
-    """
-
-    updates: tuple
-    n_accepted: int
-    accept_rate: float
-    gibbs: GibbsInfo | None
-
-
-def rgsm_update(state, log_v_table, log_w_table, rng: np.random.Generator,
-                n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                n_gibbs_sweeps: int | None = None, *,
-                n_gibbs_scans: int | None = None) -> RGSMUpdateInfo:
-    """One full iteration of Jain & Neal's RGSM(t, m, g) sampler (paper §3.4, §4.4).
-
-    ``m`` restricted-Gibbs split-merge updates (each with ``t`` intermediate scans), then
-    ``g`` full collapsed Gibbs sweeps (random order), composed by
-    ``splitmerge_common.build_moves_then_gibbs``.  The paper's recommended setting is
-    RGSM(5, 1, 1), the defaults here.
-
-    Parameters
-    ----------
-    state : PartitionState
-        Mutated in place.
-    log_v_table, log_w_table : ndarray of float64, shape (n + 2,)
-    rng : numpy.random.Generator
-    n_intermediate_scans : int, default 5
-        ``t``.
-    n_split_merge_updates : int, default 1
-        ``m``.
-    n_gibbs_sweeps : int, default 1
-        ``g``.
-    n_gibbs_scans : int, optional
-        Deprecated name of ``n_gibbs_sweeps``.
-
-    Returns
-    -------
-    RGSMUpdateInfo
-    """
-    n_gibbs_sweeps = renamed_keyword(n_gibbs_sweeps, n_gibbs_scans, "n_gibbs_sweeps",
-                                     "n_gibbs_scans", 1)
-    move = build_rgsm_move(n_intermediate_scans)
-    n_split_merge_updates = non_negative_integer(n_split_merge_updates, "n_split_merge_updates")
-    transition = build_moves_then_gibbs(move, n_split_merge_updates, n_gibbs_sweeps)
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return rgsm_update_info(transition(state.model, state.partition, tables, rng))
-
-
-def rgsm_update_info(info) -> RGSMUpdateInfo:
-    """:class:`RGSMUpdateInfo` of a ``MovesThenGibbsInfo`` of RGSM moves."""
-    n_accepted = sum(int(update.accepted) for update in info.moves)
-    accept_rate = n_accepted / len(info.moves) if info.moves else float("nan")
-    return RGSMUpdateInfo(info.moves, n_accepted, float(accept_rate), info.gibbs)

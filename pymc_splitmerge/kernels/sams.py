@@ -57,7 +57,6 @@ import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
-from pymc_splitmerge.kernels.options import deprecated_alias
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
@@ -81,18 +80,11 @@ __all__ = [
     "build_sams_move",
     "merge_surely_rejected",
     "merged_statistics",
-    "propose_sams",
     "sams_move",
     "sams_proposal_core",
     "sams_proposal_given_members",
-    "sams_step",
-    "sams_updates",
     "sequential_allocation",
 ]
-
-_NEGATIVE_CONTROLS = (None, "sampled_reverse_split")
-_CLUSTER_NEGATIVE_CONTROLS = (None, "no_anchor_law_ratio")
-
 
 @numba.njit(cache=True)
 def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, forced, sides,
@@ -287,20 +279,17 @@ def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_rever
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
-def _check_options(anchor_proposal, negative_control):
-    if negative_control not in _NEGATIVE_CONTROLS:
-        raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
+def _check_options(anchor_proposal) -> None:
     if anchor_proposal is not None and not isinstance(anchor_proposal, AnchorProposal):
         raise TypeError("anchor_proposal must be a kernels.anchors.AnchorProposal or None; got "
                         f"{type(anchor_proposal).__name__}")
     if anchor_proposal is not None and anchor_proposal.n_anchors != 2:
         raise ValueError(f"SAMS needs n_anchors=2; the anchor proposal has "
                          f"{anchor_proposal.n_anchors}")
-    return negative_control == "sampled_reverse_split"
 
 
 def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
-                    cluster_anchors: bool = False, _negative_control: str | None = None
+                    cluster_anchors: bool = False
                     ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
@@ -322,10 +311,6 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         (:func:`merge_surely_rejected`; their reported ratio is ``nan``).  Not with
         ``anchor_proposal``.  Each call seeds numba's generator by one draw of ``rng``
         (``kernels.rng.numba_seed_from``).
-    _negative_control : {None, "sampled_reverse_split", "no_anchor_law_ratio"}
-        Testing only.  ``"sampled_reverse_split"`` computes the merge's reverse
-        probability from a freshly *sampled* split (the R ``sams`` package's mistake);
-        ``"no_anchor_law_ratio"`` (with ``cluster_anchors``) drops the anchor-law term.
 
     Returns
     -------
@@ -337,35 +322,13 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         if anchor_proposal is not None:
             raise ValueError("cluster_anchors=True draws its own anchors; anchor_proposal "
                              "must be None")
-        if _negative_control not in _CLUSTER_NEGATIVE_CONTROLS:
-            raise ValueError("with cluster_anchors, _negative_control must be one of "
-                             f"{_CLUSTER_NEGATIVE_CONTROLS}")
-        return _ClusterSAMSMove(anchor_correction=_negative_control is None)
-    return ProposeThenAccept(_sams_proposal, anchor_proposal,
-                             _check_options(anchor_proposal, _negative_control))
-
-
-def propose_sams(state, log_v_table, log_w_table, rng: np.random.Generator,
-                 anchor_proposal: AnchorProposal | None = None, *,
-                 _negative_control: str | None = None) -> SplitMergeProposal:
-    """Propose a SAMS split or merge without changing ``state`` (a ``PartitionState``).
-
-    Parameters as :func:`build_sams_move` plus the state, the tables ``prior.tables(n)`` and
-    the Generator.
-
-    Returns
-    -------
-    SplitMergeProposal
-    """
-    sampled_reverse = _check_options(anchor_proposal, _negative_control)
-    tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal,
-                          sampled_reverse)
+        return _ClusterSAMSMove(anchor_correction=True)
+    _check_options(anchor_proposal)
+    return ProposeThenAccept(_sams_proposal, anchor_proposal, False)
 
 
 def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
-              anchor_proposal: AnchorProposal | None = None, *,
-              _negative_control: str | None = None) -> SplitMergeInfo:
+              anchor_proposal: AnchorProposal | None = None) -> SplitMergeInfo:
     """One SAMS Metropolis–Hastings update of ``state`` (in place).
 
     Convenience form of :func:`build_sams_move` on a ``PartitionState``.
@@ -384,7 +347,7 @@ def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
     -------
     SplitMergeInfo
     """
-    move = build_sams_move(anchor_proposal, _negative_control=_negative_control)
+    move = build_sams_move(anchor_proposal)
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return move(state.model, state.partition, tables, rng)
 
@@ -676,15 +639,13 @@ class _ClusterSAMSMove:
             *model, *partition, *tables, numba_seed_from(rng), self.anchor_correction)
         return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
+    def run_updates(self, model: Model, partition: Partition, tables: PriorTables,
+                    n_updates: int, rng: np.random.Generator) -> int:
+        """``n_updates`` of these updates in one compiled call (no infos; stage 1 of
+        ``splitmerge_start``), numba's generator seeded from ``rng`` by one draw
+        (``kernels.rng.numba_seed_from``); returns the number accepted.  Needs ``n >= 2``."""
+        if model.x.shape[0] < 2:
+            raise ValueError("SAMS updates need at least 2 points")
+        return int(_sams_updates(model, partition, tables, int(n_updates),
+                                 numba_seed_from(rng), self.anchor_correction))
 
-def sams_updates(model, partition, tables, n_updates: int, rng: np.random.Generator) -> int:
-    """``n_updates`` cluster-anchor SAMS updates (no Gibbs sweep) of ``partition`` in place,
-    compiled (:func:`_sams_updates`, numba's generator seeded from ``rng`` by one draw,
-    ``kernels.rng.numba_seed_from``); returns the number accepted.  Needs ``n >= 2``
-    points."""
-    if model.x.shape[0] < 2:
-        raise ValueError("SAMS updates need at least 2 points")
-    return int(_sams_updates(model, partition, tables, int(n_updates), numba_seed_from(rng)))
-
-
-sams_step = deprecated_alias(sams_move, "sams_step")

@@ -20,8 +20,8 @@ layers.
    concentration) and the family's predictive.  The SMC sampler uses it with the step-``t``
    tables.  PGSM uses its fixed-``n`` form (tables shifted by the clusters outside the
    closure, the new-block option only in the anchor phase; PGSM eq. 7), written out in its
-   own particle loop with the same seating helpers: a call per particle and generation
-   costs 10-15 % of a PGSM move (``docs/benchmarks.md``, issue 11 follow-up).
+   own particle loop with the same seating helpers, since a numba call per particle and
+   generation (named tuples of arrays as arguments) would cost 10-15 % of a PGSM move.
 
 3. **The SMC sampler over partitions**: :func:`smc_partition_run` (weight, resample,
    propagate, optional Gibbs rejuvenation of a rotating block of past labels) on a

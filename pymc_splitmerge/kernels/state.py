@@ -253,17 +253,6 @@ class PartitionState:
     def n_clusters(self) -> int:
         return int(self.cluster_count[0])
 
-    # old attribute names, kept for callers not yet converted to the structures
-    @property
-    def labels_slots(self) -> np.ndarray:
-        """Old name of :attr:`slot_labels`."""
-        return self.slot_labels
-
-    @property
-    def meta(self) -> np.ndarray:
-        """Old name of :attr:`cluster_count`."""
-        return self.cluster_count
-
     @property
     def model(self) -> Model:
         """The read-only :class:`Model` (family id, hyperparameters, data) kernels take."""

@@ -8,7 +8,7 @@ small clusters), and at large ``n`` every draw pays a Gibbs sweep over all point
 costs little, with anchors drawn cluster by cluster (every cluster, small or large, is
 proposed for a split equally often), then places the other points greedily; ``pm.sample``
 starts from the result (``initvals``).  Measured in ``benchmarks/scale.py --vi``
-(``docs/benchmarks.md``, "Scale (issue 13)").
+(``docs/benchmarks.md``, "The split-merge start").
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.allocation import allocate_greedily
 from pymc_splitmerge.kernels.options import non_negative_integer, positive_integer
-from pymc_splitmerge.kernels.sams import build_sams_move, sams_updates
+from pymc_splitmerge.kernels.sams import build_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.steps.base import partition_value_and_random_variable
@@ -41,7 +41,7 @@ def splitmerge_start(vars=None, model=None, *, subsample_size: int = 2000,
        Gibbs sweep: each costs time proportional to the clusters involved only): half of
        them pick a cluster uniformly and two of its points as anchors, half two clusters
        and one point in each, with the anchor law's ratio in the acceptance ratio (an exact
-       Metropolis–Hastings chain; :func:`pymc_splitmerge.kernels.sams.sams_updates`), from
+       Metropolis–Hastings chain; ``build_sams_move(cluster_anchors=True)``), from
        the labels of ``point`` restricted to the subsample (by default the model's initial
        point, every point in one cluster);
     2. ``gibbs_draws`` SAMS updates each followed by one collapsed Gibbs sweep of the
@@ -213,7 +213,8 @@ def _start_labels(rv, model, point, rng, subsample_size, split_merge_moves, gibb
         # stage 1 in one compiled loop (cluster-anchor SAMS, no Python round trip per update;
         # merges settled by an early-rejection bound; 2,000 updates on 2,000 points of the
         # 2-D benchmark ~0.05 s)
-        sams_updates(state.model, state.partition, tables, split_merge_moves, rng)
+        build_sams_move(cluster_anchors=True).run_updates(
+            state.model, state.partition, tables, split_merge_moves, rng)
         polish = build_moves_then_gibbs(build_sams_move(), n_moves=1, n_gibbs_sweeps=1)
         for _ in range(gibbs_draws):
             polish(state.model, state.partition, tables, rng)

@@ -60,7 +60,6 @@ __all__ = ["LIBRARY_MODES", "ARMStep"]
 
 LIBRARY_MODES = ("ensemble", "frozen", "adaptive")
 _POPULATION_MODES = ("ensemble", "adaptive")
-_NEGATIVE_CONTROLS = (None, "jacobi")
 MIN_ENSEMBLE_CHAINS = 4
 
 
@@ -122,19 +121,14 @@ class ARMStep(PartitionStep):
         return super().__new__(target, *args, library=library, **kwargs)
 
     def __init__(self, vars, library: str = "ensemble", n_gibbs_sweeps: int = 1, model=None,
-                 rng=None, _negative_control: str | None = None, **kwargs):
+                 rng=None, **kwargs):
         if library not in LIBRARY_MODES:
             raise ValueError(
                 f"unknown library {library!r}; choose one of "
                 f"{', '.join(repr(mode) for mode in LIBRARY_MODES)}"
             )
-        if _negative_control not in _NEGATIVE_CONTROLS:
-            raise ValueError(f"_negative_control must be one of {_NEGATIVE_CONTROLS}")
-        if _negative_control == "jacobi" and library != "ensemble":
-            raise ValueError("the 'jacobi' negative control applies to library='ensemble' only")
         self.library = library
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
-        self._negative_control = _negative_control
         self.tune = False  # PyMC sets it to True while tuning
         self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
@@ -270,9 +264,7 @@ class _PopulationARMStep(ARMStep, PopulationArrayStepShared):
         draw = self._draw
         n_chains = len(self.population)
         if self.library == "ensemble":
-            if self._negative_control == "jacobi":  # every chain, from all others (inexact)
-                sources = self.other_chains
-            elif (self.this_chain + draw) % 2 == 0:
+            if (self.this_chain + draw) % 2 == 0:
                 sources = [c for c in range(n_chains) if (c + draw) % 2 == 1]
             else:
                 return None  # the source half: Gibbs sweeps only this draw

@@ -44,39 +44,12 @@ from rich.table import Column
 
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
-from pymc_splitmerge.kernels.options import renamed_keyword
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
 __all__ = [
     "PartitionStep",
     "partition_value_and_random_variable",
-    "renamed_step_keyword",
-    "same_values",
 ]
-
-
-def renamed_step_keyword(kwargs: dict, new_name: str, old_name: str, new_value, default):
-    """Pop the deprecated keyword ``old_name`` from ``kwargs``; resolve it against ``new_name``.
-
-    Old public keyword names of the step classes keep working with a ``DeprecationWarning``
-    (``kernels.options.renamed_keyword``).
-    """
-    return renamed_keyword(new_value, kwargs.pop(old_name, None), new_name, old_name, default,
-                           stacklevel=4)
-
-
-def same_values(first, second) -> bool:
-    """Exact equality of (nested) hyperparameter values: dicts, arrays, numbers."""
-    if isinstance(first, dict) or isinstance(second, dict):
-        if not (isinstance(first, dict) and isinstance(second, dict)):
-            return False
-        if first.keys() != second.keys():
-            return False
-        return all(same_values(first[key], second[key]) for key in first)
-    try:
-        return bool(np.array_equal(np.asarray(first), np.asarray(second)))
-    except (TypeError, ValueError):
-        return first == second
 
 
 def _same_array(first, second) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_splitmerge.kernels.gibbs import build_gibbs_sweep
-from pymc_splitmerge.steps.base import PartitionStep, renamed_step_keyword
+from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["CollapsedGibbsStep"]
 
@@ -22,7 +22,7 @@ class CollapsedGibbsStep(PartitionStep):
     vars : TensorVariable or list of one TensorVariable
         The partition variable (e.g. created with ``DirichletProcess``).
     n_gibbs_sweeps : int, default 1
-        Sweeps per draw (``n_sweeps`` is its deprecated old name).
+        Sweeps per draw.
     scan : {"random", "systematic"}
         Visiting order: a fresh random permutation per sweep, or ``0..n-1``.
     model : pymc.Model, optional
@@ -46,10 +46,8 @@ class CollapsedGibbsStep(PartitionStep):
         "gibbs_n_clusters": (np.int64, []),
     }
 
-    def __init__(self, vars, n_gibbs_sweeps: int | None = None, scan: str = "random",
+    def __init__(self, vars, n_gibbs_sweeps: int = 1, scan: str = "random",
                  model=None, rng=None, **kwargs):
-        n_gibbs_sweeps = renamed_step_keyword(kwargs, "n_gibbs_sweeps", "n_sweeps",
-                                              n_gibbs_sweeps, 1)
         build_gibbs_sweep(scan, n_gibbs_sweeps)  # validates the options
         self.n_gibbs_sweeps = int(n_gibbs_sweeps)
         self.scan = scan
@@ -58,11 +56,6 @@ class CollapsedGibbsStep(PartitionStep):
 
     def build_transition(self):
         return build_gibbs_sweep(self.scan, self.n_gibbs_sweeps)
-
-    @property
-    def n_sweeps(self) -> int:
-        """Deprecated name of ``n_gibbs_sweeps``."""
-        return self.n_gibbs_sweeps
 
     def kernel_step(self, state, prior, tables):
         info = self.run_transition(state, tables)

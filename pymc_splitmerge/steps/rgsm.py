@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_splitmerge.kernels.options import non_negative_integer
-from pymc_splitmerge.kernels.rgsm import build_rgsm_move, rgsm_update_info
+from pymc_splitmerge.kernels.rgsm import build_rgsm_move
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_SPLIT,
     build_moves_then_gibbs,
 )
-from pymc_splitmerge.steps.base import PartitionStep, renamed_step_keyword
+from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["RGSMStep"]
 
@@ -35,7 +35,7 @@ class RGSMStep(PartitionStep):
     n_split_merge_updates : int, default 1
         ``m`` (>= 1).
     n_gibbs_sweeps : int, default 1
-        ``g`` (>= 0; ``n_gibbs_scans`` is its deprecated old name).
+        ``g`` (>= 0).
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -61,9 +61,7 @@ class RGSMStep(PartitionStep):
     }
 
     def __init__(self, vars, n_intermediate_scans: int = 5, n_split_merge_updates: int = 1,
-                 n_gibbs_sweeps: int | None = None, model=None, rng=None, **kwargs):
-        n_gibbs_sweeps = renamed_step_keyword(kwargs, "n_gibbs_sweeps", "n_gibbs_scans",
-                                              n_gibbs_sweeps, 1)
+                 n_gibbs_sweeps: int = 1, model=None, rng=None, **kwargs):
         self.n_intermediate_scans = non_negative_integer(n_intermediate_scans,
                                                          "n_intermediate_scans")
         self.n_split_merge_updates = non_negative_integer(n_split_merge_updates,
@@ -82,16 +80,12 @@ class RGSMStep(PartitionStep):
                                       n_moves=self.n_split_merge_updates,
                                       n_gibbs_sweeps=self.n_gibbs_sweeps)
 
-    @property
-    def n_gibbs_scans(self) -> int:
-        """Deprecated name of ``n_gibbs_sweeps``."""
-        return self.n_gibbs_sweeps
-
     def kernel_step(self, state, prior, tables):
-        info = rgsm_update_info(self.run_transition(state, tables))
+        updates = self.run_transition(state, tables).moves
+        n_accepted = sum(int(update.accepted) for update in updates)
         return {
-            "rgsm_n_split_proposals": sum(update.move == MOVE_SPLIT for update in info.updates),
-            "rgsm_n_merge_proposals": sum(update.move == MOVE_MERGE for update in info.updates),
-            "rgsm_n_accepted": int(info.n_accepted),
-            "rgsm_accept_rate": float(info.accept_rate),
+            "rgsm_n_split_proposals": sum(update.move == MOVE_SPLIT for update in updates),
+            "rgsm_n_merge_proposals": sum(update.move == MOVE_MERGE for update in updates),
+            "rgsm_n_accepted": n_accepted,
+            "rgsm_accept_rate": n_accepted / len(updates) if updates else float("nan"),
         }

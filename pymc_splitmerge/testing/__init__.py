@@ -24,7 +24,6 @@ from pymc_splitmerge.testing.gof import (
     chisquare_partitions,
     total_variation,
 )
-from pymc_splitmerge.testing.kernel_checks import kernel_chain_draws, one_step_invariance_draws
 from pymc_splitmerge.testing.oracle import (
     ExactPosterior,
     ExactPosteriorRandomConcentration,
@@ -51,8 +50,6 @@ __all__ = [
     "exact_posterior_random_concentration",
     "exact_prior",
     "geweke_test",
-    "kernel_chain_draws",
-    "one_step_invariance_draws",
     "register_data_simulator",
     "sample_prior_partitions",
     "simulate_data",

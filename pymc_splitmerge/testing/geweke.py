@@ -383,7 +383,7 @@ def geweke_test(kernel_step: Callable, prior_factory: Callable, family, n: int, 
     kernel_step : callable
         ``kernel_step(state, log_v_table, log_w_table, rng)`` updating a
         :class:`~pymc_splitmerge.kernels.state.PartitionState` in place and leaving
-        ``p(c | x, α)`` invariant, e.g. ``gibbs_sweep``, ``sams_step`` or ``pgsm_step``
+        ``p(c | x, α)`` invariant, e.g. ``gibbs_sweep``, ``sams_move`` or ``pgsm_move``
         (bind options with ``functools.partial``).
     prior_factory : callable
         ``prior_factory(alpha) -> GibbsTypePrior`` (e.g. ``DirichletProcessPrior``).

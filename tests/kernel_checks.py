@@ -1,4 +1,4 @@
-"""Draws for testing a partition kernel against the exact posterior.
+"""Draws for testing a partition kernel against the exact posterior (test helpers).
 
 A *kernel* here is any callable ``kernel(state, log_v_table, log_w_table, rng)`` that
 updates a :class:`~pymc_splitmerge.kernels.state.PartitionState` in place: the collapsed Gibbs
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_splitmerge.kernels.state import PartitionState
-from pymc_splitmerge.testing.oracle import exact_posterior
+from pymc_splitmerge.testing import exact_posterior
 
 __all__ = ["kernel_chain_draws", "one_step_invariance_draws"]
 

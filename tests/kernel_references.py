@@ -1,4 +1,4 @@
-"""Plain references of kernel pieces, used only by the tests (moved out of ``kernels/``).
+"""Plain references of kernel pieces, for the tests.
 
 Each function recomputes a quantity of a numba kernel from complete log EPPFs / log
 marginals, sharing no code with the kernel (scikit-learn's "fast code against naive code").
@@ -22,8 +22,12 @@ from pymc_splitmerge.kernels.state import assign_point, unassign_point
 __all__ = [
     "composed_cluster_sams_updates",
     "composed_gibbs_sweeps",
+    "propose_arm",
+    "propose_rgsm",
+    "propose_sams",
     "reference_arm_run",
     "reference_gibbs_sweep",
+    "reference_incremental_log_weights",
     "reference_log_split_weight",
     "reference_point_conditional",
     "reference_restricted_scan",
@@ -373,7 +377,7 @@ def reference_arm_run(family, x, labels, labels_a, labels_b, anchor_i, anchor_j,
 
 @numba.njit(cache=True)
 def composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan):
-    """Plain composition of the shared primitives: the judge of ``kernels.gibbs._gibbs_sweeps_arrays``.
+    """Plain composition of the shared primitives: the judge of ``kernels.gibbs._gibbs_sweeps_fields``.
 
     ``unassign_point``, ``_join_and_new_log_weights``, ``sample_log_weights`` and
     ``assign_point`` in turn (the sweep before it was fused); for the same numba seed it must
@@ -473,3 +477,100 @@ def composed_cluster_sams_updates(model, partition, tables, n_updates: int, seed
             apply_proposal(model, partition, moving, target)
             accepted += 1
     return accepted
+
+
+def reference_incremental_log_weights(family, x, points, n_anchors, n_other_clusters,
+                                      log_v_table, log_w_table, decisions, ancestors,
+                                      annealing, generations=None):
+    """Plain-Python recomputation of the incremental log weights of a CSMC sweep.
+
+    Given the lineage (``decisions``, ``ancestors`` of shape (n, N), as filled by
+    ``csmc_sweep``), every particle's partition of ``σ_1..σ_{t-1}`` is rebuilt explicitly and
+    ``γ_t`` of every allowed option is computed from scratch with eq. (7)
+    (``log V(n_total, K_other + #blocks) + Σ_b log W(|b|) + log L(y_b)``, the latter by
+    ``family.log_marginal_of``), independently of the incremental numba code.
+
+    Returns
+    -------
+    log_incremental, log_proposals : ndarray of float64, shape (generations, N)
+    """
+    points = np.asarray(points)
+    n = points.shape[0]
+    m = n_anchors
+    generations = n if generations is None else generations
+    big_n = decisions.shape[1]
+    use_annealing = annealing and n > m
+
+    def log_gamma(blocks_of_points, upto):
+        members = {}
+        for t in range(upto):
+            members.setdefault(int(blocks_of_points[t]), []).append(points[t])
+        value = float(log_v_table[n_other_clusters + len(members)])
+        for idx in members.values():
+            value += float(log_w_table[len(idx)]) + float(family.log_marginal_of(x[idx]))
+        return value, len(members)
+
+    def path(t, p):  # decisions of particle p at generation t, generations 0..t
+        out = np.empty(t + 1, dtype=np.int64)
+        for u in range(t, -1, -1):
+            out[u] = decisions[u, p]
+            p = ancestors[u, p]
+        return out
+
+    log_incremental = np.zeros((generations, big_n))
+    log_proposals = np.zeros((generations, big_n))
+    for t in range(1, generations):
+        for p in range(big_n):
+            full = path(t, p)
+            parent = full[:t]
+            log_previous, n_blocks = log_gamma(parent, t)
+            options = list(range(n_blocks)) + ([n_blocks] if t < m else [])
+            log_options = []
+            for j in options:
+                value, _ = log_gamma(np.append(parent, j), t + 1)
+                log_options.append(value - log_previous)
+            log_options = np.array(log_options)
+            finite = np.isfinite(log_options)
+            log_total = np.logaddexp.reduce(log_options[finite])
+            choice = full[t]
+            if use_annealing and t < m:
+                log_incremental[t, p] = np.log(finite.sum())
+                log_proposals[t, p] = -np.log(finite.sum())
+            else:
+                log_incremental[t, p] = log_total
+                log_proposals[t, p] = log_options[choice] - log_total
+                if use_annealing:
+                    anchor_blocks = parent[:m]
+                    log_anchor, _ = log_gamma(anchor_blocks, m)
+                    log_incremental[t, p] += log_anchor / (n - m)
+    return log_incremental, log_proposals
+
+
+# --------------------------------------------------------------------------- proposals alone
+
+
+def propose_sams(state, log_v_table, log_w_table, rng, anchor_proposal=None):
+    """A SAMS split or merge proposed from ``state`` (a ``PartitionState``), not applied."""
+    from pymc_splitmerge.kernels.sams import _sams_proposal
+    from pymc_splitmerge.kernels.state import prior_tables
+
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal, False)
+
+
+def propose_rgsm(state, log_v_table, log_w_table, rng, n_intermediate_scans=5):
+    """A restricted-Gibbs split or merge (Algorithm 2) proposed from ``state``, not applied."""
+    from pymc_splitmerge.kernels.rgsm import _rgsm_proposal
+    from pymc_splitmerge.kernels.state import prior_tables
+
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans, 0)
+
+
+def propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b):
+    """An ARM candidate built from ``state`` and the library pair, not applied."""
+    from pymc_splitmerge.kernels.arm import _arm_proposal
+    from pymc_splitmerge.kernels.state import prior_tables
+
+    tables = prior_tables(state.n, log_v_table, log_w_table)
+    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b, True)
