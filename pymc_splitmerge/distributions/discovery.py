@@ -5,7 +5,13 @@ inputs), the single :class:`~pymc_splitmerge.distributions.mixture.ConjugateMixt
 first input is ``z``, the component family and the prepared data.  Hyperparameters that are
 random variables or ``pm.Data`` are evaluated from a PyMC point by *one* compiled function
 (the prior's parameters and the family's symbolic hyperparameters, with random variables
-replaced by their value variables).  Results are cached per model and partition variable.
+replaced by their value variables).  Results are cached per model and partition variable,
+and a cached description is used only while the shared variables behind the observed data
+still hold the values it was built from: ``pm.set_data`` (or ``shared.set_value``) replaces
+a shared variable's stored array, so comparing the stored arrays by identity
+(:meth:`PartitionModel.is_current`, a few pointer comparisons) tells a stale description
+from a current one.  ``pm.Data`` hyperparameters need no such check: the compiled
+hyperparameter function reads them at every call.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 
 try:  # pytensor >= 2.31
@@ -72,6 +79,17 @@ class PartitionModel:
     _symbolic_names: tuple = field(repr=False)  # ("prior:alpha", "family:mu0", ...)
     _function: Callable | None = field(repr=False)
     _numeric_prior_factory: Callable = field(repr=False)
+    # (shared variable, the array it held when ``data`` was read) for every shared variable
+    # behind the observed data; see the module doc
+    _data_sources: tuple = field(default=(), repr=False)
+
+    def is_current(self) -> bool:
+        """Whether the observed data still hold the values this description was built from.
+
+        False after ``pm.set_data`` (or ``set_value``) of a shared variable the observed data
+        are computed from; :func:`discover` then builds a new description.
+        """
+        return all(shared.container.storage[0] is value for shared, value in self._data_sources)
 
     @property
     def n_points(self) -> int:
@@ -179,8 +197,9 @@ def discover(partition_var, model=None) -> PartitionModel:
     key = (partition_var, len(model.free_RVs), len(model.observed_RVs),
            len(model.deterministics))
     per_model = _CACHE.setdefault(model, {})
-    if key in per_model:
-        return per_model[key]
+    cached = per_model.get(key)
+    if cached is not None and cached.is_current():
+        return cached
     result = _discover(partition_var, model)
     per_model[key] = result
     return result
@@ -258,7 +277,16 @@ def _discover(partition_var, model) -> PartitionModel:
         return op.prior_class(**{p: values[p] for p in op.prior_class.parameter_names})
 
     data_var = model.rvs_to_values[observed_var]
+    data_sources = _shared_sources(data_var)
     data = prepare_observed_data(mixture_op.family, data_var)
+    n = int(partition_var.type.shape[0])
+    if data.shape[0] != n:
+        raise ValueError(
+            f"the observed data of {observed_var.name!r} now have {data.shape[0]} rows but the "
+            f"partition {name!r} has n = {n} points, fixed when the model was built "
+            f"(pm.set_data can change the data's values, not their number); to use "
+            f"{data.shape[0]} points build the model again with n={data.shape[0]}"
+        )
     return PartitionModel(
         partition_var=partition_var,
         value_var=model.rvs_to_values[partition_var],
@@ -274,4 +302,14 @@ def _discover(partition_var, model) -> PartitionModel:
         _symbolic_names=tuple(symbolic_names),
         _function=function,
         _numeric_prior_factory=factory,
+        _data_sources=data_sources,
     )
+
+
+def _shared_sources(variable) -> tuple:
+    """``(shared variable, its stored array)`` for the shared variables ``variable`` reads."""
+    if not isinstance(variable, Variable):
+        return ()
+    return tuple((shared, shared.container.storage[0])
+                 for shared in ancestors([variable])
+                 if isinstance(shared, SharedVariable))

@@ -7,7 +7,9 @@ the kernel call and its stats:
 * model discovery (:func:`pymc_splitmerge.distributions.discover`) from the partition RV;
 * a cached :class:`~pymc_splitmerge.kernels.state.PartitionState`, rebuilt only when the
   labels in the point differ from the canonical labels this step last wrote (another step
-  moved them) or when the component family's hyperparameter values changed; the prior's
+  moved them), when the component family's hyperparameter values changed or when the
+  observed data changed (``pm.set_data`` between runs of a reused step:
+  ``PartitionModel.is_current``); the prior's
   tables are recomputed only when the prior's hyperparameters changed;
 * the random generator: ``set_rng(rng)`` (pymc 5), ``setup_chain(rng, tune, draws)``
   (pymc 6), or a fallback Generator when neither is called; both reset per-chain state;
@@ -195,6 +197,9 @@ class PartitionStep(BlockedStep):
         hyperparameter function, ``PartitionModel.random_hyperparameters``) are evaluated
         and compared at every draw.
         """
+        if not self.partition_model.is_current():  # pm.set_data since the last draw
+            self.partition_model = discover(self.partition_var, self.model)
+            self._state = None
         labels = np.asarray(point[self.value_name])
         if labels.shape != (self.n_points,):
             raise ValueError(
