@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - older pytensor
     from pytensor.graph.basic import ancestors
 
 from pymc_splitmerge.components import ComponentFamily
+from pymc_splitmerge.distributions.checks import check_hyperparameter_supports
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV, prepare_observed_data
 from pymc_splitmerge.distributions.priors import (
     MixtureOfFiniteMixturesRV,
@@ -39,7 +40,7 @@ from pymc_splitmerge.distributions.priors import (
 )
 from pymc_splitmerge.priors import GibbsTypePrior
 
-__all__ = ["PartitionModel", "discover"]
+__all__ = ["PartitionModel", "discover", "label_reading_terms"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,8 +178,11 @@ def discover(partition_var, model=None) -> PartitionModel:
     TypeError
         If ``partition_var`` is not a partition prior of this package.
     ValueError
-        If no ``ConjugateMixture`` uses the partition, if more than one does, or if another
-        random variable depends on the partition (not supported by the partition samplers).
+        If no ``ConjugateMixture`` uses the partition, if more than one does, if another term
+        of the model reads the labels (:func:`label_reading_terms`), if the observed data no
+        longer have ``n`` rows (``pm.set_data``), or if a random hyperparameter's prior
+        reaches outside its domain
+        (:func:`~pymc_splitmerge.distributions.checks.check_hyperparameter_supports`).
     """
     try:
         model = pm.modelcontext(model)
@@ -195,14 +199,64 @@ def discover(partition_var, model=None) -> PartitionModel:
     if not any(partition_var is rv for rv in model.free_RVs):
         raise ValueError(f"{partition_var.name!r} is not a free random variable of the model")
     key = (partition_var, len(model.free_RVs), len(model.observed_RVs),
-           len(model.deterministics))
+           len(model.deterministics), len(model.potentials))
     per_model = _CACHE.setdefault(model, {})
     cached = per_model.get(key)
     if cached is not None and cached.is_current():
         return cached
     result = _discover(partition_var, model)
+    if cached is None:  # a new model (not new data): its hyperparameter priors once
+        check_hyperparameter_supports(result)
     per_model[key] = result
     return result
+
+
+def label_reading_terms(partition_var, observed_var, model) -> list[str]:
+    """The model terms that read the labels of ``partition_var`` but that the partition
+    samplers cannot account for, each described with its kind and name.
+
+    The partition samplers update the labels from the partition prior and the collapsed
+    likelihood of the one ``ConjugateMixture`` ``observed_var`` alone.  Every other term of
+    the model's log density whose graph has the partition among its ancestors would be
+    ignored by them: another random variable (free or observed, e.g. a custom distribution
+    indexed by the labels), a ``pm.Potential``, and a hyperparameter or data input of the
+    ``ConjugateMixture`` itself computed from the labels.  ``pm.Deterministic`` variables
+    are not listed: they do not enter the log density.
+
+    Parameters
+    ----------
+    partition_var : TensorVariable
+        The partition random variable.
+    observed_var : TensorVariable
+        Its ``ConjugateMixture``, which may read the labels through its first input only.
+    model : pm.Model
+
+    Returns
+    -------
+    list of str
+        E.g. ``["the potential 'one_cluster'", "the random variable 'w'"]``; empty when
+        nothing but the prior and the mixture reads the labels.
+    """
+    found = []
+
+    def reads(variables) -> bool:
+        return partition_var in ancestors(list(variables))
+
+    for rv in model.basic_RVs:
+        if rv is partition_var:
+            continue
+        if rv is observed_var:
+            inputs = list(observed_var.owner.op.dist_params(observed_var.owner))[1:]
+            if reads(inputs):
+                found.append(f"an input (hyperparameter or data) of {rv.name!r}")
+            continue
+        if reads(rv.owner.inputs):
+            kind = "observed variable" if rv in model.observed_RVs else "random variable"
+            found.append(f"the {kind} {rv.name!r}")
+    for potential in model.potentials:
+        if reads([potential]):
+            found.append(f"the potential {potential.name!r}")
+    return found
 
 
 def _discover(partition_var, model) -> PartitionModel:
@@ -227,14 +281,16 @@ def _discover(partition_var, model) -> PartitionModel:
             "continuous and column 2 categorical"
         )
     [observed_var] = mixtures
-    for rv in model.basic_RVs:
-        if rv is partition_var or rv is observed_var:
-            continue
-        if partition_var in ancestors(rv.owner.inputs):
-            raise ValueError(
-                f"the random variable {rv.name!r} depends on the partition {name!r}; the "
-                "partition samplers only support a partition used by one ConjugateMixture"
-            )
+    readers = label_reading_terms(partition_var, observed_var, model)
+    if readers:
+        raise ValueError(
+            f"{', '.join(readers)} of the model read{'s' if len(readers) == 1 else ''} the "
+            f"labels of the partition {name!r}; the partition samplers account only for the "
+            f"partition's prior and its ConjugateMixture {observed_var.name!r}, so "
+            f"{'this term' if len(readers) == 1 else 'these terms'} would be left out of the "
+            "posterior they sample. Remove it from the model, or express it through the "
+            "partition prior or the ConjugateMixture's component family"
+        )
 
     op = partition_var.owner.op
     prior_params = list(op.dist_params(partition_var.owner))[:-1]  # drop n

@@ -45,6 +45,8 @@ from rich.progress import TextColumn
 from rich.table import Column
 
 from pymc_splitmerge.distributions import discover
+from pymc_splitmerge.distributions.checks import check_labels
+from pymc_splitmerge.distributions.mixture import number_of_label_slots
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.options import renamed_keyword
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
@@ -149,6 +151,7 @@ class PartitionStep(BlockedStep):
         self.partition_var = rv
         self.partition_model = discover(rv, model)
         self.n_points = int(self.partition_model.data.shape[0])
+        self.n_slots = number_of_label_slots(rv, self.n_points)
         self.rng = get_random_generator(rng)
         self.reset_chain()
 
@@ -201,11 +204,12 @@ class PartitionStep(BlockedStep):
             self.partition_model = discover(self.partition_var, self.model)
             self._state = None
         labels = np.asarray(point[self.value_name])
-        if labels.shape != (self.n_points,):
-            raise ValueError(
-                f"labels of {self.value_name!r} have shape {labels.shape}; expected "
-                f"({self.n_points},)"
-            )
+        labels_changed = (self._cached_labels is None
+                          or not np.array_equal(labels, self._cached_labels))
+        if labels_changed:  # a start, or labels written by another step: named errors
+            # (the range of a start is checked by check_start, a SamplingError)
+            check_labels(labels, self.value_name, self.n_points,
+                         self.n_slots if self._start_checked else None)
         prior_changed = family_changed = self._state is None or self._prior is None
         if self.partition_model.random_hyperparameters:
             evaluated = self.partition_model._evaluate(point)
@@ -222,7 +226,7 @@ class PartitionStep(BlockedStep):
         if prior_changed:
             self._prior = self.partition_model.numeric_prior(point)
             self._tables = PriorTables(*self._prior.tables(self.n_points))
-        if family_changed or not np.array_equal(labels, self._cached_labels):
+        if family_changed or labels_changed:
             if family_changed or self._family is None:
                 self._family = self.partition_model.numeric_family(point)
             self._state = PartitionState(self._family, self.partition_model.data, labels)
