@@ -422,10 +422,11 @@ def _without_mask(observed, name):
         return observed
     mask = np.ma.getmaskarray(observed)
     if mask.any():
-        rows = np.flatnonzero(mask.reshape(mask.shape[0], -1).any(axis=1)) if mask.ndim else []
+        rows = (np.flatnonzero(mask.reshape(mask.shape[0], -1).any(axis=1)).tolist()
+                if mask.ndim else [])
         raise ValueError(
             f"ConjugateMixture {name!r}: observed is a masked array with {int(mask.sum())} "
-            f"masked (missing) entries, in rows {list(rows[:10])}"
+            f"masked (missing) entries, in rows {rows[:10]}"
             f"{' ...' if len(rows) > 10 else ''}; missing observations are not supported by "
             "the partition samplers. Drop those rows (e.g. data[~mask.any(axis=1)]) and build "
             "the partition with n equal to the number of rows kept")
