@@ -122,3 +122,10 @@ def test_new_length_says_that_n_is_fixed():
         pm.set_data({"data": np.zeros(N + 3)})
         with pytest.raises(ValueError, match=r"n = 12 points, fixed when the model was built"):
             pm.sample(**SAMPLE)
+
+
+def test_a_step_of_another_model_is_refused():
+    with build(OLD) as old_model:
+        step = psm.CollapsedGibbsStep(old_model["z"])
+    with build(NEW), pytest.raises(ValueError, match="not a value variable in the model"):
+        pm.sample(step=step, **SAMPLE)  # never samples the new model with the old model's data
