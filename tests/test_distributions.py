@@ -383,7 +383,7 @@ def test_discover_errors():
         psd.ConjugateMixture("y", partition=z, component=comp.NormalInverseGamma(),
                              observed=data)
         pm.Normal("w", mu=z.astype("float64"), observed=data)
-    with pytest.raises(ValueError, match="depends on the partition"):
+    with pytest.raises(ValueError, match="the observed variable .w. of the model reads the labels"):
         psd.discover(z, model=model)
 
 

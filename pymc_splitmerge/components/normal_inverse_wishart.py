@@ -245,8 +245,10 @@ def niw_recompute(params, stats):
     factor = stats[offset_factor:offset_factor + dim * dim]
     if not _cholesky_in_place(factor, dim):
         raise ValueError(
-            "NormalInverseWishart: the posterior scale matrix lost positive definiteness "
-            "(data too badly scaled); standardise the data"
+            "NormalInverseWishart: the posterior scale matrix lost positive definiteness to "
+            "rounding error: the data lie far from mu0 compared with psi0 and their own "
+            "spread, so psi0 + sum x x' + kappa0 mu0 mu0' - kappa mu mu' cancels; centre the "
+            "data (subtract their mean) and give mu0 a value near the centred data"
         )
     _invert_lower_in_place(factor, dim)
     if dim == COLUMN_MAJOR_DIM:  # the row's layout (the upper triangle is zero)

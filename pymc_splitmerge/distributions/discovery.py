@@ -5,7 +5,13 @@ inputs), the single :class:`~pymc_splitmerge.distributions.mixture.ConjugateMixt
 first input is ``z``, the component family and the prepared data.  Hyperparameters that are
 random variables or ``pm.Data`` are evaluated from a PyMC point by *one* compiled function
 (the prior's parameters and the family's symbolic hyperparameters, with random variables
-replaced by their value variables).  Results are cached per model and partition variable.
+replaced by their value variables).  Results are cached per model and partition variable,
+and a cached description is used only while the shared variables behind the observed data
+still hold the values it was built from: ``pm.set_data`` (or ``shared.set_value``) replaces
+a shared variable's stored array, so comparing the stored arrays by identity
+(:meth:`PartitionModel.is_current`, a few pointer comparisons) tells a stale description
+from a current one.  ``pm.Data`` hyperparameters need no such check: the compiled
+hyperparameter function reads them at every call.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 
 try:  # pytensor >= 2.31
@@ -25,6 +32,7 @@ except ImportError:  # pragma: no cover - older pytensor
     from pytensor.graph.basic import ancestors
 
 from pymc_splitmerge.components import ComponentFamily
+from pymc_splitmerge.distributions.checks import check_hyperparameter_supports
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV, prepare_observed_data
 from pymc_splitmerge.distributions.priors import (
     MixtureOfFiniteMixturesRV,
@@ -32,7 +40,7 @@ from pymc_splitmerge.distributions.priors import (
 )
 from pymc_splitmerge.priors import GibbsTypePrior
 
-__all__ = ["PartitionModel", "discover"]
+__all__ = ["PartitionModel", "discover", "label_reading_terms"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +80,17 @@ class PartitionModel:
     _symbolic_names: tuple = field(repr=False)  # ("prior:alpha", "family:mu0", ...)
     _function: Callable | None = field(repr=False)
     _numeric_prior_factory: Callable = field(repr=False)
+    # (shared variable, the array it held when ``data`` was read) for every shared variable
+    # behind the observed data; see the module doc
+    _data_sources: tuple = field(default=(), repr=False)
+
+    def is_current(self) -> bool:
+        """Whether the observed data still hold the values this description was built from.
+
+        False after ``pm.set_data`` (or ``set_value``) of a shared variable the observed data
+        are computed from; :func:`discover` then builds a new description.
+        """
+        return all(shared.container.storage[0] is value for shared, value in self._data_sources)
 
     @property
     def n_points(self) -> int:
@@ -159,8 +178,11 @@ def discover(partition_var, model=None) -> PartitionModel:
     TypeError
         If ``partition_var`` is not a partition prior of this package.
     ValueError
-        If no ``ConjugateMixture`` uses the partition, if more than one does, or if another
-        random variable depends on the partition (not supported by the partition samplers).
+        If no ``ConjugateMixture`` uses the partition, if more than one does, if another term
+        of the model reads the labels (:func:`label_reading_terms`), if the observed data no
+        longer have ``n`` rows (``pm.set_data``), or if a random hyperparameter's prior
+        reaches outside its domain
+        (:func:`~pymc_splitmerge.distributions.checks.check_hyperparameter_supports`).
     """
     try:
         model = pm.modelcontext(model)
@@ -177,13 +199,64 @@ def discover(partition_var, model=None) -> PartitionModel:
     if not any(partition_var is rv for rv in model.free_RVs):
         raise ValueError(f"{partition_var.name!r} is not a free random variable of the model")
     key = (partition_var, len(model.free_RVs), len(model.observed_RVs),
-           len(model.deterministics))
+           len(model.deterministics), len(model.potentials))
     per_model = _CACHE.setdefault(model, {})
-    if key in per_model:
-        return per_model[key]
+    cached = per_model.get(key)
+    if cached is not None and cached.is_current():
+        return cached
     result = _discover(partition_var, model)
+    if cached is None:  # a new model (not new data): its hyperparameter priors once
+        check_hyperparameter_supports(result)
     per_model[key] = result
     return result
+
+
+def label_reading_terms(partition_var, observed_var, model) -> list[str]:
+    """The model terms that read the labels of ``partition_var`` but that the partition
+    samplers cannot account for, each described with its kind and name.
+
+    The partition samplers update the labels from the partition prior and the collapsed
+    likelihood of the one ``ConjugateMixture`` ``observed_var`` alone.  Every other term of
+    the model's log density whose graph has the partition among its ancestors would be
+    ignored by them: another random variable (free or observed, e.g. a custom distribution
+    indexed by the labels), a ``pm.Potential``, and a hyperparameter or data input of the
+    ``ConjugateMixture`` itself computed from the labels.  ``pm.Deterministic`` variables
+    are not listed: they do not enter the log density.
+
+    Parameters
+    ----------
+    partition_var : TensorVariable
+        The partition random variable.
+    observed_var : TensorVariable
+        Its ``ConjugateMixture``, which may read the labels through its first input only.
+    model : pm.Model
+
+    Returns
+    -------
+    list of str
+        E.g. ``["the potential 'one_cluster'", "the random variable 'w'"]``; empty when
+        nothing but the prior and the mixture reads the labels.
+    """
+    found = []
+
+    def reads(variables) -> bool:
+        return partition_var in ancestors(list(variables))
+
+    for rv in model.basic_RVs:
+        if rv is partition_var:
+            continue
+        if rv is observed_var:
+            inputs = list(observed_var.owner.op.dist_params(observed_var.owner))[1:]
+            if reads(inputs):
+                found.append(f"an input (hyperparameter or data) of {rv.name!r}")
+            continue
+        if reads(rv.owner.inputs):
+            kind = "observed variable" if rv in model.observed_RVs else "random variable"
+            found.append(f"the {kind} {rv.name!r}")
+    for potential in model.potentials:
+        if reads([potential]):
+            found.append(f"the potential {potential.name!r}")
+    return found
 
 
 def _discover(partition_var, model) -> PartitionModel:
@@ -208,14 +281,16 @@ def _discover(partition_var, model) -> PartitionModel:
             "continuous and column 2 categorical"
         )
     [observed_var] = mixtures
-    for rv in model.basic_RVs:
-        if rv is partition_var or rv is observed_var:
-            continue
-        if partition_var in ancestors(rv.owner.inputs):
-            raise ValueError(
-                f"the random variable {rv.name!r} depends on the partition {name!r}; the "
-                "partition samplers only support a partition used by one ConjugateMixture"
-            )
+    readers = label_reading_terms(partition_var, observed_var, model)
+    if readers:
+        raise ValueError(
+            f"{', '.join(readers)} of the model read{'s' if len(readers) == 1 else ''} the "
+            f"labels of the partition {name!r}; the partition samplers account only for the "
+            f"partition's prior and its ConjugateMixture {observed_var.name!r}, so "
+            f"{'this term' if len(readers) == 1 else 'these terms'} would be left out of the "
+            "posterior they sample. Remove it from the model, or express it through the "
+            "partition prior or the ConjugateMixture's component family"
+        )
 
     op = partition_var.owner.op
     prior_params = list(op.dist_params(partition_var.owner))[:-1]  # drop n
@@ -258,7 +333,16 @@ def _discover(partition_var, model) -> PartitionModel:
         return op.prior_class(**{p: values[p] for p in op.prior_class.parameter_names})
 
     data_var = model.rvs_to_values[observed_var]
+    data_sources = _shared_sources(data_var)
     data = prepare_observed_data(mixture_op.family, data_var)
+    n = int(partition_var.type.shape[0])
+    if data.shape[0] != n:
+        raise ValueError(
+            f"the observed data of {observed_var.name!r} now have {data.shape[0]} rows but the "
+            f"partition {name!r} has n = {n} points, fixed when the model was built "
+            f"(pm.set_data can change the data's values, not their number); to use "
+            f"{data.shape[0]} points build the model again with n={data.shape[0]}"
+        )
     return PartitionModel(
         partition_var=partition_var,
         value_var=model.rvs_to_values[partition_var],
@@ -274,4 +358,14 @@ def _discover(partition_var, model) -> PartitionModel:
         _symbolic_names=tuple(symbolic_names),
         _function=function,
         _numeric_prior_factory=factory,
+        _data_sources=data_sources,
     )
+
+
+def _shared_sources(variable) -> tuple:
+    """``(shared variable, its stored array)`` for the shared variables ``variable`` reads."""
+    if not isinstance(variable, Variable):
+        return ()
+    return tuple((shared, shared.container.storage[0])
+                 for shared in ancestors([variable])
+                 if isinstance(shared, SharedVariable))

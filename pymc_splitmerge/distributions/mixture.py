@@ -353,6 +353,7 @@ class ConjugateMixture(Distribution):
                 "the partition; forward simulation alone is not supported)"
             )
         _check_arguments(partition, component)
+        observed = _without_mask(observed, name)
         value = observed_value(observed)
         prepared = prepare_observed_data(component, value)
         n = _partition_length(partition)
@@ -407,6 +408,29 @@ class ConjugateMixture(Distribution):
         )
         labels = pt.as_tensor_variable(partition)
         return call_random_variable(op, labels, *symbolic_tensors, *extra, size=size, rng=rng)
+
+
+def _without_mask(observed, name):
+    """``observed`` with an all-false mask dropped; masked observations refused.
+
+    PyMC turns a numpy masked array into imputed missing values (a free random variable per
+    masked entry) that the partition samplers would not update, and the collapsed likelihood
+    would read the hidden values as data; so masked entries are refused (``pm.Data`` holds
+    no mask, so only arrays given directly are checked).
+    """
+    if not np.ma.isMaskedArray(observed):
+        return observed
+    mask = np.ma.getmaskarray(observed)
+    if mask.any():
+        rows = (np.flatnonzero(mask.reshape(mask.shape[0], -1).any(axis=1)).tolist()
+                if mask.ndim else [])
+        raise ValueError(
+            f"ConjugateMixture {name!r}: observed is a masked array with {int(mask.sum())} "
+            f"masked (missing) entries, in rows {rows[:10]}"
+            f"{' ...' if len(rows) > 10 else ''}; missing observations are not supported by "
+            "the partition samplers. Drop those rows (e.g. data[~mask.any(axis=1)]) and build "
+            "the partition with n equal to the number of rows kept")
+    return np.ma.getdata(observed)
 
 
 def _partition_length(partition) -> int:

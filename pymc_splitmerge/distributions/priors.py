@@ -174,7 +174,9 @@ def _validate_constant(value: Variable, name: str, check, requirement: str) -> N
     if numeric is None:
         return
     number = float(numeric)
-    if not np.isfinite(number) or not check(number):
+    if not np.isfinite(number):
+        raise ValueError(f"{name} must be finite (and satisfy {requirement}), got {number}")
+    if not check(number):
         raise ValueError(f"{name} must satisfy {requirement}, got {number}")
 
 
@@ -475,6 +477,8 @@ class PitmanYor(PartitionDistribution):
         discount = _as_float_tensor(discount, "discount")
         _validate_constant(discount, "discount", lambda d: 0 <= d < 1, "0 <= discount < 1")
         alpha_value, discount_value = constant_value(alpha), constant_value(discount)
+        if alpha_value is not None and not np.isfinite(float(alpha_value)):
+            raise ValueError(f"alpha must be finite (and > -discount), got {float(alpha_value)}")
         if alpha_value is not None and discount_value is not None:
             if not float(alpha_value) > -float(discount_value):
                 raise ValueError(

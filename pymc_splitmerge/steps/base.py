@@ -7,7 +7,9 @@ the kernel call and its stats:
 * model discovery (:func:`pymc_splitmerge.distributions.discover`) from the partition RV;
 * a cached :class:`~pymc_splitmerge.kernels.state.PartitionState`, rebuilt only when the
   labels in the point differ from the canonical labels this step last wrote (another step
-  moved them) or when the component family's hyperparameter values changed; the prior's
+  moved them), when the component family's hyperparameter values changed or when the
+  observed data changed (``pm.set_data`` between runs of a reused step:
+  ``PartitionModel.is_current``); the prior's
   tables are recomputed only when the prior's hyperparameters changed;
 * the random generator: ``set_rng(rng)`` (pymc 5), ``setup_chain(rng, tune, draws)``
   (pymc 6), or a fallback Generator when neither is called; both reset per-chain state;
@@ -43,6 +45,8 @@ from rich.progress import TextColumn
 from rich.table import Column
 
 from pymc_splitmerge.distributions import discover
+from pymc_splitmerge.distributions.checks import check_labels
+from pymc_splitmerge.distributions.mixture import number_of_label_slots
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
@@ -120,6 +124,7 @@ class PartitionStep(BlockedStep):
         self.partition_var = rv
         self.partition_model = discover(rv, model)
         self.n_points = int(self.partition_model.data.shape[0])
+        self.n_slots = number_of_label_slots(rv, self.n_points)
         self.rng = get_random_generator(rng)
         self.reset_chain()
 
@@ -168,12 +173,16 @@ class PartitionStep(BlockedStep):
         hyperparameter function, ``PartitionModel.random_hyperparameters``) are evaluated
         and compared at every draw.
         """
+        if not self.partition_model.is_current():  # pm.set_data since the last draw
+            self.partition_model = discover(self.partition_var, self.model)
+            self._state = None
         labels = np.asarray(point[self.value_name])
-        if labels.shape != (self.n_points,):
-            raise ValueError(
-                f"labels of {self.value_name!r} have shape {labels.shape}; expected "
-                f"({self.n_points},)"
-            )
+        labels_changed = (self._cached_labels is None
+                          or not np.array_equal(labels, self._cached_labels))
+        if labels_changed:  # a start, or labels written by another step: named errors
+            # (the range of a start is checked by check_start, a SamplingError)
+            check_labels(labels, self.value_name, self.n_points,
+                         self.n_slots if self._start_checked else None)
         prior_changed = family_changed = self._state is None or self._prior is None
         if self.partition_model.random_hyperparameters:
             evaluated = self.partition_model._evaluate(point)
@@ -190,7 +199,7 @@ class PartitionStep(BlockedStep):
         if prior_changed:
             self._prior = self.partition_model.numeric_prior(point)
             self._tables = PriorTables(*self._prior.tables(self.n_points))
-        if family_changed or not np.array_equal(labels, self._cached_labels):
+        if family_changed or labels_changed:
             if family_changed or self._family is None:
                 self._family = self.partition_model.numeric_family(point)
             self._state = PartitionState(self._family, self.partition_model.data, labels)

@@ -36,6 +36,7 @@ from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import GammaRV
 
+from pymc_splitmerge.distributions.checks import check_labels
 from pymc_splitmerge.distributions.discovery import discover
 from pymc_splitmerge.distributions.priors import DirichletProcessRV, PartitionPriorRV
 from pymc_splitmerge.kernels.concentration import (
@@ -153,8 +154,17 @@ class _ParameterAccess:
         return lambda natural: float(self._log_prior(natural, *args))
 
 
-def _sizes(labels):
-    counts = np.bincount(np.asarray(labels, dtype=np.int64))
+def _label_counts(labels, name):
+    """``np.bincount`` of the labels of the partition ``name`` (checked: ``check_labels``)."""
+    array = np.asarray(labels)
+    if array.dtype.kind not in "iu" or array.ndim != 1 or (array.size and array.min() < 0):
+        check_labels(array, name)  # raises, naming the variable
+    return np.bincount(array if array.dtype.kind == "i" else array.astype(np.int64))
+
+
+def _sizes(labels, name):
+    """Cluster sizes of the labels of the partition ``name``."""
+    counts = _label_counts(labels, name)
     return counts[counts > 0]
 
 
@@ -260,7 +270,7 @@ class ConcentrationGibbs(_ParameterStep):
     def step(self, point):
         alpha, shape, rate = (float(v) for v in self.access.values(point))
         labels = np.asarray(point[self.partition_value_name])
-        sizes = _sizes(labels)
+        sizes = _sizes(labels, self.partition_value_name)
         info = escobar_west_update(alpha, sizes.size, labels.size, shape, rate, self.rng)
         new_point = dict(point)
         new_point[self.access.value_name] = self.access.transformed(info.alpha, point)
@@ -458,7 +468,7 @@ class _SliceUpdate:
 
     def __call__(self, point, rng) -> int:
         """Update ``point`` (a private copy) in place; return the number of evaluations."""
-        sizes = np.bincount(point[self.partition_value_name])
+        sizes = _label_counts(point[self.partition_value_name], self.partition_value_name)
         if self.fast:
             theta = np.array([read(point) for read in self.readers])
             info = self.kernel(theta, sizes, rng)
