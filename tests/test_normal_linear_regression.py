@@ -82,7 +82,8 @@ def test_log_marginal_two_dimensional_quadrature():
                                  epsrel=1e-10)
     assert value == pytest.approx(1.0, abs=1e-7)
     # the same integral of another family's marginal is not 1 (the check has power)
-    other = psm.NormalLinearRegression(beta0=0.4, V0=1.5, a0=2.5, b0=0.9).log_marginal_of(rows)
+    other = psm.NormalLinearRegression(beta0=0.4, V0=1.5, a0=2.5, b0=0.9)
+    other = other.log_marginal_of(other.prepare_data(rows))
     assert abs(np.exp(log_marginal - other) - 1.0) > 1e-3
 
 

@@ -47,7 +47,13 @@ import math
 import numpy as np
 from numba import njit
 
-from pymc_splitmerge.components.base import ComponentFamily, NumbaLeaves, _require_scale_matrix
+from pymc_splitmerge.components.base import (
+    ComponentFamily,
+    NumbaLeaves,
+    _check_fraction,
+    _data_moments,
+    _require_scale_matrix,
+)
 
 __all__ = [
     "NormalKnownCovariance",
@@ -232,6 +238,34 @@ class NormalKnownCovariance(ComponentFamily):
             - 0.5 * log_det_n
         )
         return per_slot, [graph.is_finite(log_det_sigma), graph.is_finite(log_det_sigma0)]
+
+    @classmethod
+    def from_data(cls, data, variance_fraction=0.1):
+        """A prior scaled to the data: affine-equivariant, like
+        :meth:`NormalInverseWishart.from_data`.
+
+        With ``m`` and ``S`` the mean and covariance of the data::
+
+            mu0 = m,   sigma0 = S,   sigma = variance_fraction * S
+
+        The known within-cluster covariance is a fraction of the data's covariance, and the
+        cluster means are spread like the data.  Give ``sigma`` yourself when it is known.
+
+        Parameters
+        ----------
+        data : array_like of shape (n, D)
+        variance_fraction : float, default 0.1
+            Within-cluster covariance relative to the data's covariance; compare values with
+            the evidence (user guide, "Choosing hyperparameters").
+
+        Returns
+        -------
+        NormalKnownCovariance
+        """
+        name = f"{cls.__name__}.from_data"
+        fraction = _check_fraction(name, variance_fraction)
+        mean, covariance = _data_moments(name, data)
+        return cls(mu0=mean, sigma0=covariance, sigma=fraction * covariance)
 
     @classmethod
     def examples(cls, rng):

@@ -55,6 +55,7 @@ from numba import njit
 from pymc_splitmerge.components.base import (
     ComponentFamily,
     NumbaLeaves,
+    _check_fraction,
     _require_positive,
     _require_scale_matrix,
     _require_vector,
@@ -384,6 +385,60 @@ class NormalLinearRegression(ComponentFamily):
             out[rows, 0] = covariates @ parameters["coefficients"] + np.sqrt(
                 float(parameters["variance"])) * rng.standard_normal(rows.shape[0])
         return out
+
+    @classmethod
+    def from_data(cls, data, variance_fraction=0.1):
+        """A prior scaled to the data: the clustering does not depend on the units or location
+        of the response, nor on an invertible linear recoding of the covariates.
+
+        With ``b`` the least-squares coefficients of all the data, ``s2`` the mean squared
+        residual of that fit and ``X`` the (n, P) covariates::
+
+            beta0 = b,   V0 = n (X'X)^{-1} / variance_fraction,   a0 = 3 / 2,
+            b0 = variance_fraction * s2 / 2
+
+        A cluster's noise variance has prior mean ``b0 / (a0 - 1) = variance_fraction * s2``
+        and its coefficients the prior covariance ``E[s2] V0 = s2 n (X'X)^{-1}``, Zellner's
+        g-prior with ``g = n`` (unit information) of the pooled fit.  With only an intercept
+        (``X`` a column of ones) this is :meth:`NormalInverseGamma.from_data` of ``y``.
+
+        Parameters
+        ----------
+        data : array_like of shape (n, 1 + P)
+            Rows ``[y, x_1, ..., x_P]``, as observed by the mixture; the covariates must have
+            full column rank.
+        variance_fraction : float, default 0.1
+            Prior mean of a cluster's noise variance relative to the pooled fit's residual
+            variance; compare values with the evidence (user guide, "Choosing
+            hyperparameters").
+
+        Returns
+        -------
+        NormalLinearRegression
+
+        References
+        ----------
+        Zellner (1986), "On assessing prior distributions and Bayesian regression analysis
+        with g-prior distributions".
+        """
+        name = f"{cls.__name__}.from_data"
+        fraction = _check_fraction(name, variance_fraction)
+        rows = cls().check_data_symbolic(data)
+        y, design = rows[:, 0], rows[:, 1:]
+        n, p = design.shape
+        gram = design.T @ design
+        if n <= p or np.linalg.matrix_rank(gram) < p:
+            raise ValueError(f"{name}: the covariates (columns 1..{p}) must have full column "
+                             f"rank with more rows than columns (got {n} rows); drop "
+                             "collinear or constant columns (keep one intercept column)")
+        coefficients = np.linalg.solve(gram, design.T @ y)
+        residual_variance = float(np.mean((y - design @ coefficients) ** 2))
+        if not residual_variance > 0:
+            raise ValueError(f"{name}: the covariates fit the response exactly; give the "
+                             "hyperparameters yourself")
+        v0 = n * np.linalg.inv(gram) / fraction
+        return cls(beta0=coefficients, V0=0.5 * (v0 + v0.T), a0=1.5,
+                   b0=0.5 * fraction * residual_variance)
 
     # ------------------------------------------------------------------ examples
     @classmethod
