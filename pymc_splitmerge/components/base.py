@@ -728,7 +728,7 @@ def _data_moments(family: str, data: Any, *, columns: str = "columns") -> tuple[
     -------
     mean : ndarray of shape (D,)
     covariance : ndarray of shape (D, D)
-        Positive definite (else ``ValueError`` naming the constant or collinear columns).
+        With a positive diagonal (else ``ValueError`` naming the constant columns).
     """
     array = np.asarray(data)
     if array.dtype.kind not in "biuf":
@@ -744,14 +744,10 @@ def _data_moments(family: str, data: Any, *, columns: str = "columns") -> tuple[
                          "them first")
     mean = x2d.mean(axis=0)
     covariance = np.atleast_2d(np.cov(x2d, rowvar=False, bias=True))
-    try:
-        np.linalg.cholesky(covariance)
-    except np.linalg.LinAlgError:
-        constant = np.flatnonzero(np.diag(covariance) <= 0)
-        detail = (f"{columns} {constant.tolist()} are constant" if constant.size
-                  else f"the {columns} are collinear")
-        raise ValueError(f"{family}: the data covariance is singular ({detail}); drop "
-                         f"them or give the hyperparameters yourself") from None
+    constant = np.flatnonzero(~(np.diag(covariance) > 0))
+    if constant.size:
+        raise ValueError(f"{family}: {columns} {constant.tolist()} of the data are constant "
+                         "(zero variance); drop them or give the hyperparameters yourself")
     return mean, covariance
 
 

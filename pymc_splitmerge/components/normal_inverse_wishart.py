@@ -865,30 +865,34 @@ class NormalInverseWishart(ComponentFamily):
 
     @classmethod
     def from_data(cls, data, variance_fraction=0.1):
-        """A prior scaled to the data: affine-equivariant, so the clustering does not depend on
-        the data's units, location or rotation.
+        """A prior scaled to the data: the clustering does not depend on the units or location
+        of each column.
 
-        With ``m`` and ``S`` the mean and covariance of the data (D columns)::
+        With ``m`` the mean of the data (D columns) and ``V`` the diagonal matrix of their
+        variances::
 
-            mu0 = m,   nu0 = D + 2,   psi0 = variance_fraction * S,   kappa0 = variance_fraction
+            mu0 = m,   nu0 = D + 2,   psi0 = variance_fraction * V,   kappa0 = variance_fraction
 
         ``nu0 = D + 2`` is the smallest integer degree of freedom with a finite prior mean of
-        a cluster's covariance, which is then ``psi0 / (nu0 - D - 1) = variance_fraction * S``
-        (Fraley and Raftery 2007 use the same ``nu0`` and a data-scaled ``psi0``); with
-        ``kappa0 = variance_fraction`` the prior covariance of a cluster mean,
-        ``E[Sigma] / kappa0 = S``, is the spread of the data.  Unlike scikit-learn's
-        ``BayesianGaussianMixture`` defaults (``covariance_prior = S``, ``kappa0 = 1``), which
-        expect one cluster as wide as all the data and so favour merging, a cluster is
-        expected to cover a fraction of it.  With D = 1 this is
-        :meth:`NormalInverseGamma.from_data` (``alpha0 = nu0 / 2``, ``beta0 = psi0 / 2``).
+        a cluster's covariance, which is then ``psi0 / (nu0 - D - 1) = variance_fraction * V``
+        (Fraley and Raftery 2007 use the same ``nu0``); with ``kappa0 = variance_fraction`` a
+        cluster mean has prior covariance ``E[Sigma] / kappa0 = V``, the spread of the data.
+        The variances, not the full covariance: the data's correlations come mostly from the
+        differences between clusters, and a prior that expects every cluster to be elongated
+        along them merges clusters (on standardised Iris, ``psi0`` proportional to the full
+        covariance finds two species, the diagonal three).  Unlike scikit-learn's
+        ``BayesianGaussianMixture`` defaults (``covariance_prior`` the data's covariance,
+        ``kappa0 = 1``), a cluster is expected to cover a fraction of the data, not all of it.
+        With D = 1 this is :meth:`NormalInverseGamma.from_data` (``alpha0 = nu0 / 2``,
+        ``beta0 = psi0 / 2``).
 
         Parameters
         ----------
         data : array_like of shape (n, D)
         variance_fraction : float, default 0.1
-            Prior mean of a cluster's covariance relative to the data's covariance.  The
-            evidence (``psm.sample_smc`` and ``psm.compare_evidence``) chooses between values;
-            see the user guide, "Choosing hyperparameters".
+            Prior mean of a cluster's variance along each column relative to the data's
+            variance.  The evidence (``psm.sample_smc`` and ``psm.compare_evidence``) chooses
+            between values; see the user guide, "Choosing hyperparameters".
 
         Returns
         -------
@@ -903,7 +907,8 @@ class NormalInverseWishart(ComponentFamily):
         fraction = _check_fraction(name, variance_fraction)
         mean, covariance = _data_moments(name, data)
         dim = mean.shape[0]
-        return cls(mu0=mean, kappa0=fraction, nu0=dim + 2.0, psi0=fraction * covariance)
+        return cls(mu0=mean, kappa0=fraction, nu0=dim + 2.0,
+                   psi0=fraction * np.diag(np.diag(covariance)))
 
     @classmethod
     def examples(cls, rng):

@@ -241,22 +241,22 @@ class NormalKnownCovariance(ComponentFamily):
 
     @classmethod
     def from_data(cls, data, variance_fraction=0.1):
-        """A prior scaled to the data: affine-equivariant, like
-        :meth:`NormalInverseWishart.from_data`.
+        """A prior scaled to the data: the clustering does not depend on the units or location
+        of each column (as :meth:`NormalInverseWishart.from_data`).
 
-        With ``m`` and ``S`` the mean and covariance of the data::
+        With ``m`` the mean of the data and ``V`` the diagonal matrix of their variances::
 
-            mu0 = m,   sigma0 = S,   sigma = variance_fraction * S
+            mu0 = m,   sigma0 = V,   sigma = variance_fraction * V
 
-        The known within-cluster covariance is a fraction of the data's covariance, and the
+        The known within-cluster covariance is a fraction of the data's variances, and the
         cluster means are spread like the data.  Give ``sigma`` yourself when it is known.
 
         Parameters
         ----------
         data : array_like of shape (n, D)
         variance_fraction : float, default 0.1
-            Within-cluster covariance relative to the data's covariance; compare values with
-            the evidence (user guide, "Choosing hyperparameters").
+            Within-cluster variance along each column relative to the data's; compare values
+            with the evidence (user guide, "Choosing hyperparameters").
 
         Returns
         -------
@@ -265,7 +265,8 @@ class NormalKnownCovariance(ComponentFamily):
         name = f"{cls.__name__}.from_data"
         fraction = _check_fraction(name, variance_fraction)
         mean, covariance = _data_moments(name, data)
-        return cls(mu0=mean, sigma0=covariance, sigma=fraction * covariance)
+        variances = np.diag(np.diag(covariance))
+        return cls(mu0=mean, sigma0=variances, sigma=fraction * variances)
 
     @classmethod
     def examples(cls, rng):
