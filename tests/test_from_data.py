@@ -128,7 +128,7 @@ def test_documented_values_and_univariate_forms_agree():
      ValueError, "NaN"),
     (lambda: psm.NormalInverseGamma.from_data(np.arange(6.0), variance_fraction=0.0),
      ValueError, "variance_fraction must be a positive number"),
-    (lambda: psm.NormalInverseGamma.from_data(np.ones((6, 2))), ValueError, "univariate"),
+    (lambda: psm.NormalInverseGamma.from_data(RNG.normal(size=(6, 2))), ValueError, "univariate"),
     (lambda: psm.NormalLinearRegression.from_data(
         np.column_stack([np.arange(6.0), np.ones(6), 2.0 * np.ones(6)])),
      ValueError, "full column rank"),
