@@ -32,7 +32,11 @@ NIW = (psm.NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.ey
        np.array([[-1.2, -0.8], [-1.0, -1.3], [1.1, 0.9], [1.4, 1.2], [0.1, -0.2]]),
        np.array([[1.0, 1.0], [-3.0, 0.5]]))
 POISSON = (psm.GammaPoisson(shape=1.0, rate=0.3), np.array([0, 1, 7, 9, 3]), np.array([8, 0]))
-FAMILIES = {"bernoulli": BERNOULLI, "niw": NIW, "poisson": POISSON}
+REGRESSION = (psm.NormalLinearRegression(beta0=0.0, V0=2.0, a0=2.0, b0=0.5),
+              np.array([[1.1, 1.0, 0.5], [2.0, 1.0, 1.1], [-0.9, 1.0, -0.7], [0.4, 1.0, 1.2],
+                        [-1.5, 1.0, 0.3]]),
+              np.array([[0.8, 1.0, 0.4], [-1.0, 1.0, 1.0]]))  # rows [y, 1, x]
+FAMILIES = {"bernoulli": BERNOULLI, "niw": NIW, "poisson": POISSON, "regression": REGRESSION}
 
 
 def exact_log_predictive(prior, family, data, new):

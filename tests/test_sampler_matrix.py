@@ -6,7 +6,8 @@ step), thins the draws and compares them with the enumerated exact posterior
 (:func:`pymc_splitmerge.testing.assert_partition_gof`, suite-wide χ² threshold).
 
 * Collapsed Gibbs: {Dirichlet process, Pitman–Yor, finite Dirichlet, MFM} × {BetaBernoulli,
-  NormalInverseWishart, NormalKnownCovariance, GammaPoisson} (16 cases, n = 5..7).
+  NormalInverseWishart, NormalKnownCovariance, GammaPoisson, NormalLinearRegression}
+  (20 cases, n = 5..7).
 * SAMS, pure RGSM (``n_gibbs_sweeps=0``), PGSM, each alone: the four priors × {BetaBernoulli,
   NormalInverseWishart} (24 cases).
 * Random concentration, for each of the four steps: DP ``alpha ~ Gamma`` with
@@ -93,6 +94,12 @@ FAMILIES = {
     "gamma_poisson": (
         lambda: psm.GammaPoisson(shape=1.0, rate=0.3),
         np.array([0, 1, 7, 9, 3, 0]),
+    ),
+    "normal_linear_regression": (  # rows [y, 1, x]: two crossing lines
+        lambda: psm.NormalLinearRegression(beta0=0.0, V0=[[1.0, 0.0], [0.0, 3.0]], a0=2.0,
+                                           b0=0.2),
+        np.column_stack([[-1.1, 1.4, -0.3, 0.4, 1.6, -1.8], np.ones(6),
+                         [-1.0, -0.6, -0.2, 0.3, 0.7, 1.0]]),
     ),
 }
 

@@ -57,6 +57,12 @@ from pymc_splitmerge.components.normal_known_covariance import (
     normal_known_covariance_log_predictive,
     normal_known_covariance_remove_point,
 )
+from pymc_splitmerge.components.normal_linear_regression import (
+    normal_linear_regression_add_point,
+    normal_linear_regression_log_marginal,
+    normal_linear_regression_log_predictive,
+    normal_linear_regression_remove_point,
+)
 
 __all__ = [
     "FAMILY_BETA_BERNOULLI",
@@ -66,6 +72,7 @@ __all__ = [
     "FAMILY_NORMAL_INVERSE_GAMMA",
     "FAMILY_NORMAL_INVERSE_WISHART",
     "FAMILY_NORMAL_KNOWN_COVARIANCE",
+    "FAMILY_NORMAL_LINEAR_REGRESSION",
     "FAMILY_PRODUCT",
     "leaf_add_point",
     "leaf_add_point_at",
@@ -84,6 +91,7 @@ FAMILY_DIRICHLET_CATEGORICAL = 4
 FAMILY_GAMMA_POISSON = 5
 FAMILY_GRID = 6
 FAMILY_PRODUCT = 7
+FAMILY_NORMAL_LINEAR_REGRESSION = 8
 
 
 @njit(cache=True)
@@ -103,6 +111,8 @@ def leaf_add_point(family_id, params, stats_row, x_row):
         gamma_poisson_add_point(params, stats_row, x_row)
     elif family_id == FAMILY_GRID:
         grid_add_point(params, stats_row, x_row)
+    elif family_id == FAMILY_NORMAL_LINEAR_REGRESSION:
+        normal_linear_regression_add_point(params, stats_row, x_row)
     else:
         raise ValueError("unknown family_id")
 
@@ -124,6 +134,8 @@ def leaf_remove_point(family_id, params, stats_row, x_row):
         gamma_poisson_remove_point(params, stats_row, x_row)
     elif family_id == FAMILY_GRID:
         grid_remove_point(params, stats_row, x_row)
+    elif family_id == FAMILY_NORMAL_LINEAR_REGRESSION:
+        normal_linear_regression_remove_point(params, stats_row, x_row)
     else:
         raise ValueError("unknown family_id")
 
@@ -145,6 +157,8 @@ def leaf_log_predictive(family_id, params, stats_row, x_row):
         return gamma_poisson_log_predictive(params, stats_row, x_row)
     elif family_id == FAMILY_GRID:
         return grid_log_predictive(params, stats_row, x_row)
+    elif family_id == FAMILY_NORMAL_LINEAR_REGRESSION:
+        return normal_linear_regression_log_predictive(params, stats_row, x_row)
     else:
         raise ValueError("unknown family_id")
 
@@ -166,6 +180,8 @@ def leaf_log_marginal(family_id, params, stats_row):
         return gamma_poisson_log_marginal(params, stats_row)
     elif family_id == FAMILY_GRID:
         return grid_log_marginal(params, stats_row)
+    elif family_id == FAMILY_NORMAL_LINEAR_REGRESSION:
+        return normal_linear_regression_log_marginal(params, stats_row)
     else:
         raise ValueError("unknown family_id")
 
@@ -198,6 +214,9 @@ def leaf_log_predictive_many(family_id, params, stats, slots, n_slots, x_row, ou
     elif family_id == FAMILY_GRID:
         for j in range(n_slots):
             out[j] = grid_log_predictive(params, stats[slots[j]], x_row)
+    elif family_id == FAMILY_NORMAL_LINEAR_REGRESSION:
+        for j in range(n_slots):
+            out[j] = normal_linear_regression_log_predictive(params, stats[slots[j]], x_row)
     else:
         raise ValueError("unknown family_id")
 

@@ -710,3 +710,51 @@ def _broadcast_vector(family: str, name: str, array: np.ndarray, size: int) -> n
             f"{size} attributes"
         )
     return array.astype(np.float64).copy()
+
+
+def _data_moments(family: str, data: Any, *, columns: str = "columns") -> tuple[np.ndarray,
+                                                                               np.ndarray]:
+    """Column means and covariance (ddof = 0) of data, for the ``from_data`` defaults.
+
+    Parameters
+    ----------
+    family : str
+        Name used in the error messages (``"NormalInverseWishart.from_data"``).
+    data : array_like of shape (n,) or (n, D)
+    columns : str
+        What the columns are, for the messages.
+
+    Returns
+    -------
+    mean : ndarray of shape (D,)
+    covariance : ndarray of shape (D, D)
+        With a positive diagonal (else ``ValueError`` naming the constant columns).
+    """
+    array = np.asarray(data)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{family}: data must be numeric (got dtype {array.dtype})")
+    x2d = np.asarray(array, dtype=np.float64)
+    if x2d.ndim == 1:
+        x2d = x2d.reshape(-1, 1)
+    if x2d.ndim != 2 or x2d.shape[0] < 2:
+        raise ValueError(f"{family}: data must have shape (n, D) with n >= 2 rows, got "
+                         f"{array.shape}")
+    if not np.all(np.isfinite(x2d)):
+        raise ValueError(f"{family}: data contains NaN or infinite values; remove or impute "
+                         "them first")
+    mean = x2d.mean(axis=0)
+    covariance = np.atleast_2d(np.cov(x2d, rowvar=False, bias=True))
+    constant = np.flatnonzero(~(np.diag(covariance) > 0))
+    if constant.size:
+        raise ValueError(f"{family}: {columns} {constant.tolist()} of the data are constant "
+                         "(zero variance); drop them or give the hyperparameters yourself")
+    return mean, covariance
+
+
+def _check_fraction(family: str, variance_fraction: Any) -> float:
+    value = float(variance_fraction)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{family}: variance_fraction must be a positive number (the prior "
+                         f"mean of a cluster's variance relative to the data's), got "
+                         f"{variance_fraction!r}")
+    return value

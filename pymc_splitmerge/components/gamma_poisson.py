@@ -208,6 +208,36 @@ class GammaPoisson(ComponentFamily):
         return per_slot, [pt.all(pt.gt(shape, 0)), pt.all(pt.gt(rate, 0))]
 
     @classmethod
+    def from_data(cls, data):
+        """A prior scaled to the data: each rate's prior mean is its column's mean count.
+
+        ``shape = 1`` (an exponential prior on each rate, as wide as its mean) and
+        ``rate = 1 / max(mean_j, 1 / n)`` per column j (a column of zeros gets the prior mean
+        ``1 / n``, one count in the whole data).
+
+        Parameters
+        ----------
+        data : array_like of shape (n, J) or (n,)
+            Non-negative integer counts.
+
+        Returns
+        -------
+        GammaPoisson
+        """
+        name = f"{cls.__name__}.from_data"
+        array = np.asarray(data)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: data must be numeric (got dtype {array.dtype})")
+        counts = np.asarray(array, dtype=np.float64)
+        counts = counts.reshape(-1, 1) if counts.ndim == 1 else counts
+        if counts.ndim != 2 or counts.shape[0] < 1:
+            raise ValueError(f"{name}: data must have shape (n, J), got {array.shape}")
+        if not np.all(np.isfinite(counts)) or np.any(counts < 0):
+            raise ValueError(f"{name}: data must be finite non-negative counts")
+        mean = np.maximum(counts.mean(axis=0), 1.0 / counts.shape[0])
+        return cls(shape=1.0, rate=1.0 / mean)
+
+    @classmethod
     def examples(cls, rng):
         """Equal rates (two logarithms per refresh) and per-attribute rates; counts >= 32."""
         return [("gamma-poisson-equal-rates", cls(shape=[0.5, 2.0, 3.0], rate=0.7),

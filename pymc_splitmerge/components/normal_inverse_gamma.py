@@ -43,7 +43,13 @@ import numpy as np
 from numba import njit
 from scipy import special
 
-from pymc_splitmerge.components.base import ComponentFamily, NumbaLeaves, _require_positive
+from pymc_splitmerge.components.base import (
+    ComponentFamily,
+    NumbaLeaves,
+    _check_fraction,
+    _data_moments,
+    _require_positive,
+)
 
 __all__ = [
     "NormalInverseGamma",
@@ -175,6 +181,40 @@ class NormalInverseGamma(ComponentFamily):
             - 0.5 * counts * _LOG_2PI
         )
         return per_slot, [pt.gt(kappa0, 0), pt.gt(alpha0, 0), pt.gt(beta0, 0)]
+
+    @classmethod
+    def from_data(cls, data, variance_fraction=0.1):
+        """A prior scaled to the data: the clustering does not depend on its units or location.
+
+        With ``m`` and ``s2`` the mean and variance of the data::
+
+            mu0 = m,   kappa0 = variance_fraction,   alpha0 = 3 / 2,
+            beta0 = variance_fraction * s2 / 2
+
+        so that a cluster's variance has prior mean ``beta0 / (alpha0 - 1) =
+        variance_fraction * s2`` (the heaviest-tailed choice of the form ``(D + 2) / 2`` with a
+        finite mean) and a cluster's mean prior variance ``E[variance] / kappa0 = s2``.  The
+        same choice as :meth:`NormalInverseWishart.from_data` for D = 1.
+
+        Parameters
+        ----------
+        data : array_like of shape (n,) or (n, 1)
+        variance_fraction : float, default 0.1
+            Prior mean of a cluster's variance relative to the data's variance; compare values
+            with the evidence (user guide, "Choosing hyperparameters").
+
+        Returns
+        -------
+        NormalInverseGamma
+        """
+        name = f"{cls.__name__}.from_data"
+        fraction = _check_fraction(name, variance_fraction)
+        mean, covariance = _data_moments(name, data)
+        if mean.shape[0] != 1:
+            raise ValueError(f"{name}: the family is univariate; data must have shape (n,) "
+                             f"or (n, 1), got {mean.shape[0]} columns")
+        return cls(mu0=float(mean[0]), kappa0=fraction, alpha0=1.5,
+                   beta0=0.5 * fraction * float(covariance[0, 0]))
 
     @classmethod
     def examples(cls, rng):

@@ -47,7 +47,13 @@ import math
 import numpy as np
 from numba import njit
 
-from pymc_splitmerge.components.base import ComponentFamily, NumbaLeaves, _require_scale_matrix
+from pymc_splitmerge.components.base import (
+    ComponentFamily,
+    NumbaLeaves,
+    _check_fraction,
+    _data_moments,
+    _require_scale_matrix,
+)
 
 __all__ = [
     "NormalKnownCovariance",
@@ -232,6 +238,35 @@ class NormalKnownCovariance(ComponentFamily):
             - 0.5 * log_det_n
         )
         return per_slot, [graph.is_finite(log_det_sigma), graph.is_finite(log_det_sigma0)]
+
+    @classmethod
+    def from_data(cls, data, variance_fraction=0.1):
+        """A prior scaled to the data: the clustering does not depend on the units or location
+        of each column (as :meth:`NormalInverseWishart.from_data`).
+
+        With ``m`` the mean of the data and ``V`` the diagonal matrix of their variances::
+
+            mu0 = m,   sigma0 = V,   sigma = variance_fraction * V
+
+        The known within-cluster covariance is a fraction of the data's variances, and the
+        cluster means are spread like the data.  Give ``sigma`` yourself when it is known.
+
+        Parameters
+        ----------
+        data : array_like of shape (n, D)
+        variance_fraction : float, default 0.1
+            Within-cluster variance along each column relative to the data's; compare values
+            with the evidence (user guide, "Choosing hyperparameters").
+
+        Returns
+        -------
+        NormalKnownCovariance
+        """
+        name = f"{cls.__name__}.from_data"
+        fraction = _check_fraction(name, variance_fraction)
+        mean, covariance = _data_moments(name, data)
+        variances = np.diag(np.diag(covariance))
+        return cls(mu0=mean, sigma0=variances, sigma=fraction * variances)
 
     @classmethod
     def examples(cls, rng):

@@ -48,6 +48,7 @@ from pymc_splitmerge.components.grid import GridComponent
 from pymc_splitmerge.components.normal_inverse_gamma import NormalInverseGamma
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
 from pymc_splitmerge.components.normal_known_covariance import NormalKnownCovariance
+from pymc_splitmerge.components.normal_linear_regression import NormalLinearRegression
 from pymc_splitmerge.components.product import ProductFamily
 
 __all__ = [
@@ -98,6 +99,7 @@ FAMILIES: tuple[FamilyEntry, ...] = (
     FamilyEntry(5, "gamma_poisson", GammaPoisson),
     FamilyEntry(6, "grid", GridComponent),
     FamilyEntry(7, "product", ProductFamily),
+    FamilyEntry(8, "normal_linear_regression", NormalLinearRegression),
 )
 """Every family, in the order of the generated ``if/elif`` chains (most used first)."""
 
