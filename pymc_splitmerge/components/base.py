@@ -595,6 +595,9 @@ class ComponentFamily:
             ``graph.vector(value)`` / ``graph.matrix(value)`` (a hyperparameter as a float64
             vector of length ``dim`` / a (dim, dim) matrix, scalars broadcast),
             ``graph.log_det_cholesky(matrices)`` -> (log-determinants, lower factors),
+            ``graph.log_det_stack(stack)`` / ``graph.inverse_stack(stack)`` (log-determinants
+            and inverses of a (K, D, D) stack in one batched call each, gradient included:
+            prefer them for per-cluster matrices),
             ``graph.is_finite(value)`` and ``graph.restrict(columns)`` (the same clusters for
             a sub-family of some columns).
         hyperparameters : dict

@@ -843,8 +843,8 @@ class NormalInverseWishart(ComponentFamily):
         psi_n = (psi0[None] + scatter
                  + (kappa0 * counts / kappa_n)[:, None, None]
                  * deviation[:, :, None] * deviation[:, None, :])
-        log_det0, _ = graph.log_det_cholesky(psi0)
-        log_det_n, _ = graph.log_det_cholesky(psi_n)
+        log_det0 = graph.log_det_stack(psi0[None])[0]
+        log_det_n = graph.log_det_stack(psi_n)
         d_index = pt.arange(dim, dtype="float64")
         log_gamma_ratio = pt.sum(
             pt.gammaln(0.5 * (nu_n[:, None] - d_index[None, :]))

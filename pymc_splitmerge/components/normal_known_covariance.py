@@ -231,15 +231,15 @@ class NormalKnownCovariance(ComponentFamily):
         scatter = outer - sums[:, :, None] * mean[:, None, :]
         deviation = mean - (mu0 - graph.reference)[None, :]
         covariance_n = sigma0[None] + sigma[None] / counts[:, None, None]
-        log_det_n, chol_n = graph.log_det_cholesky(covariance_n)
-        whitened = pt.linalg.solve_triangular(chol_n, deviation[:, :, None], lower=True)[:, :, 0]
+        log_det_n = graph.log_det_stack(covariance_n)
+        solved = pt.sum(graph.inverse_stack(covariance_n) * deviation[:, None, :], axis=2)
         per_slot = (
             -0.5 * counts * dim * _LOG_2PI
             - 0.5 * (counts - 1.0) * log_det_sigma
             - 0.5 * dim * pt.log(counts)
             - 0.5 * pt.sum(scatter * sigma_inverse[None], axis=(1, 2))
             - 0.5 * log_det_n
-            - 0.5 * pt.sum(whitened**2, axis=1)
+            - 0.5 * pt.sum(deviation * solved, axis=1)
         )
         return per_slot, [graph.is_finite(log_det_sigma), graph.is_finite(log_det_sigma0)]
 

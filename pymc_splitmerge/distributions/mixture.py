@@ -46,7 +46,11 @@ from pymc_splitmerge.distributions.priors import (
     FiniteDirichletRV,
     call_random_variable,
 )
-from pymc_splitmerge.distributions.statistics import cluster_statistics
+from pymc_splitmerge.distributions.statistics import (
+    batched_inverse,
+    batched_log_det,
+    cluster_statistics,
+)
 
 __all__ = [
     "ConjugateMixture",
@@ -188,6 +192,17 @@ class SlotGraph:
         """Log-determinants and lower Cholesky factors of (a stack of) SPD matrices."""
         chol = pt.linalg.cholesky(matrices, lower=True)
         return 2.0 * pt.sum(pt.log(pt.diagonal(chol, axis1=-2, axis2=-1)), axis=-1), chol
+
+    @staticmethod
+    def log_det_stack(matrices):
+        """Log-determinants of a (K, D, D) stack of SPD matrices (NaN where not positive
+        definite), one batched NumPy call and a batched gradient."""
+        return batched_log_det(matrices)
+
+    @staticmethod
+    def inverse_stack(matrices):
+        """Inverses of a (K, D, D) stack of matrices (one batched NumPy call)."""
+        return batched_inverse(matrices)
 
     @staticmethod
     def is_finite(value):

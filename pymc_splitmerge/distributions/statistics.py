@@ -28,7 +28,8 @@ from pytensor.gradient import disconnected_type, grad_not_implemented
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 
-__all__ = ["ClusterStatistics", "cluster_statistics"]
+__all__ = ["BatchedInverse", "BatchedLogDet", "ClusterStatistics", "batched_inverse",
+           "batched_log_det", "cluster_statistics"]
 
 
 class ClusterStatistics(Op):
@@ -121,3 +122,60 @@ def _same_inputs(previous, inputs) -> bool:
 def cluster_statistics(labels, n_labels: int, *values):
     """Apply :class:`ClusterStatistics`: ``(in_range, sizes, *sums)`` (see the module doc)."""
     return ClusterStatistics(n_labels, len(values))(labels, *values)
+
+
+class BatchedLogDet(Op):
+    """``log|A_k|`` of a stack (K, D, D) of symmetric positive-definite matrices in one NumPy
+    call (``np.linalg.slogdet``); NaN where a matrix is not positive definite.
+
+    Pytensor's ``Blockwise`` of a Cholesky factor and its gradient's triangular solves make
+    one Python (and BLAS) call per matrix; one batched call keeps a gradient of K small
+    matrices at a few NumPy calls.  Gradient: ``g_k A_k^{-T}`` (:class:`BatchedInverse`).
+    """
+
+    __props__ = ()
+
+    def make_node(self, matrices):
+        matrices = pt.as_tensor_variable(matrices).astype("float64")
+        if matrices.ndim != 3:
+            raise TypeError("BatchedLogDet needs a (K, D, D) tensor")
+        return Apply(self, [matrices], [pt.tensor(dtype="float64", shape=(None,))])
+
+    def perform(self, node, inputs, output_storage):
+        sign, log_det = np.linalg.slogdet(inputs[0])
+        output_storage[0][0] = np.where(sign > 0, log_det, np.nan)
+
+    def L_op(self, inputs, outputs, output_gradients):
+        [matrices] = inputs
+        inverse = BatchedInverse()(matrices)
+        return [output_gradients[0][:, None, None] * inverse.transpose(0, 2, 1)]
+
+
+class BatchedInverse(Op):
+    """Inverses of a stack (K, D, D) of matrices in one NumPy call (``np.linalg.inv``)."""
+
+    __props__ = ()
+
+    def make_node(self, matrices):
+        matrices = pt.as_tensor_variable(matrices).astype("float64")
+        return Apply(self, [matrices], [matrices.type()])
+
+    def perform(self, node, inputs, output_storage):
+        try:
+            output_storage[0][0] = np.linalg.inv(inputs[0])
+        except np.linalg.LinAlgError:
+            output_storage[0][0] = np.full_like(inputs[0], np.nan)
+
+    def L_op(self, inputs, outputs, output_gradients):
+        inverse_t = outputs[0].transpose(0, 2, 1)
+        return [-pt.matmul(pt.matmul(inverse_t, output_gradients[0]), inverse_t)]
+
+
+def batched_log_det(matrices):
+    """:class:`BatchedLogDet` of a (K, D, D) stack."""
+    return BatchedLogDet()(matrices)
+
+
+def batched_inverse(matrices):
+    """:class:`BatchedInverse` of a (K, D, D) stack."""
+    return BatchedInverse()(matrices)
