@@ -126,7 +126,7 @@ def cluster_statistics(labels, n_labels: int, *values):
 
 class BatchedLogDet(Op):
     """``log|A_k|`` of a stack (K, D, D) of symmetric positive-definite matrices in one NumPy
-    call (``np.linalg.slogdet``); NaN where a matrix is not positive definite.
+    call (a batched ``np.linalg.cholesky``); NaN where a matrix is not positive definite.
 
     Pytensor's ``Blockwise`` of a Cholesky factor and its gradient's triangular solves make
     one Python (and BLAS) call per matrix; one batched call keeps a gradient of K small
@@ -142,8 +142,7 @@ class BatchedLogDet(Op):
         return Apply(self, [matrices], [pt.tensor(dtype="float64", shape=(None,))])
 
     def perform(self, node, inputs, output_storage):
-        sign, log_det = np.linalg.slogdet(inputs[0])
-        output_storage[0][0] = np.where(sign > 0, log_det, np.nan)
+        output_storage[0][0] = _log_det_spd(inputs[0])
 
     def L_op(self, inputs, outputs, output_gradients):
         [matrices] = inputs
@@ -169,6 +168,19 @@ class BatchedInverse(Op):
     def L_op(self, inputs, outputs, output_gradients):
         inverse_t = outputs[0].transpose(0, 2, 1)
         return [-pt.matmul(pt.matmul(inverse_t, output_gradients[0]), inverse_t)]
+
+
+def _log_det_spd(matrices):
+    """``2 sum log diag(chol(A_k))`` per matrix; NaN where the factorisation fails."""
+    matrices = np.asarray(matrices, dtype=np.float64)
+    try:
+        factors = np.linalg.cholesky(matrices)
+    except np.linalg.LinAlgError:
+        if matrices.shape[0] <= 1:
+            return np.full(matrices.shape[0], np.nan)
+        return np.concatenate([_log_det_spd(matrices[k:k + 1])
+                               for k in range(matrices.shape[0])])
+    return 2.0 * np.sum(np.log(np.diagonal(factors, axis1=1, axis2=2)), axis=1)
 
 
 def batched_log_det(matrices):
