@@ -572,23 +572,34 @@ class ComponentFamily:
 
     # --- the PyMC layer's pytensor log marginal, written here against a passed namespace ---
     def log_marginal_graph(self, graph: Any, hyperparameters: dict[str, Any], x2d: Any):
-        """Log marginal likelihood of every label slot, as a pytensor graph.
+        """Log marginal likelihood of every non-empty cluster, as a pytensor graph.
 
         Written with the tensor namespace the caller hands in, so that this layer never
-        imports pytensor (``docs/contracts.md``, layers).
+        imports pytensor (``docs/contracts.md``, layers).  The formula reads the data only
+        through per-cluster sums of per-point values that do not depend on a hyperparameter
+        (``graph.cluster_sums``): they are computed once per label vector, so one evaluation
+        for new hyperparameters costs O(K x statistics row) and is differentiable in every
+        continuous hyperparameter.
 
         Parameters
         ----------
         graph : object
-            Built by :mod:`pymc_splitmerge.distributions.mixture`: ``graph.pt`` is
-            ``pytensor.tensor``; ``graph.counts`` (float, shape (L,)) the number of points
-            per slot, ``graph.n_slots`` = L and ``graph.dim`` the width of ``x2d``; helpers
-            ``graph.segment_sum(values)`` (per-slot sums of per-point values, shape (L, ...)),
+            Built by :mod:`pymc_splitmerge.distributions.mixture` (``SlotGraph``):
+            ``graph.pt`` is ``pytensor.tensor``; ``graph.counts`` (float, shape (K,)) the
+            number of points of each non-empty cluster and ``graph.dim`` the width of
+            ``x2d``; ``graph.cluster_sums(*values)`` (per-cluster sums of per-point values of
+            shape (n, ...), one (K, ...) tensor each; ``graph.segment_sum(values)`` for one),
+            ``graph.centred(x2d)`` (``x2d - graph.reference``, a fixed point near the data:
+            continuous families sum centred values and move their location hyperparameters
+            by ``graph.reference``, so that data far from zero lose no precision),
             ``graph.vector(value)`` / ``graph.matrix(value)`` (a hyperparameter as a float64
             vector of length ``dim`` / a (dim, dim) matrix, scalars broadcast),
             ``graph.log_det_cholesky(matrices)`` -> (log-determinants, lower factors),
-            ``graph.is_finite(value)``, ``graph.labels`` (int, shape (n,), in range) and
-            ``graph.restrict(dim)`` (the same graph for a sub-family of ``dim`` columns).
+            ``graph.log_det_stack(stack)`` / ``graph.inverse_stack(stack)`` (log-determinants
+            and inverses of a (K, D, D) stack in one batched call each, gradient included:
+            prefer them for per-cluster matrices),
+            ``graph.is_finite(value)`` and ``graph.restrict(columns)`` (the same clusters for
+            a sub-family of some columns).
         hyperparameters : dict
             Name -> tensor of every hyperparameter (numeric ones as constants; a ragged
             Dirichlet concentration as a list of arrays).
@@ -597,8 +608,8 @@ class ComponentFamily:
 
         Returns
         -------
-        per_slot : tensor of shape (L,)
-            ``log m(x_{z = j})`` for every slot (the value at empty slots is masked).
+        per_slot : tensor of shape (K,)
+            ``log m(x_{z = j})`` for every non-empty cluster.
         conditions : list of boolean scalar tensors
             The hyperparameters' domain (``check_parameters``).
         """

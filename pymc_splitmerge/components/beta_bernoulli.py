@@ -199,7 +199,7 @@ class BetaBernoulli(ComponentFamily):
         def betaln(first, second):
             return pt.gammaln(first) + pt.gammaln(second) - pt.gammaln(first + second)
 
-        ones = graph.segment_sum(x2d)  # (L, J)
+        ones = graph.segment_sum(x2d)  # (K, J)
         per_slot = pt.sum(betaln(a[None] + ones, b[None] + counts[:, None] - ones)
                           - betaln(a, b)[None], axis=1)
         return per_slot, [pt.all(pt.gt(a, 0)), pt.all(pt.gt(b, 0))]

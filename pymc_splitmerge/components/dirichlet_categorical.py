@@ -189,7 +189,7 @@ class DirichletCategorical(ComponentFamily):
         symbolic: a scalar, one value per attribute, or full vectors (rectangular (J, K)
         tensor or a ragged list of numeric arrays).
         """
-        pt, counts, dim, n_slots = graph.pt, graph.counts, graph.dim, graph.n_slots
+        pt, counts, dim = graph.pt, graph.counts, graph.dim
         if not is_numeric_value(self.hyperparameters["n_categories"]):
             raise TypeError(f"{type(self).__name__}: n_categories must be numeric (static)")
         categories = np.asarray(self.hyperparameters["n_categories"], dtype=np.float64)
@@ -210,10 +210,9 @@ class DirichletCategorical(ComponentFamily):
             else:  # rectangular (J, K) full Dirichlet
                 alpha = concentration.reshape((-1,))
         codes = pt.clip(x2d.astype("int64"), 0, categories[None, :] - 1)
-        flat = graph.labels[:, None] * total + offsets[None, :-1] + codes  # (n, J)
-        ones = pt.ones(flat.shape, dtype="float64").reshape((-1,))
-        table = pt.inc_subtensor(pt.zeros((n_slots * total,))[flat.reshape((-1,))], ones)
-        table = table.reshape((n_slots, total))
+        flat = offsets[None, :-1] + codes  # (n, J): each point's cell of every attribute
+        one_hot = pt.sum(pt.eq(flat[:, :, None], np.arange(total)[None, None, :]), axis=1)
+        [table] = graph.cluster_sums(one_hot.astype("float64"))  # (K, sum_j K_j) counts
         membership = np.zeros((total, dim))
         membership[np.arange(total), attribute] = 1.0
         alpha_totals = pt.dot(alpha, membership)  # (J,)

@@ -197,8 +197,8 @@ class GammaPoisson(ComponentFamily):
         pt, counts = graph.pt, graph.counts
         shape = graph.vector(hyperparameters["shape"])
         rate = graph.vector(hyperparameters["rate"])
-        totals = graph.segment_sum(x2d)  # (L, J)
-        log_factorials = graph.segment_sum(pt.sum(pt.gammaln(x2d + 1.0), axis=1))
+        totals, log_factorials = graph.cluster_sums(  # (K, J), (K,)
+            x2d, pt.sum(pt.gammaln(x2d + 1.0), axis=1))
         per_slot = pt.sum(
             pt.gammaln(shape[None] + totals) - pt.gammaln(shape)[None]
             + (shape * pt.log(rate))[None]

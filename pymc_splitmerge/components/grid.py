@@ -151,7 +151,7 @@ class GridComponent(ComponentFamily):
         pt = graph.pt
         log_prior = pt.as_tensor_variable(hyperparameters["log_prior_grid"]).astype("float64")
         log_prior = log_prior - pt.logsumexp(log_prior)
-        sums = graph.segment_sum(x2d)  # (L, G)
+        sums = graph.segment_sum(x2d)  # (K, G)
         return pt.logsumexp(log_prior[None] + sums, axis=1), []
 
     @classmethod

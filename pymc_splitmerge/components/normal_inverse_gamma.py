@@ -168,12 +168,16 @@ class NormalInverseGamma(ComponentFamily):
         pt, counts = graph.pt, graph.counts
         mu0, kappa0, alpha0, beta0 = (pt.as_tensor_variable(hyperparameters[k]).astype("float64")
                                       for k in ("mu0", "kappa0", "alpha0", "beta0"))
-        centred = x2d[:, 0] - mu0
-        s = graph.segment_sum(centred)
-        q = graph.segment_sum(centred**2)
+        # sums of y = x - reference (graph.centred); with ybar the cluster mean of y,
+        # q - s^2 / kappa_n of the sums centred at mu0 is
+        # sum (y - ybar)^2 + kappa0 n / kappa_n (ybar - (mu0 - reference))^2
+        y = graph.centred(x2d)[:, 0]
+        s, q = graph.cluster_sums(y, y**2)
+        mean = s / counts
         kappa_n = kappa0 + counts
         alpha_n = alpha0 + 0.5 * counts
-        beta_n = beta0 + 0.5 * (q - s**2 / kappa_n)
+        deviation = mean - (mu0 - graph.reference[0])
+        beta_n = beta0 + 0.5 * ((q - s * mean) + kappa0 * counts / kappa_n * deviation**2)
         per_slot = (
             pt.gammaln(alpha_n) - pt.gammaln(alpha0)
             + alpha0 * pt.log(beta0) - alpha_n * pt.log(beta_n)

@@ -834,19 +834,20 @@ class NormalInverseWishart(ComponentFamily):
         kappa0 = pt.as_tensor_variable(hyperparameters["kappa0"]).astype("float64")
         nu0 = pt.as_tensor_variable(hyperparameters["nu0"]).astype("float64")
         psi0 = graph.matrix(hyperparameters["psi0"])
-        sums = graph.segment_sum(x2d)  # (L, D)
-        outer = graph.segment_sum(x2d[:, :, None] * x2d[:, None, :])  # (L, D, D)
-        safe = pt.maximum(counts, 1.0)
+        # sums of y = x - reference (a fixed point near the data, graph.centred): no
+        # cancellation for data far from zero; mu0 is moved by the same reference
+        y = graph.centred(x2d)
+        sums, outer = graph.cluster_sums(y, y[:, :, None] * y[:, None, :])  # (K, D), (K, D, D)
         kappa_n = kappa0 + counts
         nu_n = nu0 + counts
-        mean = sums / safe[:, None]
-        scatter = outer - sums[:, :, None] * sums[:, None, :] / safe[:, None, None]
-        deviation = mean - mu0[None, :]
+        mean = sums / counts[:, None]
+        scatter = outer - sums[:, :, None] * sums[:, None, :] / counts[:, None, None]
+        deviation = mean - (mu0 - graph.reference)[None, :]
         psi_n = (psi0[None] + scatter
                  + (kappa0 * counts / kappa_n)[:, None, None]
                  * deviation[:, :, None] * deviation[:, None, :])
-        log_det0, _ = graph.log_det_cholesky(psi0)
-        log_det_n, _ = graph.log_det_cholesky(psi_n)
+        log_det0 = graph.log_det_stack(psi0[None])[0]
+        log_det_n = graph.log_det_stack(psi_n)
         d_index = pt.arange(dim, dtype="float64")
         log_gamma_ratio = pt.sum(
             pt.gammaln(0.5 * (nu_n[:, None] - d_index[None, :]))

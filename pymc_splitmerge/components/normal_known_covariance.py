@@ -213,29 +213,39 @@ class NormalKnownCovariance(ComponentFamily):
         super().__init__(mu0=mu0, sigma0=sigma0, sigma=sigma)
 
     def log_marginal_graph(self, graph, hyperparameters, x2d):
-        """Gaussian integral per label slot in pytensor, ``Lambda_n = Sigma0^-1 + n Sigma^-1``."""
+        """Gaussian integral per cluster in pytensor, in centred form.
+
+        With ``xbar`` the cluster mean and ``S`` its scatter matrix about ``xbar``::
+
+            log m = -n D/2 log(2 pi) - (n - 1)/2 log|Sigma| - D/2 log(n) - tr(Sigma^-1 S)/2
+                    + log N(xbar; mu0, Sigma0 + Sigma / n) + D/2 log(2 pi)
+
+        (the likelihood factorises into the scatter and ``N(xbar; mu, Sigma / n)``, whose
+        integral against the prior of ``mu`` is the last normal density).  The sums are of
+        ``x - reference`` (``graph.centred``), so data far from zero lose no precision.
+        """
         pt, counts, dim = graph.pt, graph.counts, graph.dim
         mu0 = graph.vector(hyperparameters["mu0"])
         sigma0 = graph.matrix(hyperparameters["sigma0"])
         sigma = graph.matrix(hyperparameters["sigma"])
         sigma_inverse = pt.linalg.inv(sigma)
-        sigma0_inverse = pt.linalg.inv(sigma0)
         log_det_sigma, _ = graph.log_det_cholesky(sigma)
         log_det_sigma0, _ = graph.log_det_cholesky(sigma0)
-        sums = graph.segment_sum(x2d)  # (L, D)
-        quadratic = graph.segment_sum(pt.sum((x2d @ sigma_inverse) * x2d, axis=1))
-        precision_n = sigma0_inverse[None] + counts[:, None, None] * sigma_inverse[None]
-        b = (sigma0_inverse @ mu0)[None, :] + sums @ sigma_inverse  # sigma^-1 symmetric
-        log_det_n, chol_n = graph.log_det_cholesky(precision_n)
-        whitened = pt.linalg.solve_triangular(chol_n, b[:, :, None], lower=True)[:, :, 0]
+        y = graph.centred(x2d)
+        sums, outer = graph.cluster_sums(y, y[:, :, None] * y[:, None, :])  # (K, D), (K, D, D)
+        mean = sums / counts[:, None]
+        scatter = outer - sums[:, :, None] * mean[:, None, :]
+        deviation = mean - (mu0 - graph.reference)[None, :]
+        covariance_n = sigma0[None] + sigma[None] / counts[:, None, None]
+        log_det_n = graph.log_det_stack(covariance_n)
+        solved = pt.sum(graph.inverse_stack(covariance_n) * deviation[:, None, :], axis=2)
         per_slot = (
             -0.5 * counts * dim * _LOG_2PI
-            - 0.5 * counts * log_det_sigma
-            - 0.5 * quadratic
-            - 0.5 * pt.dot(mu0, sigma0_inverse @ mu0)
-            + 0.5 * pt.sum(whitened**2, axis=1)
-            - 0.5 * log_det_sigma0
+            - 0.5 * (counts - 1.0) * log_det_sigma
+            - 0.5 * dim * pt.log(counts)
+            - 0.5 * pt.sum(scatter * sigma_inverse[None], axis=(1, 2))
             - 0.5 * log_det_n
+            - 0.5 * pt.sum(deviation * solved, axis=1)
         )
         return per_slot, [graph.is_finite(log_det_sigma), graph.is_finite(log_det_sigma0)]
 

@@ -338,7 +338,7 @@ class ProductFamily(ComponentFamily):
                                              self._components, strict=True):
             sub_x = pt.specify_shape(x2d[:, columns], (x2d.type.shape[0], columns.size))
             sub_slot, sub_conditions = sub.log_marginal_graph(
-                graph.restrict(int(columns.size)), sub_hyper, sub_x)
+                graph.restrict(columns), sub_hyper, sub_x)
             per_slot = per_slot + sub_slot
             conditions += sub_conditions
         return per_slot, conditions

@@ -30,8 +30,6 @@ References
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import pytensor.tensor as pt
@@ -48,12 +46,18 @@ from pymc_splitmerge.distributions.priors import (
     FiniteDirichletRV,
     call_random_variable,
 )
+from pymc_splitmerge.distributions.statistics import (
+    batched_inverse,
+    batched_log_det,
+    cluster_statistics,
+)
 
 __all__ = [
     "ConjugateMixture",
     "ConjugateMixtureRV",
     "SlotGraph",
     "conjugate_mixture_log_likelihood",
+    "data_reference",
     "number_of_label_slots",
     "observed_value",
     "prepare_observed_data",
@@ -103,41 +107,75 @@ def number_of_label_slots(partition: Variable, n: int) -> int:
     return n
 
 
-@dataclass(frozen=True)
 class SlotGraph:
-    """What a family's ``log_marginal_graph`` needs to write its formula per label slot.
+    """What a family's ``log_marginal_graph`` needs to write its formula per cluster.
 
-    See :meth:`pymc_splitmerge.components.base.ComponentFamily.log_marginal_graph`.
+    See :meth:`pymc_splitmerge.components.base.ComponentFamily.log_marginal_graph`.  The
+    "slots" are the K non-empty clusters of the labels, in increasing label order: their
+    sizes and the per-cluster sums of per-point values come from
+    :class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics`, computed once per
+    label vector, so the family's formula costs O(K x statistics row) per evaluation.
 
     Attributes
     ----------
     pt : module
         ``pytensor.tensor``.
     labels : int tensor of shape (n,)
-        Labels clipped to ``[0, n_slots)``.
-    counts : float tensor of shape (n_slots,)
-        Points per slot.
+        The labels as given (the statistics op checks and clips them).
+    counts : float tensor of shape (K,)
+        Points per non-empty cluster.
+    in_range : int8 scalar tensor
+        Whether every label lies in ``[0, n_slots)``.
     n_slots : int
+        Label range.
     dim : int
         Width of the data the family models.
+    reference : ndarray of float64, shape (dim,)
+        A fixed point near the data (their column means when known at build time, else 0):
+        continuous families sum ``x - reference`` (:meth:`centred`) so that data far from
+        zero relative to their spread lose no precision; the log marginal is exact for any
+        reference.
     """
 
-    pt: Any
-    labels: Any
-    counts: Any
-    n_slots: int
-    dim: int
+    def __init__(self, pt, labels, n_slots: int, dim: int, reference=None):
+        self.pt = pt
+        self.labels = pt.as_tensor_variable(labels)
+        self.n_slots = int(n_slots)
+        self.dim = int(dim)
+        self.reference = (np.zeros(self.dim) if reference is None
+                          else np.asarray(reference, dtype=np.float64).reshape(self.dim))
+        self.in_range, self.counts = cluster_statistics(self.labels, self.n_slots)
 
-    def restrict(self, dim: int) -> SlotGraph:
-        """The same slots for a sub-family of ``dim`` columns (``ProductFamily``)."""
-        return replace(self, dim=int(dim))
+    def restrict(self, columns) -> SlotGraph:
+        """The same clusters for a sub-family of the data columns ``columns`` (``ProductFamily``);
+        an int is read as the first ``columns`` columns."""
+        columns = (np.arange(int(columns)) if np.ndim(columns) == 0
+                   else np.asarray(columns, dtype=np.int64).reshape(-1))
+        out = object.__new__(SlotGraph)
+        out.__dict__.update(self.__dict__)
+        out.dim = int(columns.size)
+        out.reference = self.reference[columns]
+        return out
+
+    def cluster_sums(self, *values):
+        """Per-cluster sums of per-point values, one (K, ...) tensor per argument.
+
+        ``values[m]`` has shape (n, ...) and must not depend on a hyperparameter (it is
+        folded into a constant for constant data; the sums carry no gradient).
+        """
+        if not values:
+            return []
+        _, _, *sums = cluster_statistics(self.labels, self.n_slots, *values)
+        return sums
 
     def segment_sum(self, values):
-        """``out[j] = sum_{i: labels[i] = j} values[i]`` (scatter-add), shape (n_slots, ...)."""
-        values = pt.as_tensor_variable(values)
-        zeros = pt.zeros((self.n_slots, *[values.shape[d] for d in range(1, values.ndim)]),
-                         dtype=values.dtype)
-        return pt.inc_subtensor(zeros[self.labels], values)
+        """``out[k] = sum_{i in cluster k} values[i]``, shape (K, ...) (see :meth:`cluster_sums`)."""
+        return self.cluster_sums(values)[0]
+
+    def centred(self, x2d):
+        """``x2d - reference`` (see :attr:`reference`), the per-point values of continuous
+        families."""
+        return x2d - self.reference[None, :]
 
     def vector(self, value):
         """A hyperparameter as a float64 vector of length ``dim`` (scalars broadcast)."""
@@ -156,13 +194,39 @@ class SlotGraph:
         return 2.0 * pt.sum(pt.log(pt.diagonal(chol, axis1=-2, axis2=-1)), axis=-1), chol
 
     @staticmethod
+    def log_det_stack(matrices):
+        """Log-determinants of a (K, D, D) stack of SPD matrices (NaN where not positive
+        definite), one batched NumPy call and a batched gradient."""
+        return batched_log_det(matrices)
+
+    @staticmethod
+    def inverse_stack(matrices):
+        """Inverses of a (K, D, D) stack of matrices (one batched NumPy call)."""
+        return batched_inverse(matrices)
+
+    @staticmethod
     def is_finite(value):
         """Whether every entry is finite (a boolean scalar)."""
         return pt.all(pt.invert(pt.isnan(value) | pt.isinf(value)))
 
 
+def data_reference(data, dim: int) -> np.ndarray:
+    """Column means of data known at build time (a constant or ``pm.Data``), else zeros.
+
+    The fixed point of :attr:`SlotGraph.reference`; any value gives the same log density, a
+    point near the data keeps the per-cluster sums free of cancellation.
+    """
+    if isinstance(data, (Constant, SharedVariable, np.ndarray)):
+        values = observed_value(data)
+        if values.size and values.dtype.kind in "biuf":
+            reference = np.asarray(values, dtype=np.float64).reshape(-1, dim).mean(axis=0)
+            if np.all(np.isfinite(reference)):
+                return reference
+    return np.zeros(dim)
+
+
 def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: dict,
-                                     x2d, labels, n_slots: int):
+                                     x2d, labels, n_slots: int, reference=None):
     """Sum over clusters of the family's log marginal likelihood, in pytensor.
 
     Parameters
@@ -177,21 +241,24 @@ def conjugate_mixture_log_likelihood(family: ComponentFamily, hyperparameters: d
         Cluster labels; labels outside ``[0, n_slots)`` give ``-inf``.
     n_slots : int
         Label range.
+    reference : array_like of shape (data_dim,), optional
+        :attr:`SlotGraph.reference` (default: the data's column means when ``x2d`` is a
+        constant, else zeros).
 
     Returns
     -------
     scalar tensor
         ``sum_j log m(x_{z = j})``, wrapped in ``check_parameters`` for the hyperparameters.
+        One evaluation costs O(K x statistics row) while the labels are unchanged
+        (:mod:`pymc_splitmerge.distributions.statistics`).
     """
     dim = int(x2d.type.shape[1])
-    labels = pt.as_tensor_variable(labels)
-    in_range = pt.all(pt.ge(labels, 0) & pt.lt(labels, n_slots))
-    safe = pt.clip(labels, 0, n_slots - 1).astype("int64")
-    graph = SlotGraph(pt=pt, labels=safe, counts=None, n_slots=int(n_slots), dim=dim)
-    graph = replace(graph, counts=graph.segment_sum(pt.ones(safe.shape, dtype="float64")))
+    if reference is None:
+        reference = data_reference(x2d, dim)
+    graph = SlotGraph(pt, labels, n_slots, dim, reference)
     per_slot, conditions = family.log_marginal_graph(graph, hyperparameters, x2d)
-    total = pt.sum(pt.switch(pt.gt(graph.counts, 0), per_slot, 0.0))
-    total = pt.switch(in_range, total, -np.inf)
+    total = pt.sum(per_slot)
+    total = pt.switch(graph.in_range, total, -np.inf)
     if conditions:
         total = check_parameters(total, *conditions,
                                  msg=f"{type(family).__name__} hyperparameters in their domain")
@@ -471,4 +538,6 @@ def _conjugate_mixture_logp(op, values, rng, size, labels, *symbolic, **kwargs):
             hyper[name] = pt.as_tensor_variable(np.asarray(item, dtype=np.float64))
         except ValueError:  # ragged full Dirichlet concentration vectors
             hyper[name] = [np.asarray(v, dtype=np.float64) for v in item]
-    return conjugate_mixture_log_likelihood(family, hyper, x2d, labels, op.n_slots)
+    reference = data_reference(value, dim) if isinstance(value, (Constant, SharedVariable)) \
+        else None
+    return conjugate_mixture_log_likelihood(family, hyper, x2d, labels, op.n_slots, reference)

@@ -11,9 +11,11 @@ exchangeable partition probability function (EPPF) of the set partition the labe
     \log p(c) = \log V(n, K) + \sum_{j=1}^{K} \log W(n_j)
 
 (PGSM eq. 3 with :math:`\tau_1 = V`, :math:`\tau_2 = W`), where :math:`n_j` are the sizes of
-the :math:`K` non-empty clusters.  It is written in pytensor: the cluster sizes are a
-scatter-add (``bincount``) of the labels over the label range, so the value is invariant to a
-relabelling of the clusters.  Labels outside the range (``[0, n)``; ``[0, k)`` for the finite
+the :math:`K` non-empty clusters.  It is written in pytensor on the sizes of the non-empty
+clusters (:func:`cluster_sizes`, computed once per label vector by
+:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics`), so the value is
+invariant to a relabelling of the clusters and one evaluation for new parameter values costs
+O(K).  Labels outside the range (``[0, n)``; ``[0, k)`` for the finite
 Dirichlet prior) give ``-inf``.
 
 The formulas (``log V``, ``log W``, the parameter conditions and the label range) are the
@@ -54,6 +56,7 @@ from pymc.pytensorf import normalize_rng_param
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_splitmerge.distributions.statistics import ClusterStatistics, cluster_statistics
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
@@ -210,20 +213,18 @@ def cluster_sizes(labels: Variable, n_labels: int) -> tuple[Variable, Variable, 
 
     Returns
     -------
-    in_range : bool scalar
+    in_range : int8 scalar
         Whether every label lies in ``[0, n_labels)``.
-    sizes : int64 tensor of shape (n_labels,)
-        ``sizes[j]`` = number of points with label ``j`` (out-of-range labels are clipped,
-        use ``in_range`` to mask the result).
+    sizes : int64 tensor of shape (K,)
+        Sizes of the non-empty clusters in increasing label order (out-of-range labels are
+        clipped, use ``in_range`` to mask the result); computed once per label vector
+        (:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics`), so a log
+        density of the sizes costs O(K) per evaluation while the labels are unchanged.
     n_clusters : int64 scalar
         Number of non-empty clusters ``K``.
     """
-    labels = pt.as_tensor_variable(labels)
-    in_range = pt.all(pt.ge(labels, 0) & pt.lt(labels, n_labels))
-    safe = pt.clip(labels, 0, n_labels - 1).astype("int64")
-    sizes = pt.inc_subtensor(pt.zeros((n_labels,), dtype="int64")[safe], 1)
-    n_clusters = pt.sum(pt.gt(sizes, 0), dtype="int64")
-    return in_range, sizes, n_clusters
+    in_range, sizes = cluster_statistics(labels, n_labels)
+    return in_range, sizes.astype("int64"), sizes.shape[0].astype("int64")
 
 
 def partition_log_eppf(prior_class, labels, n: int, **params) -> Variable:
@@ -272,9 +273,11 @@ def quiet_object_mode(rv_type: type) -> None:
     warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
 
 
-OBJECT_MODE_PATTERNS: list[str] = []
+OBJECT_MODE_PATTERNS: list[str] = [rf"Numba will use object mode to run {ClusterStatistics.__name__}\{{"]
 """The message patterns :func:`quiet_object_mode` has silenced (for test runners that reset
 the warning filters, e.g. pytest while it collects)."""
+warnings.filterwarnings("ignore", message=OBJECT_MODE_PATTERNS[0], category=UserWarning)
+
 
 
 class PartitionPriorRV(RandomVariable):

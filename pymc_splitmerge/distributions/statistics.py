@@ -1,0 +1,193 @@
+r"""Per-cluster statistics of a label vector, computed once per distinct label vector.
+
+Given the labels, the log density of a partition prior depends on them only through the
+block sizes, and a ``ConjugateMixture`` only through each cluster's sufficient statistics.
+:class:`ClusterStatistics` is the pytensor ``Op`` that turns ``(labels, *per-point values)``
+into
+
+* ``in_range``: int8 scalar, whether every label lies in ``[0, n_labels)``;
+* ``sizes``: float64 (K,), the sizes of the K non-empty clusters in increasing label order;
+* one (K, ...) table per per-point value array: ``out[k] = sum_{i in cluster k} values[i]``.
+
+Its output is cached on the node and reused while the labels (and the per-point values) are
+unchanged, so a sampler that moves only hyperparameters (NUTS, a slice step) pays
+O(K x statistics row) per evaluation instead of O(n): the per-point values of constant
+observed data are folded into constants when the function is compiled, and the cache check
+is a comparison of the label vector with the previous one (identity first, then equality).
+
+The per-point values are the family's own statement of its sufficient statistics (its
+``log_marginal_graph``, :class:`pymc_splitmerge.distributions.mixture.SlotGraph`); they must
+not depend on a hyperparameter (the outputs carry no gradient to them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.gradient import disconnected_type, grad_not_implemented
+from pytensor.graph.basic import Apply, Constant
+from pytensor.graph.op import Op
+
+__all__ = ["BatchedInverse", "BatchedLogDet", "ClusterStatistics", "batched_inverse",
+           "batched_log_det", "cluster_statistics"]
+
+
+class ClusterStatistics(Op):
+    """``(labels, *values) -> (in_range, sizes, *sums)`` over the non-empty clusters.
+
+    Parameters
+    ----------
+    n_labels : int
+        Labels must lie in ``[0, n_labels)``; out-of-range labels give ``in_range = 0`` (the
+        sizes and sums are then those of the clipped labels).
+    n_values : int
+        Number of per-point value arrays (each of shape (n, ...), float64).
+    """
+
+    __props__ = ("n_labels", "n_values")
+
+    def __init__(self, n_labels: int, n_values: int = 0):
+        self.n_labels = int(n_labels)
+        self.n_values = int(n_values)
+        super().__init__()
+
+    def make_node(self, labels, *values):
+        labels = pt.as_tensor_variable(labels)
+        if labels.ndim != 1 or not labels.dtype.startswith(("int", "uint")):
+            raise TypeError("ClusterStatistics: labels must be an integer vector")
+        values = [pt.as_tensor_variable(v).astype("float64") for v in values]
+        if len(values) != self.n_values:
+            raise TypeError(f"ClusterStatistics expects {self.n_values} value arrays")
+        outputs = [pt.bscalar(), pt.dvector()]
+        outputs += [pt.tensor(dtype="float64", shape=(None, *v.type.shape[1:])) for v in values]
+        return Apply(self, [labels, *values], outputs)
+
+    def perform(self, node, inputs, output_storage):
+        labels, *values = inputs
+        cache = getattr(node.tag, "cluster_statistics_cache", None)
+        # values that are constants of the compiled graph (the per-point statistics of
+        # constant data, folded when the function is compiled) never change: not compared
+        varying = [value for value, variable in zip(values, node.inputs[1:], strict=True)
+                   if not isinstance(variable, Constant)]
+        if cache is not None and _same_inputs(cache[0], [labels, *varying]):
+            results = cache[1]
+        else:
+            results = self._compute(labels, values)
+            # copies: the caller (or pytensor's storage reuse) may overwrite its buffers
+            node.tag.cluster_statistics_cache = (
+                [np.array(a, copy=True) for a in (labels, *varying)], results)
+        for storage, result in zip(output_storage, results, strict=True):
+            storage[0] = result.copy() if isinstance(result, np.ndarray) else result
+
+    def _compute(self, labels, values):
+        labels = np.asarray(labels)
+        in_range = bool(np.all((labels >= 0) & (labels < self.n_labels))) if labels.size else True
+        safe = np.clip(labels, 0, self.n_labels - 1).astype(np.int64)
+        counts = np.bincount(safe, minlength=self.n_labels)
+        occupied = np.flatnonzero(counts)
+        compact = np.empty(self.n_labels, dtype=np.int64)
+        compact[occupied] = np.arange(occupied.size)
+        index = compact[safe]
+        n_clusters = occupied.size
+        results = [np.array(in_range, dtype=np.int8), counts[occupied].astype(np.float64)]
+        for value in values:
+            flat = np.asarray(value, dtype=np.float64).reshape(labels.shape[0], -1)
+            table = np.empty((n_clusters, flat.shape[1]))
+            for column in range(flat.shape[1]):
+                table[:, column] = np.bincount(index, weights=flat[:, column],
+                                               minlength=n_clusters)
+            results.append(table.reshape((n_clusters, *np.shape(value)[1:])))
+        return results
+
+    def connection_pattern(self, node):
+        # labels are integers (no gradient); the sums depend on the values only
+        return [[False] * len(node.outputs)] + [
+            [False, False] + [i == j for j in range(self.n_values)]
+            for i in range(self.n_values)]
+
+    def L_op(self, inputs, outputs, output_gradients):
+        return [disconnected_type()] + [
+            grad_not_implemented(self, i + 1, value,
+                                 "the per-point values of ClusterStatistics are data")
+            for i, value in enumerate(inputs[1:])]
+
+
+def _same_inputs(previous, inputs) -> bool:
+    """Whether every input equals its cached copy (an O(n) comparison of the labels, the
+    only per-evaluation cost that grows with n when the data are constant)."""
+    return all(old.shape == np.shape(new) and np.array_equal(old, new)
+               for old, new in zip(previous, inputs, strict=True))
+
+
+def cluster_statistics(labels, n_labels: int, *values):
+    """Apply :class:`ClusterStatistics`: ``(in_range, sizes, *sums)`` (see the module doc)."""
+    return ClusterStatistics(n_labels, len(values))(labels, *values)
+
+
+class BatchedLogDet(Op):
+    """``log|A_k|`` of a stack (K, D, D) of symmetric positive-definite matrices in one NumPy
+    call (a batched ``np.linalg.cholesky``); NaN where a matrix is not positive definite.
+
+    Pytensor's ``Blockwise`` of a Cholesky factor and its gradient's triangular solves make
+    one Python (and BLAS) call per matrix; one batched call keeps a gradient of K small
+    matrices at a few NumPy calls.  Gradient: ``g_k A_k^{-T}`` (:class:`BatchedInverse`).
+    """
+
+    __props__ = ()
+
+    def make_node(self, matrices):
+        matrices = pt.as_tensor_variable(matrices).astype("float64")
+        if matrices.ndim != 3:
+            raise TypeError("BatchedLogDet needs a (K, D, D) tensor")
+        return Apply(self, [matrices], [pt.tensor(dtype="float64", shape=(None,))])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = _log_det_spd(inputs[0])
+
+    def L_op(self, inputs, outputs, output_gradients):
+        [matrices] = inputs
+        inverse = BatchedInverse()(matrices)
+        return [output_gradients[0][:, None, None] * inverse.transpose(0, 2, 1)]
+
+
+class BatchedInverse(Op):
+    """Inverses of a stack (K, D, D) of matrices in one NumPy call (``np.linalg.inv``)."""
+
+    __props__ = ()
+
+    def make_node(self, matrices):
+        matrices = pt.as_tensor_variable(matrices).astype("float64")
+        return Apply(self, [matrices], [matrices.type()])
+
+    def perform(self, node, inputs, output_storage):
+        try:
+            output_storage[0][0] = np.linalg.inv(inputs[0])
+        except np.linalg.LinAlgError:
+            output_storage[0][0] = np.full_like(inputs[0], np.nan)
+
+    def L_op(self, inputs, outputs, output_gradients):
+        inverse_t = outputs[0].transpose(0, 2, 1)
+        return [-pt.matmul(pt.matmul(inverse_t, output_gradients[0]), inverse_t)]
+
+
+def _log_det_spd(matrices):
+    """``2 sum log diag(chol(A_k))`` per matrix; NaN where the factorisation fails."""
+    matrices = np.asarray(matrices, dtype=np.float64)
+    try:
+        factors = np.linalg.cholesky(matrices)
+    except np.linalg.LinAlgError:
+        if matrices.shape[0] <= 1:
+            return np.full(matrices.shape[0], np.nan)
+        return np.concatenate([_log_det_spd(matrices[k:k + 1])
+                               for k in range(matrices.shape[0])])
+    return 2.0 * np.sum(np.log(np.diagonal(factors, axis1=1, axis2=2)), axis=1)
+
+
+def batched_log_det(matrices):
+    """:class:`BatchedLogDet` of a (K, D, D) stack."""
+    return BatchedLogDet()(matrices)
+
+
+def batched_inverse(matrices):
+    """:class:`BatchedInverse` of a (K, D, D) stack."""
+    return BatchedInverse()(matrices)
