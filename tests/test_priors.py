@@ -334,3 +334,15 @@ def test_all_size_multisets_consistent_between_priors_and_itertools():
         for perm in itertools.permutations([3, 1, 2]):
             assert prior.log_eppf(perm) == pytest.approx(prior.log_eppf([1, 2, 3]), abs=1e-13) \
                 or prior.log_eppf(perm) == prior.log_eppf([1, 2, 3]) == -np.inf
+
+
+@pytest.mark.parametrize("discount", [2.2e-309, 1e-12, 1e-5, 0.3])
+def test_pitman_yor_log_v_for_small_discounts(discount):
+    """log V(n, K) equals the direct sum of log(alpha + i d) for every discount, a subnormal one
+    included (the gamma-function form gives inf - inf there)."""
+    alpha, n = 1.3, 40
+    prior = PitmanYorPrior(alpha=alpha, discount=discount)
+    k = np.arange(1, n + 1)
+    direct = np.array([np.sum(np.log(alpha + np.arange(1, kk) * discount)) for kk in k])
+    direct -= gammaln(alpha + n) - gammaln(alpha + 1.0)
+    np.testing.assert_allclose(prior.log_v(n, k), direct, rtol=1e-12, atol=1e-12)

@@ -18,7 +18,7 @@ that each model either
 
 Masked observations and a random concentration whose prior reaches outside its domain are
 among the faults that must be refused before sampling.  A subnormal Pitman-Yor discount is
-kept out of the random search and pinned by ``test_pitman_yor_subnormal_discount``.
+kept out of the random search and checked by ``test_pitman_yor_subnormal_discount``.
 """
 
 from __future__ import annotations
@@ -290,8 +290,5 @@ def test_concentration_prior_outside_its_domain_is_refused_before_sampling():
     assert not _raised_while_sampling(info.value) and "alpha" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="found by the property test (issue 29, domain checks): "
-                                       "a subnormal Pitman-Yor discount gives the start a NaN "
-                                       "log prior instead of being sampled or refused")
 def test_pitman_yor_subnormal_discount():
     _check(_valid_spec(prior="py", discount=2.2e-309))

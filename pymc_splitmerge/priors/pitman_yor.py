@@ -30,6 +30,9 @@ from scipy.special import gammaln
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
 
+#: Above this alpha / discount the log V numerator is summed term by term (see ``_log_v``).
+_TERMWISE_RATIO = 1e4
+
 __all__ = ["PitmanYorPrior", "pitman_yor_log_eppf_numba"]
 
 
@@ -92,6 +95,13 @@ class PitmanYorPrior(GibbsTypePrior):
         alpha, discount = self.alpha, self.discount
         if discount == 0.0:
             log_numerator = (k - 1) * math.log(alpha)
+        elif alpha > _TERMWISE_RATIO * discount:
+            # prod_{i<K} (alpha + i d) = alpha^(K-1) prod_{i<K} (1 + i d / alpha), term by term:
+            # the gamma-function form below cancels two huge values (inf - inf for a
+            # subnormal d)
+            steps = np.arange(1, max(int(np.max(k)), 1), dtype=np.float64)
+            partial = np.concatenate(([0.0], np.cumsum(np.log1p(steps * (discount / alpha)))))
+            log_numerator = (k - 1) * math.log(alpha) + partial[np.asarray(k) - 1]
         else:
             ratio = alpha / discount
             log_numerator = (
@@ -117,10 +127,9 @@ class PitmanYorPrior(GibbsTypePrior):
     # pytensor graph (see GibbsTypePrior.log_eppf_graph)
     @classmethod
     def log_v_graph(cls, pt, n, n_clusters, *, alpha, discount):
-        # prod_{i=1}^{K-1} (alpha + i d): a masked sum over i = 1..n-1 (valid for d = 0 too)
-        index = pt.arange(1, n, dtype="float64")
-        log_terms = pt.log(alpha + index * discount)
-        log_numerator = pt.sum(pt.switch(pt.lt(index, n_clusters), log_terms, 0.0))
+        # prod_{i=1}^{K-1} (alpha + i d) (valid for d = 0 too)
+        index = pt.arange(1, n_clusters, dtype="float64")  # K - 1 terms: O(K)
+        log_numerator = pt.sum(pt.log(alpha + index * discount))
         return log_numerator - pt.gammaln(alpha + n) + pt.gammaln(alpha + 1.0)
 
     @classmethod
