@@ -3,9 +3,9 @@
 * one-step invariance of the tempered moves (Gibbs sweeps, SAMS split-merge) for
   pi_beta(c) ∝ p(c) prod_b m(y_b)^beta, exact draws from the enumerated pi_beta, chi^2; negative
   control: the same move at the wrong temperature;
-* unbiasedness of Ẑ with a fixed schedule, every prior x 2 families: mean of Ẑ/Z over 1,500 runs
-  against 1 (|z| at the suite budget), with and without split-merge moves; negative control:
-  the stage increment as the mean of the log weights (Jensen's bias);
+* unbiasedness of Ẑ with a fixed schedule, every prior x 2 families: mean of Ẑ/Z over 1,000
+  runs against 1 (|z| at the suite budget), one Gibbs sweep and one split-merge move per
+  stage; negative control: the stage increment as the mean of the log weights (Jensen);
 * adaptive temperatures: the bias of order 1/L shrinks with L;
 * the final particle law (one particle per run) against enumeration, chi^2; negative control:
   the moves at a wrong temperature;
@@ -104,7 +104,7 @@ def test_negative_control_move_at_wrong_temperature_is_rejected(move):
 
 
 # -------------------------------------------------------------------------- unbiasedness
-RUNS = 1500
+RUNS = 1000
 
 
 def _evidence_z(prior, family, x, rng, num_particles=4, **options):
@@ -119,15 +119,13 @@ def _two_sided(z):
     return 2 * stats.norm.sf(abs(z))
 
 
-@pytest.mark.parametrize("n_split_merge", [0, 2])
 @pytest.mark.parametrize("family_name", list(FAMILIES))
 @pytest.mark.parametrize("prior_name", list(PRIORS))
-def test_fixed_schedule_evidence_is_unbiased(prior_name, family_name, n_split_merge):
+def test_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
     family, x = _problem(family_name)
-    rng = np.random.default_rng(zlib.crc32(f"{prior_name}-{family_name}-{n_split_merge}"
-                                           .encode()))
+    rng = np.random.default_rng(zlib.crc32(f"{prior_name}-{family_name}".encode()))
     z, mean = _evidence_z(PRIORS[prior_name], family, x, rng, temperatures=SCHEDULE,
-                          n_gibbs_sweeps=1, n_split_merge=n_split_merge)
+                          n_gibbs_sweeps=1, n_split_merge=1)
     assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
 
 
@@ -170,8 +168,7 @@ def _final_particles(prior, family, x, rng, runs=1500, num_particles=16, **optio
                      for _ in range(runs)])
 
 
-@pytest.mark.parametrize("family_name", list(FAMILIES))
-@pytest.mark.parametrize("prior_name", ["dp", "mfm"])
+@pytest.mark.parametrize("prior_name, family_name", [("dp", "niw"), ("mfm", "bernoulli")])
 def test_final_particles_follow_the_posterior(prior_name, family_name):
     family, x = _problem(family_name)
     prior = PRIORS[prior_name]

@@ -192,137 +192,95 @@ def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, log_w, for
 @numba.njit(cache=True)
 def tempered_split_merge(model, population, empty_row, log_v, log_w, beta, n_moves,
                          members, forced):
-    r"""``n_moves`` split-merge moves per particle with SAMS allocation, invariant for ``π_β``.
+    """``n_moves`` SAMS split-merge moves (Dahl 2005) per particle, invariant for ``π_β``.
 
-    Blocks are chosen, not points, so that small blocks are merged as often as large ones:
-    with probability 1/2 a **split** of a block ``C`` chosen uniformly among the ``K`` blocks,
-    with an ordered pair of distinct anchors ``i, j`` of ``C`` chosen uniformly and the other
-    members allocated in a random order to the block of ``i`` (``A``) or of ``j`` (``B``) with
-    probability ``∝ W(m+1)/W(m) f(y | block)^β`` (SAMS, Dahl 2005; log probability ``log q``);
-    otherwise a **merge** of an ordered pair of distinct blocks ``(A, B)`` chosen uniformly, with
-    anchors ``i ∈ A``, ``j ∈ B`` uniformly.  The two are each other's reverse on the space
-    extended by the anchors and the members' order, so Metropolis–Hastings accepts a split
-    with
-
-    .. math::
-
-        \log\frac{\pi_\beta(c^*)}{\pi_\beta(c)} + \log\frac{K\,|C|(|C|-1)}
-        {(K+1)K\,|A||B|} - \log q
-
-    and a merge with the reverse ratio (``log q`` of the forced allocation that rebuilds
-    ``A`` and ``B``).  Returns the number of accepted moves.
+    Two distinct points ``i, j`` uniformly at random.  Same block: split it, the other members
+    allocated in a random order to the block of ``i`` or of ``j`` with probability ``∝
+    W(m+1)/W(m) f(y | block)^β`` (log probability ``log q``); different blocks: merge, with
+    ``log q`` of the forced reverse allocation.  Metropolis–Hastings with
+    ``log π_β(c*) - log π_β(c) ∓ log q``.  Returns the number of accepted moves.
     """
     n = model.x.shape[0]
     accepted = 0
     no_force = np.zeros(0, dtype=np.bool_)
+    if n < 2:
+        return 0
     for p in range(population.labels.shape[0]):
         part = particle(population, empty_row, p)
         for _ in range(n_moves):
+            i = np.random.randint(n)
+            j = np.random.randint(n - 1)
+            if j >= i:
+                j += 1
+            slot_i = part.labels[i]
+            slot_j = part.labels[j]
             k = part.cluster_count[0]
-            if np.random.random() < 0.5:
-                # ---- split of a uniformly chosen block
-                slot_c = part.active[np.random.randint(k)]
-                size = part.sizes[slot_c]
-                if size < 2:
-                    continue
+            if slot_i == slot_j:
+                # split proposal: members of the block other than i, j, random order
                 count = 0
                 for h in range(n):
-                    if part.labels[h] == slot_c:
+                    if part.labels[h] == slot_i and h != i and h != j:
                         members[count] = h
                         count += 1
-                first = np.random.randint(size)
-                second = np.random.randint(size - 1)
-                if second >= first:
-                    second += 1
-                j = members[second]  # anchor i = members[first] stays in C
-                members[first] = members[size - 1]
-                if second == size - 1:
-                    second = first
-                members[second] = members[size - 2]
-                count = size - 2
                 np.random.shuffle(members[:count])
+                size = part.sizes[slot_i]
                 log_before = (log_v[k] + log_w[size]
-                              + beta * _block_log_likelihood(model, part, slot_c))
+                              + beta * _block_log_likelihood(model, part, slot_i))
                 for r in range(count):
                     remove(model, part, members[r])
                 remove(model, part, j)
-                slot_b = free_slot(part.where)
-                add(model, part, j, slot_b)
-                log_q = _sams_allocate(model, part, members, count, slot_c, slot_b, beta,
+                slot_j_new = free_slot(part.where)
+                add(model, part, j, slot_j_new)
+                log_q = _sams_allocate(model, part, members, count, slot_i, slot_j_new, beta,
                                        log_w, no_force)
-                size_a = part.sizes[slot_c]
-                size_b = part.sizes[slot_b]
-                log_after = (log_v[k + 1] + log_w[size_a] + log_w[size_b]
-                             + beta * (_block_log_likelihood(model, part, slot_c)
-                                       + _block_log_likelihood(model, part, slot_b)))
-                log_choice = (np.log(k) + np.log(size) + np.log(size - 1)
-                              - np.log(k + 1) - np.log(k) - np.log(size_a) - np.log(size_b))
-                if np.log(np.random.random()) < log_after - log_before + log_choice - log_q:
+                log_after = (log_v[k + 1] + log_w[part.sizes[slot_i]]
+                             + log_w[part.sizes[slot_j_new]]
+                             + beta * (_block_log_likelihood(model, part, slot_i)
+                                       + _block_log_likelihood(model, part, slot_j_new)))
+                log_ratio = log_after - log_before - log_q
+                if np.log(np.random.random()) < log_ratio:
                     accepted += 1
-                else:  # undo: everything back into slot_c
+                else:  # undo: everything back into slot_i
                     for r in range(count):
-                        if part.labels[members[r]] == slot_b:
+                        if part.labels[members[r]] == slot_j_new:
                             remove(model, part, members[r])
-                            add(model, part, members[r], slot_c)
+                            add(model, part, members[r], slot_i)
                     remove(model, part, j)
-                    add(model, part, j, slot_c)
+                    add(model, part, j, slot_i)
             else:
-                # ---- merge of a uniformly chosen ordered pair of blocks
-                if k < 2:
-                    continue
-                first = np.random.randint(k)
-                second = np.random.randint(k - 1)
-                if second >= first:
-                    second += 1
-                slot_a = part.active[first]
-                slot_b = part.active[second]
-                size_a = part.sizes[slot_a]
-                size_b = part.sizes[slot_b]
-                anchor_a = np.random.randint(size_a)
-                anchor_b = np.random.randint(size_b)
+                # merge proposal; log q of the reverse split by forced allocation
                 count = 0
-                seen_a = 0
-                seen_b = 0
-                j = -1
                 for h in range(n):
-                    if part.labels[h] == slot_a:  # anchor i of A stays where it is
-                        if seen_a != anchor_a:
-                            members[count] = h
-                            count += 1
-                        seen_a += 1
-                    elif part.labels[h] == slot_b:
-                        if seen_b == anchor_b:
-                            j = h
-                        else:
-                            members[count] = h
-                            count += 1
-                        seen_b += 1
+                    if (part.labels[h] == slot_i or part.labels[h] == slot_j) and h != i \
+                            and h != j:
+                        members[count] = h
+                        count += 1
                 np.random.shuffle(members[:count])
                 for r in range(count):
-                    forced[r] = part.labels[members[r]] == slot_a
-                log_before = (log_v[k] + log_w[size_a] + log_w[size_b]
-                              + beta * (_block_log_likelihood(model, part, slot_a)
-                                        + _block_log_likelihood(model, part, slot_b)))
-                # the forced reverse split: rebuild A and B from the anchors
+                    forced[r] = part.labels[members[r]] == slot_i
+                size_i = part.sizes[slot_i]
+                size_j = part.sizes[slot_j]
+                log_before = (log_v[k] + log_w[size_i] + log_w[size_j]
+                              + beta * (_block_log_likelihood(model, part, slot_i)
+                                        + _block_log_likelihood(model, part, slot_j)))
+                # the forced reverse split: rebuild the two blocks from the anchors
                 for r in range(count):
                     remove(model, part, members[r])
-                log_q = _sams_allocate(model, part, members, count, slot_a, slot_b, beta,
-                                       log_w, forced[:count])
+                log_q = _sams_allocate(model, part, members, count, slot_i, slot_j, beta, log_w,
+                                       forced[:count])
+                # merge all into slot_i
                 for r in range(count):
-                    if part.labels[members[r]] == slot_b:
+                    if part.labels[members[r]] == slot_j:
                         remove(model, part, members[r])
-                        add(model, part, members[r], slot_a)
+                        add(model, part, members[r], slot_i)
                 remove(model, part, j)
-                add(model, part, j, slot_a)
-                size = size_a + size_b
-                log_after = (log_v[k - 1] + log_w[size]
-                             + beta * _block_log_likelihood(model, part, slot_a))
-                # reverse choice: split block among k - 1, anchors (i, j) ordered
-                log_choice = (np.log(k) + np.log(k - 1) + np.log(size_a) + np.log(size_b)
-                              - np.log(k - 1) - np.log(size) - np.log(size - 1))
-                if np.log(np.random.random()) < log_after - log_before + log_choice + log_q:
+                add(model, part, j, slot_i)
+                log_after = (log_v[k - 1] + log_w[size_i + size_j]
+                             + beta * _block_log_likelihood(model, part, slot_i))
+                log_ratio = log_after - log_before + log_q
+                if np.log(np.random.random()) < log_ratio:
                     accepted += 1
-                else:  # undo: j and B's other members back into a block of their own
+                else:  # undo: j and its former members back into a block of their own
                     remove(model, part, j)
                     slot_back = free_slot(part.where)
                     add(model, part, j, slot_back)
@@ -331,7 +289,6 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, beta, n_mov
                             remove(model, part, members[r])
                             add(model, part, members[r], slot_back)
     return accepted
-
 
 
 # ============================================================================ Python driver
