@@ -151,7 +151,7 @@ def test_adaptive_temperatures_bias_shrinks_with_particles():
     log_z = exact_posterior(prior, family, x).log_evidence
     rng = np.random.default_rng(3)
     means = {}
-    for num_particles, runs in ((4, 1500), (64, 300)):
+    for num_particles, runs in ((4, 1000), (64, 200)):
         log_hat = ts.tempered_log_evidence_runs(prior, family, x, num_particles, runs, rng)
         means[num_particles] = np.log(np.mean(np.exp(log_hat - log_z)))
     # the adaptive schedule's bias is of order 1/L: clearly visible at L = 4, small at L = 64
@@ -161,7 +161,7 @@ def test_adaptive_temperatures_bias_shrinks_with_particles():
 # ------------------------------------------------------------------- final particle law
 
 
-def _final_particles(prior, family, x, rng, runs=1500, num_particles=16, **options):
+def _final_particles(prior, family, x, rng, runs=1000, num_particles=16, **options):
     prepared = ts.prepare_tempered(prior, family, x)
     return np.array([ts.run_tempered_smc(prior, family, x, num_particles, rng,
                                          prepared=prepared, **options).labels[0]

@@ -12,8 +12,13 @@ may be free), runs the chains and packs an ``InferenceData`` (pymc 5) / ``DataTr
 * ``sample_stats.ess`` (chain, step), ``resampled`` (chain, step) and
   ``log_evidence_increment`` (chain, step): the history of each run.
 
+``method="tempered"`` runs the likelihood-tempered SMC of
+:mod:`pymc_splitmerge.kernels.tempered_smc` per chain instead (per-stage statistics ``beta``,
+``log_evidence_increment``, ``acceptance`` on the ``smc_stage`` dimension).
+
 :func:`compare_evidence` turns several such results into a table of log evidences with Monte
-Carlo standard errors across chains and log Bayes factors against the best model.
+Carlo standard errors across chains (jackknife, :func:`pooled_log_evidence`) and log Bayes
+factors against the best model.
 
 References
 ----------
