@@ -299,6 +299,8 @@ def neal_2000(runs, particles, sweeps, split_merge, ess, rng):
     print("| method | L | mean log Z − exact | sd log Z | pooled − exact (SE) | CPU s / run |")
     print("|---|---|---|---|---|---|")
     prepared = tempered_smc.prepare_tempered(prior, family, x)
+    tempered_smc.run_tempered_smc(prior, family, x, 2, rng, prepared=prepared)  # warm-up
+    smc.run_smc(prior, family, x, 2, rng, rejuvenation=5)
     for method, function in (
             ("tempered", lambda: tempered_smc.run_tempered_smc(
                 prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
