@@ -145,6 +145,17 @@ def test_negative_control_log_mean_increment_is_rejected(monkeypatch):
     assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
 
 
+def test_temperature_steps_are_capped():
+    log_likelihoods = np.array([-10.0, -10.0, -10.0])  # particles that agree: ESS stays 1
+    assert ts.next_temperature(log_likelihoods, 0.0, 0.5) == 1.0
+    assert ts.next_temperature(log_likelihoods, 0.3, 0.5, max_step=0.05) == pytest.approx(0.35)
+    assert ts.next_temperature(log_likelihoods, 0.97, 0.5, max_step=0.05) == 1.0
+    spread = np.array([0.0, -50.0, -100.0])
+    step = ts.next_temperature(spread, 0.0, 0.5)
+    weights = np.exp(step * (spread - spread.max()))
+    assert weights.sum() ** 2 / (3 * np.sum(weights**2)) == pytest.approx(0.5, abs=1e-6)
+
+
 def test_adaptive_temperatures_bias_shrinks_with_particles():
     family, x = _problem("niw")
     prior = PRIORS["dp"]
@@ -152,7 +163,8 @@ def test_adaptive_temperatures_bias_shrinks_with_particles():
     rng = np.random.default_rng(3)
     means = {}
     for num_particles, runs in ((4, 1000), (64, 200)):
-        log_hat = ts.tempered_log_evidence_runs(prior, family, x, num_particles, runs, rng)
+        log_hat = ts.tempered_log_evidence_runs(prior, family, x, num_particles, runs, rng,
+                                                max_temperature_step=1.0)
         means[num_particles] = np.log(np.mean(np.exp(log_hat - log_z)))
     # the adaptive schedule's bias is of order 1/L: clearly visible at L = 4, small at L = 64
     assert abs(means[64]) < 0.1 and abs(means[64]) < abs(means[4]), means
@@ -173,7 +185,7 @@ def test_final_particles_follow_the_posterior(prior_name, family_name):
     family, x = _problem(family_name)
     prior = PRIORS[prior_name]
     rng = np.random.default_rng(zlib.crc32(f"law-{prior_name}-{family_name}".encode()))
-    labels = _final_particles(prior, family, x, rng, n_split_merge=2)
+    labels = _final_particles(prior, family, x, rng, n_split_merge=2, max_temperature_step=0.4)
     assert_partition_gof(labels, exact_posterior(prior, family, x))
 
 
@@ -276,6 +288,9 @@ def test_sample_smc_tempered_clear_errors():
     with pytest.raises(ValueError, match="temperatures"):
         psm.sample_smc(draws=8, chains=2, model=model, method="tempered",
                        temperatures=[0.0, 0.5], progressbar=False)
+    with pytest.raises(ValueError, match="max_temperature_step"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered",
+                       max_temperature_step=0.0, progressbar=False)
     with pytest.raises(ValueError, match="ess_threshold"):
         psm.sample_smc(draws=8, chains=2, model=model, method="tempered", ess_threshold=1.0,
                        progressbar=False)

@@ -307,16 +307,21 @@ def _relative_ess(log_weights) -> float:
     return float(weights.sum() ** 2 / (weights.size * np.sum(weights**2)))
 
 
-def next_temperature(log_likelihoods, beta: float, ess_threshold: float) -> float:
+def next_temperature(log_likelihoods, beta: float, ess_threshold: float,
+                     max_step: float = 1.0) -> float:
     """The next inverse temperature: relative ESS of ``exp(Δβ ℓ)`` equal to ``ess_threshold``.
 
-    Bisection on ``Δβ`` in ``(0, 1 - β]`` as :func:`pymc.sample_smc`; 1 when the ESS of the
-    full step stays above the threshold.
+    Bisection on ``Δβ`` in ``(0, min(1 - β, max_step)]`` as :func:`pymc.sample_smc`; the
+    largest step when its ESS stays above the threshold.  ``max_step`` guards against the ESS
+    criterion's blind spot: particles that all sit in the same (wrong) region of the partition
+    space have nearly equal likelihoods, so the ESS allows a jump to β = 1 that leaves the
+    moves no stages to reach the clusters the colder targets need.
     """
     log_likelihoods = np.asarray(log_likelihoods, dtype=float)
-    if _relative_ess((1.0 - beta) * log_likelihoods) >= ess_threshold:
-        return 1.0
-    low, high = 0.0, 1.0 - beta
+    largest = min(1.0 - beta, float(max_step))
+    if _relative_ess(largest * log_likelihoods) >= ess_threshold:
+        return 1.0 if largest >= 1.0 - beta else beta + largest
+    low, high = 0.0, largest
     for _ in range(40):  # relative precision 1e-12 of the step
         middle = 0.5 * (low + high)
         if _relative_ess(middle * log_likelihoods) >= ess_threshold:
@@ -385,7 +390,7 @@ class TemperedSMCResult(NamedTuple):
 
 
 def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_threshold,
-                              temperatures):
+                              temperatures, max_temperature_step=1.0):
     if int(num_particles) != num_particles or num_particles < 1:
         raise ValueError(f"num_particles must be a positive integer; got {num_particles!r}")
     if int(n_gibbs_sweeps) != n_gibbs_sweeps or n_gibbs_sweeps < 0:
@@ -395,6 +400,9 @@ def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_
         raise ValueError(f"n_split_merge must be a non-negative integer; got {n_split_merge!r}")
     if not 0.0 < float(ess_threshold) < 1.0:
         raise ValueError(f"ess_threshold must be in (0, 1) for tempering; got {ess_threshold!r}")
+    if not 0.0 < float(max_temperature_step) <= 1.0:
+        raise ValueError(
+            f"max_temperature_step must be in (0, 1]; got {max_temperature_step!r}")
     if temperatures is not None:
         values = np.asarray(temperatures, dtype=float)
         if (values.ndim != 1 or values.size < 2 or values[0] != 0.0 or values[-1] != 1.0
@@ -405,7 +413,8 @@ def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_
 
 def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *,
                      n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
-                     ess_threshold: float = 0.5, temperatures=None, prepared=None,
+                     ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
+                     temperatures=None, prepared=None,
                      max_stages: int = 10_000) -> TemperedSMCResult:
     """One likelihood-tempered SMC run over the partitions of ``x`` (module docstring).
 
@@ -423,6 +432,9 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
         Tempered SAMS split-merge moves per particle and stage (after the sweeps).
     ess_threshold : float
         Target relative ESS of each stage's incremental weights (adaptive temperatures).
+    max_temperature_step : float
+        Largest step of the adaptive schedule (at least ``1 / max_temperature_step`` stages;
+        :func:`next_temperature`).
     temperatures : array of float, optional
         A fixed schedule from 0 to 1 instead of the adaptive one (then ``Ẑ`` is exactly
         unbiased).
@@ -436,7 +448,7 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
     TemperedSMCResult
     """
     _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_threshold,
-                              temperatures)
+                              temperatures, max_temperature_step)
     if prepared is None:
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
@@ -460,8 +472,8 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
         stage = len(increments)
         if stage >= max_stages:
             raise RuntimeError(f"tempered SMC needed more than {max_stages} stages")
-        new = (next_temperature(log_likelihoods, beta, ess_threshold) if schedule is None
-               else float(schedule[stage + 1]))
+        new = (next_temperature(log_likelihoods, beta, ess_threshold, max_temperature_step)
+               if schedule is None else float(schedule[stage + 1]))
         log_incremental = (new - beta) * log_likelihoods
         increments.append(stage_log_increment(log_incremental))
         weights = np.exp(log_incremental - log_incremental.max())

@@ -87,7 +87,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
                resampling: str = "systematic", random_seed=None, cores=None,
                progressbar: bool = True, previous=None, method: str = "sequential",
-               n_gibbs_sweeps: int = 2, n_split_merge: int = 10, temperatures=None):
+               n_gibbs_sweeps: int = 2, n_split_merge: int = 10, temperatures=None,
+               max_temperature_step: float = 0.05):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -157,6 +158,10 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         A fixed schedule ``0 = β_0 < ... < β_T = 1`` instead of the adaptive one
         (``method="tempered"``); with a fixed schedule :math:`\hat Z` is exactly unbiased,
         with the adaptive one its bias is of order ``1 / draws``.
+    max_temperature_step : float
+        Largest step of the adaptive schedule (``method="tempered"``): the ESS criterion alone
+        jumps to β = 1 as soon as the particles agree, even when they agree on too few
+        clusters.
 
     Returns
     -------
@@ -181,7 +186,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     if method == "tempered":
         return _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
-                                order=order, rejuvenation=rejuvenation, anneal=anneal,
+                                max_temperature_step, order=order, rejuvenation=rejuvenation, anneal=anneal,
                                 resampling=resampling, previous=previous)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
     partition, described, prior, family, observed_array, x = _model_data(model)
@@ -304,7 +309,8 @@ def _run_tasks(function, tasks, cores):
 
 
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
-                     n_gibbs_sweeps, n_split_merge, temperatures, **sequential_only):
+                     n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
+                     **sequential_only):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
     defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
                 "previous": None}
@@ -317,7 +323,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}")
     tempered_kernel._check_tempered_arguments(draws, n_gibbs_sweeps, n_split_merge,
-                                              ess_threshold, temperatures)
+                                              ess_threshold, temperatures, max_temperature_step)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
     rng = random_seed if isinstance(random_seed, np.random.Generator) else \
@@ -326,7 +332,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     prepared = tempered_kernel.prepare_tempered(prior, family, x)
     chain_seeds = rng.integers(0, 2**63 - 1, size=chains)
     options = {"n_gibbs_sweeps": int(n_gibbs_sweeps), "n_split_merge": int(n_split_merge),
-               "ess_threshold": float(ess_threshold), "temperatures": temperatures}
+               "ess_threshold": float(ess_threshold), "temperatures": temperatures,
+               "max_temperature_step": float(max_temperature_step)}
     tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
              for seed in chain_seeds]
     outputs = _run_tasks(_run_tempered_chain, tasks, cores)
@@ -369,6 +376,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         attrs={"method": "tempered", "num_particles": int(draws),
                "n_gibbs_sweeps": int(n_gibbs_sweeps), "n_split_merge": int(n_split_merge),
                "ess_threshold": float(ess_threshold),
+               "max_temperature_step": float(max_temperature_step),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
