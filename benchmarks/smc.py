@@ -21,7 +21,8 @@ up before timing):
    moves (SMC-G: Q = 9, α ≡ κ) and annealed SMC (SMC-A: Q = 9, α from 1 to κ = 0.05 at rate
    0.01), 100 particles for the SMC samplers; mean ± sd over the runs.
 5. **Tempered against sequential SMC.** Likelihood-tempered SMC (``method="tempered"``:
-   adaptive temperatures at relative ESS ``--ess``, ``--sweeps`` tempered Gibbs sweeps and
+   adaptive temperatures at relative ESS ``--ess`` with steps at most ``--max-step``,
+   ``--sweeps`` tempered Gibbs sweeps and
    ``--split-merge`` tempered SAMS moves per particle and stage) beside the sequential SMC
    with Gibbs rejuvenation (Q = 5) on the 2-D mixture (``--n`` points, default 1,000): mean and
    sd of log Ẑ over ``--runs`` runs, CPU seconds per run, DP(1) against MFM(1, Poisson(3)):
@@ -229,7 +230,7 @@ def _runs(function, runs):
 
 
 def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps, split_merge,
-                                ess, rng):
+                                ess, max_step, rng):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -237,8 +238,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
     x = family.prepare_data(gaussian)
     print(f"## 5. Tempered against sequential SMC: 2-D mixture n = {n}, {runs} runs; tempered "
-          f"L = {particles}, ESS {ess}, {sweeps} Gibbs sweeps + {split_merge} SAMS moves per "
-          f"stage; sequential L = {sequential_particles}, Q = 5\n")
+          f"L = {particles}, ESS {ess}, steps ≤ {max_step}, {sweeps} Gibbs sweeps + "
+          f"{split_merge} SAMS moves per stage; sequential L = {sequential_particles}, Q = 5\n")
     print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
           "stages | CPU s / run |")
     print("|---|---|---|---|---|---|---|")
@@ -252,7 +253,7 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
         def tempered_run(prior=prior, prepared=prepared, stages=stages):
             result = tempered_smc.run_tempered_smc(
                 prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess)
+                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step)
             stages.append(result.log_evidence_increments.size)
             return result.log_evidence
 
@@ -284,7 +285,7 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     print()
 
 
-def neal_2000(runs, particles, sweeps, split_merge, ess, rng):
+def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rng):
     from pymc_splitmerge.components import NormalKnownCovariance
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
@@ -304,7 +305,8 @@ def neal_2000(runs, particles, sweeps, split_merge, ess, rng):
     for method, function in (
             ("tempered", lambda: tempered_smc.run_tempered_smc(
                 prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess).log_evidence),
+                n_split_merge=split_merge, ess_threshold=ess,
+                max_temperature_step=max_step).log_evidence),
             ("sequential", lambda: smc.run_smc(prior, family, x, particles, rng,
                                                rejuvenation=5).log_evidence)):
         values, seconds = _runs(function, runs)
@@ -334,6 +336,8 @@ def main():
                         help="tempered SAMS moves per particle and stage")
     parser.add_argument("--ess", type=float, default=0.5,
                         help="relative ESS of each tempering stage")
+    parser.add_argument("--max-step", type=float, default=0.05,
+                        help="largest temperature step of the tempered SMC")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.full:
@@ -353,9 +357,10 @@ def main():
         against_pymc(chains, draws, n_pymc, args.seed)
     if "5" not in args.skip:
         runs = args.runs or (10 if args.full else 3)
-        neal_2000(max(runs, 10), 100, args.sweeps, args.split_merge, args.ess, rng)
+        neal_2000(max(runs, 10), 100, args.sweeps, args.split_merge, args.ess, args.max_step,
+                  rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
-                                    args.sweeps, args.split_merge, args.ess, rng)
+                                    args.sweeps, args.split_merge, args.ess, args.max_step, rng)
 
 
 if __name__ == "__main__":
