@@ -106,9 +106,10 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     incremental weights is ``ess_threshold`` (as :func:`pymc.sample_smc`), resampling at every
     stage and moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and
     ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
-    logs of the stages' mean incremental weights.  Its error across runs is far smaller than
-    the sequential method's on data whose clusters overlap (``docs/benchmarks.md``); the
-    sequential method is the one for adding data (``previous``).
+    logs of the stages' mean incremental weights.  It does not depend on the order of the
+    points; on overlapping clusters the sequential method with ``rejuvenation`` is cheaper
+    and less biased (``docs/benchmarks.md``), and it is the one for adding data
+    (``previous``).
 
     Parameters
     ----------
