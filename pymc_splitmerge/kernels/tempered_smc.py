@@ -14,7 +14,8 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
 
 1. **temperature**: :math:`\beta_t` by bisection so that the relative effective sample size
    of the incremental weights :math:`w^p = \exp\{(\beta_t - \beta_{t-1})\,\ell(c^p)\}` equals
-   ``ess_threshold`` (or 1 if that is reached), unless a fixed schedule is given;
+   ``ess_threshold`` (or 1 if that is reached), each step at most ``max_temperature_step``,
+   unless a fixed schedule is given;
 2. **evidence**: :math:`\log\hat Z \mathrel{+}= \log \frac1L\sum_p w^p` (the particles are
    equally weighted after every resampling, so the increment is the mean incremental weight);
 3. **resampling**: systematic, to equal weights;
