@@ -20,6 +20,15 @@ up before timing):
    at n = 200, 500, 1,000 for the particle filter (PF: Q = 0, 1,000 particles), SMC with Gibbs
    moves (SMC-G: Q = 9, α ≡ κ) and annealed SMC (SMC-A: Q = 9, α from 1 to κ = 0.05 at rate
    0.01), 100 particles for the SMC samplers; mean ± sd over the runs.
+5. **Tempered against sequential SMC.** Likelihood-tempered SMC (``method="tempered"``:
+   adaptive temperatures at relative ESS ``--ess`` with steps at most ``--max-step``,
+   ``--sweeps`` tempered Gibbs sweeps and
+   ``--split-merge`` tempered SAMS moves per particle and stage) beside the sequential SMC
+   with Gibbs rejuvenation (Q = 5) on the 2-D mixture (``--n`` points, default 1,000): mean and
+   sd of log Ẑ over ``--runs`` runs, CPU seconds per run, DP(1) against MFM(1, Poisson(3)):
+   the per-run log Bayes factor (run r of each prior) and how often its sign agrees with the
+   pooled one; and Neal's (2000) nine points (DP(1), N(θ, 0.1²), θ ~ N(0, 1)) against
+   enumeration.
 4. **Against pm.sample_smc.** Finite mixture of k = 3 univariate normals with known sd 1,
    component means ~ N(0, 3²), weights ~ Dirichlet(1, 1, 1), n = 60: psm.sample_smc with
    ``FiniteDirichlet(alpha=1, k=3)`` + ``NormalKnownCovariance`` against pm.sample_smc on the
@@ -210,12 +219,125 @@ def against_pymc(chains, draws, n, seed):
     print()
 
 
+NEAL_2000 = np.array([-1.48, -1.40, -1.16, -1.08, -1.02, 0.14, 0.51, 0.53, 0.78])
+
+
+def _runs(function, runs):
+    values, start = [], time.process_time()
+    for _ in range(runs):
+        values.append(function())
+    return np.array(values), (time.process_time() - start) / runs
+
+
+def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps, split_merge,
+                                ess, max_step, rng):
+    from pymc_splitmerge.kernels import tempered_smc
+    from pymc_splitmerge.sampling.smc import pooled_log_evidence
+
+    gaussian, _ = gaussian_mixture_2d(n)
+    family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
+    x = family.prepare_data(gaussian)
+    print(f"## 5. Tempered against sequential SMC: 2-D mixture n = {n}, {runs} runs; tempered "
+          f"L = {particles}, ESS {ess}, steps ≤ {max_step}, {sweeps} Gibbs sweeps + "
+          f"{split_merge} SAMS moves per stage; sequential L = {sequential_particles}, Q = 5\n")
+    print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
+          "stages | CPU s / run |")
+    print("|---|---|---|---|---|---|---|")
+    results = {}
+    for prior_name in ("DP(1)", "MFM(1, Poisson(3))"):
+        prior = PRIORS[prior_name]
+        prepared = tempered_smc.prepare_tempered(prior, family, x)
+        tempered_smc.run_tempered_smc(prior, family, x[:10], 2, rng)  # warm-up
+        stages = []
+
+        def tempered_run(prior=prior, prepared=prepared, stages=stages):
+            result = tempered_smc.run_tempered_smc(
+                prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
+                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step)
+            stages.append(result.log_evidence_increments.size)
+            return result.log_evidence
+
+        sequential_prepared = smc._prepare_run(prior, family, x, None, None)
+        smc.run_smc(prior, family, x, 2, rng, prepared=sequential_prepared)  # warm-up
+        for method, function in (
+                ("tempered", tempered_run),
+                ("sequential", lambda prior=prior, prepared=sequential_prepared: smc.run_smc(
+                    prior, family, x, sequential_particles, rng, prepared=prepared,
+                    rejuvenation=5).log_evidence)):
+            values, seconds = _runs(function, runs)
+            results[(method, prior_name)] = values
+            pooled, se = pooled_log_evidence(values)
+            stage_text = f"{np.mean(stages):.0f}" if method == "tempered" else "n"
+            print(f"| {method} | {prior_name} | {values.mean():.2f} | "
+                  f"{values.std(ddof=1):.3f} | {pooled:.2f} ({se:.3f}) | {stage_text} | "
+                  f"{seconds:.2f} |")
+    print("\n| method | log BF DP − MFM per run | same sign as pooled | pooled (SE) |")
+    print("|---|---|---|---|")
+    for method in ("tempered", "sequential"):
+        dp, mfm = results[(method, "DP(1)")], results[(method, "MFM(1, Poisson(3))")]
+        (dp_pooled, dp_se), (mfm_pooled, mfm_se) = (pooled_log_evidence(dp),
+                                                    pooled_log_evidence(mfm))
+        pooled = dp_pooled - mfm_pooled
+        per_run = dp - mfm
+        agree = int(np.sum(np.sign(per_run) == np.sign(pooled)))
+        print(f"| {method} | {', '.join(f'{v:.2f}' for v in per_run)} | {agree}/{runs} | "
+              f"{pooled:.2f} ({np.hypot(dp_se, mfm_se):.2f}) |")
+    print()
+
+
+def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rng):
+    from pymc_splitmerge.components import NormalKnownCovariance
+    from pymc_splitmerge.kernels import tempered_smc
+    from pymc_splitmerge.sampling.smc import pooled_log_evidence
+    from pymc_splitmerge.testing import exact_posterior
+
+    family = NormalKnownCovariance(mu0=0.0, sigma0=1.0, sigma=0.01)
+    prior = DirichletProcessPrior(alpha=1.0)
+    x = family.prepare_data(NEAL_2000[:, None])
+    exact = exact_posterior(prior, family, NEAL_2000[:, None]).log_evidence
+    print(f"## 5b. Neal (2000) data (n = 9, DP(1), N(θ, 0.1²), θ ~ N(0, 1)): enumerated "
+          f"log p(y) = {exact:.4f}; {runs} runs\n")
+    print("| method | L | mean log Z − exact | sd log Z | pooled − exact (SE) | CPU s / run |")
+    print("|---|---|---|---|---|---|")
+    prepared = tempered_smc.prepare_tempered(prior, family, x)
+    tempered_smc.run_tempered_smc(prior, family, x, 2, rng, prepared=prepared)  # warm-up
+    smc.run_smc(prior, family, x, 2, rng, rejuvenation=5)
+    for method, function in (
+            ("tempered", lambda: tempered_smc.run_tempered_smc(
+                prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
+                n_split_merge=split_merge, ess_threshold=ess,
+                max_temperature_step=max_step).log_evidence),
+            ("sequential", lambda: smc.run_smc(prior, family, x, particles, rng,
+                                               rejuvenation=5).log_evidence)):
+        values, seconds = _runs(function, runs)
+        pooled, se = pooled_log_evidence(values)
+        print(f"| {method} | {particles} | {values.mean() - exact:+.4f} | "
+              f"{values.std(ddof=1):.4f} | {pooled - exact:+.4f} ({se:.4f}) | {seconds:.3f} |")
+    print()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="issue 9's full sizes")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--skip", nargs="*", default=(), choices=("1", "3", "4"),
+    parser.add_argument("--skip", nargs="*", default=(), choices=("1", "3", "4", "5"),
                         help="sections to skip (1 covers sections 1 and 2)")
+    parser.add_argument("--n", type=int, default=1000,
+                        help="points of the 2-D mixture in section 5")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="runs per row of section 5 (default 10 with --full, else 3)")
+    parser.add_argument("--particles", type=int, default=200,
+                        help="tempered SMC particles in section 5")
+    parser.add_argument("--sequential-particles", type=int, default=1000,
+                        help="sequential SMC particles in section 5")
+    parser.add_argument("--sweeps", type=int, default=2,
+                        help="tempered Gibbs sweeps per particle and stage")
+    parser.add_argument("--split-merge", type=int, default=10,
+                        help="tempered SAMS moves per particle and stage")
+    parser.add_argument("--ess", type=float, default=0.5,
+                        help="relative ESS of each tempering stage")
+    parser.add_argument("--max-step", type=float, default=0.05,
+                        help="largest temperature step of the tempered SMC")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.full:
@@ -233,6 +355,12 @@ def main():
         ulker_experiment(sizes, ulker_runs, pf_particles, 100, rng)
     if "4" not in args.skip:
         against_pymc(chains, draws, n_pymc, args.seed)
+    if "5" not in args.skip:
+        runs = args.runs or (10 if args.full else 3)
+        neal_2000(max(runs, 10), 100, args.sweeps, args.split_merge, args.ess, args.max_step,
+                  rng)
+        tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
+                                    args.sweeps, args.split_merge, args.ess, args.max_step, rng)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,13 @@ may be free), runs the chains and packs an ``InferenceData`` (pymc 5) / ``DataTr
 * ``sample_stats.ess`` (chain, step), ``resampled`` (chain, step) and
   ``log_evidence_increment`` (chain, step): the history of each run.
 
+``method="tempered"`` runs the likelihood-tempered SMC of
+:mod:`pymc_splitmerge.kernels.tempered_smc` per chain instead (per-stage statistics ``beta``,
+``log_evidence_increment``, ``acceptance`` on the ``smc_stage`` dimension).
+
 :func:`compare_evidence` turns several such results into a table of log evidences with Monte
-Carlo standard errors across chains and log Bayes factors against the best model.
+Carlo standard errors across chains (jackknife, :func:`pooled_log_evidence`) and log Bayes
+factors against the best model.
 
 References
 ----------
@@ -40,8 +45,9 @@ from pymc_splitmerge.distributions.discovery import discover
 from pymc_splitmerge.distributions.mixture import observed_value
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels import smc as smc_kernel
+from pymc_splitmerge.kernels import tempered_smc as tempered_kernel
 
-__all__ = ["compare_evidence", "sample_smc"]
+__all__ = ["compare_evidence", "pooled_log_evidence", "sample_smc"]
 
 
 def _partition_variable(model):
@@ -80,7 +86,9 @@ def _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, 
 def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
                resampling: str = "systematic", random_seed=None, cores=None,
-               progressbar: bool = True, previous=None):
+               progressbar: bool = True, previous=None, method: str = "sequential",
+               n_gibbs_sweeps: int = 2, n_split_merge: int = 10, temperatures=None,
+               max_temperature_step: float = 0.05):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -90,6 +98,18 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     ``anneal`` the prior's concentration is annealed from ``anneal["start"]`` to its model
     value, :math:`\alpha_t = \alpha + (\alpha_1 - \alpha)(1 - c)^{t-1}` (SMC-A), and the
     population is reweighted to the true target at the end, so the evidence stays unbiased.
+
+    With ``method="tempered"`` each chain is instead a likelihood-tempered SMC
+    (:mod:`pymc_splitmerge.kernels.tempered_smc`): the particles start from the partition
+    prior and move through :math:`\pi_\beta(c) \propto p(c)\prod_b m(y_b)^\beta`,
+    :math:`\beta` from 0 to 1 chosen adaptively so that the relative ESS of every stage's
+    incremental weights is ``ess_threshold`` (as :func:`pymc.sample_smc`), resampling at every
+    stage and moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and
+    ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
+    logs of the stages' mean incremental weights.  It does not depend on the order of the
+    points; on overlapping clusters the sequential method with ``rejuvenation`` is cheaper
+    and less biased (``docs/benchmarks.md``), and it is the one for adding data
+    (``previous``).
 
     Parameters
     ----------
@@ -125,13 +145,33 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         new points, and ``log_marginal_likelihood`` is the previous chain's estimate plus the
         new increments, an unbiased estimate of p(y) for all the data (Ülker et al.'s online
         setting).  ``chains`` and ``draws`` must match the previous result, as must the prior.
+        Sequential method only.
+    method : {"sequential", "tempered"}
+        Data-arrival SMC (Lomeli; Ülker et al.) or likelihood-tempered SMC (above).
+        ``order``, ``rejuvenation``, ``anneal``, ``resampling`` and ``previous`` belong to the
+        sequential method, ``n_gibbs_sweeps``, ``n_split_merge`` and ``temperatures`` to the
+        tempered one.
+    n_gibbs_sweeps : int
+        Tempered Gibbs sweeps per particle and stage (``method="tempered"``).
+    n_split_merge : int
+        Tempered SAMS split-merge moves per particle and stage (``method="tempered"``).
+    temperatures : array of float, optional
+        A fixed schedule ``0 = β_0 < ... < β_T = 1`` instead of the adaptive one
+        (``method="tempered"``); with a fixed schedule :math:`\hat Z` is exactly unbiased,
+        with the adaptive one its bias is of order ``1 / draws``.
+    max_temperature_step : float
+        Largest step of the adaptive schedule (``method="tempered"``): the ESS criterion alone
+        jumps to β = 1 as soon as the particles agree, even when they agree on too few
+        clusters.
 
     Returns
     -------
     InferenceData (pymc 5) or DataTree (pymc 6)
         ``posterior`` (the partition, canonical labels), ``sample_stats``
         (``log_marginal_likelihood`` per chain; per-step ``ess``, ``resampled``,
-        ``log_evidence_increment``) and ``observed_data``.
+        ``log_evidence_increment``) and ``observed_data``.  With ``method="tempered"`` the
+        per-stage statistics (dimension ``smc_stage``, NaN after a chain's last stage) are
+        ``beta``, ``log_evidence_increment`` and ``acceptance``, with ``stages`` per chain.
 
     Examples
     --------
@@ -142,15 +182,15 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     >>> idata.sample_stats["log_marginal_likelihood"]                      # doctest: +SKIP
     """
     model = pm.modelcontext(model)
+    if method not in ("sequential", "tempered"):
+        raise ValueError(f"method must be 'sequential' or 'tempered'; got {method!r}")
+    if method == "tempered":
+        return _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores,
+                                progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
+                                max_temperature_step, order=order, rejuvenation=rejuvenation, anneal=anneal,
+                                resampling=resampling, previous=previous)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
-    partition = _partition_variable(model)
-    described = discover(partition, model)
-    point = model.initial_point()
-    prior = described.numeric_prior(point)
-    family = described.numeric_family(point)
-    observed = model.rvs_to_values[described.observed_var]
-    observed_array = np.asarray(observed_value(observed))
-    x = np.ascontiguousarray(family.prepare_data(observed_array), dtype=np.float64)
+    partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
     if anneal is not None:
         smc_kernel.concentration_name(prior)  # clear error for priors without one
@@ -170,10 +210,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     if order is None or fixed_order is not None:
         prepared = smc_kernel._prepare_run(prior, family, x, fixed_order, anneal, start)
 
-    if cores is None:
-        cores = min(chains, os.cpu_count() or 1)
-    if int(cores) != cores or cores < 1:
-        raise ValueError(f"cores must be a positive integer or None; got {cores!r}")
+    cores = _check_cores(cores, chains)
     # one independent generator per chain, so that the chains do not depend on how they are
     # scheduled (cores = 1 and cores > 1 give identical results for the same random_seed)
     chain_seeds = rng.integers(0, 2**63 - 1, size=chains)
@@ -186,15 +223,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         tasks.append(_ChainTask(prior, family, x, int(draws), int(chain_seeds[chain]),
                                 rejuvenation, anneal, ess_threshold, resampling, prepared,
                                 start, initial_labels))
-    workers = min(int(cores), chains)
-    if workers > 1:
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
-            outputs = list(executor.map(_run_chain, tasks,
-                                        chunksize=max(1, -(-chains // workers))))
-    else:
-        outputs = [_run_chain(task) for task in tasks]
+    outputs = _run_tasks(_run_chain, tasks, cores)
 
     # the partition variable's own (compact) integer dtype, as pm.sample stores it
     labels = np.empty((chains, draws, n), dtype=partition.dtype)
@@ -238,11 +267,139 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                "anneal": repr(anneal), "ess_threshold": float(ess_threshold),
                "resampling": resampling, "order": "data" if order is None else repr(order),
                "prior": repr(prior), "previous_points": int(start)})
-    observed_name = described.observed_var.name
-    observed_data = xr.Dataset({observed_name: (
-        tuple(f"{observed_name}_dim_{d}" for d in range(observed_array.ndim)), observed_array)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
-                        "observed_data": observed_data})
+                        "observed_data": _observed_data(described, observed_array)})
+
+
+def _model_data(model):
+    """The partition variable, its description, numeric prior and family, data, prepared."""
+    partition = _partition_variable(model)
+    described = discover(partition, model)
+    point = model.initial_point()
+    prior = described.numeric_prior(point)
+    family = described.numeric_family(point)
+    observed = model.rvs_to_values[described.observed_var]
+    observed_array = np.asarray(observed_value(observed))
+    x = np.ascontiguousarray(family.prepare_data(observed_array), dtype=np.float64)
+    return partition, described, prior, family, observed_array, x
+
+
+def _observed_data(described, observed_array):
+    observed_name = described.observed_var.name
+    return xr.Dataset({observed_name: (
+        tuple(f"{observed_name}_dim_{d}" for d in range(observed_array.ndim)), observed_array)})
+
+
+def _check_cores(cores, chains):
+    if cores is None:
+        cores = min(chains, os.cpu_count() or 1)
+    if int(cores) != cores or cores < 1:
+        raise ValueError(f"cores must be a positive integer or None; got {cores!r}")
+    return int(cores)
+
+
+def _run_tasks(function, tasks, cores):
+    """``[function(task) for task in tasks]``, in ``cores`` worker processes if > 1."""
+    workers = min(int(cores), len(tasks))
+    if workers <= 1:
+        return [function(task) for task in tasks]
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
+        return list(executor.map(function, tasks, chunksize=max(1, -(-len(tasks) // workers))))
+
+
+def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
+                     n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
+                     **sequential_only):
+    """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
+    defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
+                "previous": None}
+    changed = [name for name, value in sequential_only.items()
+               if not (value is defaults[name] or value == defaults[name])]
+    if changed:
+        raise ValueError(f"{changed} belong to method='sequential'; method='tempered' moves "
+                         "the particles with n_gibbs_sweeps and n_split_merge instead")
+    for name, value in (("draws", draws), ("chains", chains)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    tempered_kernel._check_tempered_arguments(draws, n_gibbs_sweeps, n_split_merge,
+                                              ess_threshold, temperatures, max_temperature_step)
+    partition, described, prior, family, observed_array, x = _model_data(model)
+    n = x.shape[0]
+    rng = random_seed if isinstance(random_seed, np.random.Generator) else \
+        np.random.default_rng(random_seed)
+    cores = _check_cores(cores, chains)
+    prepared = tempered_kernel.prepare_tempered(prior, family, x)
+    chain_seeds = rng.integers(0, 2**63 - 1, size=chains)
+    options = {"n_gibbs_sweeps": int(n_gibbs_sweeps), "n_split_merge": int(n_split_merge),
+               "ess_threshold": float(ess_threshold), "temperatures": temperatures,
+               "max_temperature_step": float(max_temperature_step)}
+    tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
+             for seed in chain_seeds]
+    outputs = _run_tasks(_run_tempered_chain, tasks, cores)
+    stages = max(len(output.log_evidence_increments) for output, _ in outputs)
+    labels = np.empty((chains, draws, n), dtype=partition.dtype)
+    log_evidence = np.empty(chains)
+    beta = np.full((chains, stages), np.nan)
+    increments = np.full((chains, stages), np.nan)
+    acceptance = np.full((chains, stages), np.nan)
+    counts = np.empty(chains, dtype=np.int64)
+    seconds = np.empty(chains)
+    for chain, (output, elapsed) in enumerate(outputs):
+        count = len(output.log_evidence_increments)
+        labels[chain] = output.labels
+        log_evidence[chain] = output.log_evidence
+        beta[chain, :count] = output.temperatures[1:]
+        increments[chain, :count] = output.log_evidence_increments
+        acceptance[chain, :count] = output.acceptance
+        counts[chain] = count
+        seconds[chain] = elapsed
+        if progressbar:
+            print(f"sample_smc (tempered): chain {chain + 1}/{chains}: log p(y) = "
+                  f"{log_evidence[chain]:.3f}, {count} stages, {elapsed:.2f} s")
+    name = partition.name
+    posterior = xr.Dataset(
+        {name: (("chain", "draw", f"{name}_dim_0"), labels)},
+        coords={"chain": np.arange(chains), "draw": np.arange(draws), f"{name}_dim_0":
+                np.arange(n)},
+        attrs={"inference_library": "pymc_splitmerge", "sampler": "sample_smc"})
+    sample_stats = xr.Dataset(
+        {
+            "log_marginal_likelihood": (("chain",), log_evidence),
+            "beta": (("chain", "smc_stage"), beta),
+            "log_evidence_increment": (("chain", "smc_stage"), increments),
+            "acceptance": (("chain", "smc_stage"), acceptance),
+            "stages": (("chain",), counts),
+            "sampling_time": (("chain",), seconds),
+        },
+        coords={"chain": np.arange(chains), "smc_stage": np.arange(stages)},
+        attrs={"method": "tempered", "num_particles": int(draws),
+               "n_gibbs_sweeps": int(n_gibbs_sweeps), "n_split_merge": int(n_split_merge),
+               "ess_threshold": float(ess_threshold),
+               "max_temperature_step": float(max_temperature_step),
+               "temperatures": "adaptive" if temperatures is None else repr(temperatures),
+               "prior": repr(prior)})
+    return from_groups({"posterior": posterior, "sample_stats": sample_stats,
+                        "observed_data": _observed_data(described, observed_array)})
+
+
+class _TemperedTask(NamedTuple):
+    prior: object
+    family: object
+    x: np.ndarray
+    draws: int
+    seed: int
+    prepared: object
+    options: dict
+
+
+def _run_tempered_chain(task: _TemperedTask):
+    clock = time.process_time()
+    result = tempered_kernel.run_tempered_smc(
+        task.prior, task.family, task.x, task.draws, np.random.default_rng(task.seed),
+        prepared=task.prepared, **task.options)
+    return result, time.process_time() - clock
 
 
 class _ChainTask(NamedTuple):
@@ -319,13 +476,47 @@ def _previous_population(previous, name, observed_name, observed_array, chains, 
     return start, old_labels, old_log_evidence
 
 
+def pooled_log_evidence(values) -> tuple[float, float]:
+    r"""Pool independent log evidence estimates: ``(log mean exp, jackknife standard error)``.
+
+    :math:`\log\hat Z = \log\frac1C\sum_c \hat Z_c`; its standard error is the jackknife
+    :math:`\sqrt{\frac{C-1}{C}\sum_c (\theta_{(c)} - \bar\theta)^2}` over the leave-one-out
+    estimates :math:`\theta_{(c)} = \log\frac1{C-1}\sum_{c'\ne c}\hat Z_{c'}` (NaN for one
+    chain).  For nearly equal :math:`\hat Z_c` it equals the delta method
+    :math:`\mathrm{sd}(\hat Z_c/\hat Z)/\sqrt C`; for log-normal :math:`\hat Z_c` with a
+    log-scale spread of 1-4 nats it stays calibrated where the delta method is 1.3-3 times too
+    small (``tests/test_tempered_smc.py``).
+
+    Parameters
+    ----------
+    values : array_like of float, shape (C,)
+        ``log Ẑ_c`` of independent runs.
+
+    Returns
+    -------
+    log_evidence : float
+    mcse : float
+    """
+    values = np.asarray(values, dtype=float).reshape(-1)
+    count = values.size
+    peak = values.max()
+    relative = np.exp(values - peak)
+    estimate = float(peak + np.log(relative.mean()))
+    if count < 2:
+        return estimate, float("nan")
+    leave_one_out = np.log((relative.sum() - relative) / (count - 1)) + peak
+    spread = np.sum((leave_one_out - leave_one_out.mean()) ** 2)
+    return estimate, float(np.sqrt((count - 1) / count * spread))
+
+
 def compare_evidence(results: dict) -> pd.DataFrame:
     r"""Table of log evidences and log Bayes factors from :func:`sample_smc` results.
 
     Each chain's :math:`\hat Z_c` is unbiased for :math:`p(y)`, so the chains are pooled as
     :math:`\hat Z = \frac1C\sum_c \hat Z_c` (``log_evidence``); its Monte Carlo standard error
-    on the log scale is the delta-method :math:`\mathrm{sd}_c(\hat Z_c/\hat Z)/\sqrt{C}`
-    (``mcse``).  ``log_bayes_factor`` is against the model of largest evidence, with the
+    on the log scale (``mcse``) is the jackknife over chains (:func:`pooled_log_evidence`),
+    which matches the spread between repeated calls even when the chains' :math:`\log\hat
+    Z_c` differ by several nats (the delta method is then several times too small).  ``log_bayes_factor`` is against the model of largest evidence, with the
     standard error of the difference of two independent estimates (``bayes_factor_mcse``).
 
     Parameters
@@ -351,12 +542,9 @@ def compare_evidence(results: dict) -> pd.DataFrame:
             raise ValueError(
                 f"results[{name!r}] has no sample_stats.log_marginal_likelihood; pass the "
                 "result of psm.sample_smc") from error
-        peak = values.max()
-        relative = np.exp(values - peak)
-        mean = relative.mean()
+        estimate, mcse = pooled_log_evidence(values)
         chains = values.size
-        mcse = (relative.std(ddof=1) / mean / np.sqrt(chains)) if chains > 1 else np.nan
-        rows[name] = {"log_evidence": float(peak + np.log(mean)), "mcse": float(mcse),
+        rows[name] = {"log_evidence": estimate, "mcse": mcse,
                       "log_evidence_mean_of_chains": float(values.mean()),
                       "log_evidence_sd_of_chains": float(values.std(ddof=1))
                       if chains > 1 else np.nan,

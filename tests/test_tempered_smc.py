@@ -1,0 +1,296 @@
+"""Exactness tests of the likelihood-tempered SMC over partitions (kernels/tempered_smc.py).
+
+* one-step invariance of the tempered moves (Gibbs sweeps, SAMS split-merge) for
+  pi_beta(c) ∝ p(c) prod_b m(y_b)^beta, exact draws from the enumerated pi_beta, chi^2; negative
+  control: the same move at the wrong temperature;
+* unbiasedness of Ẑ with a fixed schedule, every prior x 2 families: mean of Ẑ/Z over 1,000
+  runs against 1 (|z| at the suite budget), one Gibbs sweep and one split-merge move per
+  stage; negative control: the stage increment as the mean of the log weights (Jensen);
+* adaptive temperatures: the bias of order 1/L shrinks with L;
+* the final particle law (one particle per run) against enumeration, chi^2; negative control:
+  the moves at a wrong temperature;
+* the jackknife standard error of ``pooled_log_evidence`` against the spread of repeated pooled
+  estimates (tempered runs on enumerable data; log-normal estimates 1-4 nats wide);
+* ``sample_smc(method="tempered")``: layout, evidence, clear errors.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from conftest import PRIORS, bernoulli_problem, niw_problem
+from scipy import stats
+
+from pymc_splitmerge.kernels import tempered_smc as ts
+from pymc_splitmerge.kernels.smc import empty_population, particle
+from pymc_splitmerge.kernels.state import add
+from pymc_splitmerge.testing import (
+    GOF_PVALUE_THRESHOLD,
+    assert_partition_gof,
+    exact_posterior,
+    exact_prior,
+)
+from pymc_splitmerge.testing.gof import chisquare_partitions
+from pymc_splitmerge.testing.oracle import ExactPosterior
+
+FAMILIES = {"bernoulli": bernoulli_problem, "niw": niw_problem}
+SCHEDULE = (0.0, 0.25, 1.0)
+
+
+def _problem(family_name):
+    return FAMILIES[family_name](6 if family_name == "bernoulli" else 5)
+
+
+def _tempered_exact(prior, family, x, beta):
+    """The enumerated law pi_beta (prior and posterior enumerations share their order)."""
+    posterior = exact_posterior(prior, family, x)
+    prior_law = exact_prior(prior, x.shape[0])
+    np.testing.assert_array_equal(posterior.partitions, prior_law.partitions)
+    with np.errstate(invalid="ignore"):
+        log_likelihood = posterior.log_prob + posterior.log_evidence - prior_law.log_prob
+    log_likelihood = np.where(np.isfinite(prior_law.log_prob), log_likelihood, 0.0)
+    log_unnormalised = prior_law.log_prob + beta * log_likelihood
+    peak = log_unnormalised[np.isfinite(log_unnormalised)].max()
+    log_norm = peak + np.log(np.sum(np.exp(log_unnormalised - peak)))
+    return ExactPosterior(posterior.partitions, log_unnormalised - log_norm)
+
+
+def _population(prepared, labels):
+    size, n = labels.shape
+    population = empty_population(size, n, prepared.empty_row)
+    for p in range(size):
+        part = particle(population, prepared.empty_row, p)
+        for i in range(n):
+            add(prepared.model, part, i, int(labels[p, i]))
+    return population
+
+
+def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=3000):
+    exact = _tempered_exact(prior, family, x, beta_draws)
+    prepared = ts.prepare_tempered(prior, family, x)
+    draws = exact.sample(num_samples, rng)
+    population = _population(prepared, draws)
+    n = x.shape[0]
+    ts.seed_numba_from(rng)
+    if move == "gibbs":
+        ts.tempered_gibbs_sweeps(prepared.model, population, prepared.empty_row, prepared.log_v,
+                                 prepared.log_w, beta_move, prepared.log_prior_predictive, 1,
+                                 np.empty(n + 2), np.arange(n))
+    else:
+        ts.tempered_split_merge(prepared.model, population, prepared.empty_row, prepared.log_v,
+                                prepared.log_w, beta_move, 1, np.empty(n, dtype=np.int64),
+                                np.empty(n, dtype=np.bool_))
+    return population.labels.copy(), exact
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_tempered_moves_leave_pi_beta_invariant(prior_name, family_name, move):
+    family, x = _problem(family_name)
+    rng = np.random.default_rng(zlib.crc32(f"{prior_name}-{family_name}-{move}".encode()))
+    labels, exact = _one_step(PRIORS[prior_name], family, x, 0.4, 0.4, rng, move)
+    assert_partition_gof(labels, exact)
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+def test_negative_control_move_at_wrong_temperature_is_rejected(move):
+    family, x = _problem("niw")
+    rng = np.random.default_rng(5)
+    labels, exact = _one_step(PRIORS["dp"], family, x, 0.2, 1.0, rng, move)
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+# -------------------------------------------------------------------------- unbiasedness
+RUNS = 1000
+
+
+def _evidence_z(prior, family, x, rng, num_particles=4, **options):
+    log_z = exact_posterior(prior, family, x).log_evidence
+    log_hat = ts.tempered_log_evidence_runs(prior, family, x, num_particles, RUNS, rng,
+                                            **options)
+    ratio = np.exp(log_hat - log_z)
+    return (ratio.mean() - 1.0) / (ratio.std(ddof=1) / np.sqrt(ratio.size)), ratio.mean()
+
+
+def _two_sided(z):
+    return 2 * stats.norm.sf(abs(z))
+
+
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
+    family, x = _problem(family_name)
+    rng = np.random.default_rng(zlib.crc32(f"{prior_name}-{family_name}".encode()))
+    z, mean = _evidence_z(PRIORS[prior_name], family, x, rng, temperatures=SCHEDULE,
+                          n_gibbs_sweeps=1, n_split_merge=1)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_negative_control_log_mean_increment_is_rejected(monkeypatch):
+    """The stage factor as exp(mean log w) (geometric mean) is biased: the test rejects it."""
+    family, x = _problem("bernoulli")
+    prior = PRIORS["dp"]
+
+    def geometric_mean_increment(log_incremental_weights):
+        return float(np.mean(log_incremental_weights))
+
+    rng = np.random.default_rng(21)
+    z, mean = _evidence_z(prior, family, x, rng, temperatures=SCHEDULE, n_gibbs_sweeps=1)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+    monkeypatch.setattr(ts, "stage_log_increment", geometric_mean_increment)
+    z, mean = _evidence_z(prior, family, x, rng, temperatures=SCHEDULE, n_gibbs_sweeps=1)
+    assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_temperature_steps_are_capped():
+    log_likelihoods = np.array([-10.0, -10.0, -10.0])  # particles that agree: ESS stays 1
+    assert ts.next_temperature(log_likelihoods, 0.0, 0.5) == 1.0
+    assert ts.next_temperature(log_likelihoods, 0.3, 0.5, max_step=0.05) == pytest.approx(0.35)
+    assert ts.next_temperature(log_likelihoods, 0.97, 0.5, max_step=0.05) == 1.0
+    spread = np.array([0.0, -50.0, -100.0])
+    step = ts.next_temperature(spread, 0.0, 0.5)
+    weights = np.exp(step * (spread - spread.max()))
+    assert weights.sum() ** 2 / (3 * np.sum(weights**2)) == pytest.approx(0.5, abs=1e-6)
+
+
+def test_adaptive_temperatures_bias_shrinks_with_particles():
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    log_z = exact_posterior(prior, family, x).log_evidence
+    rng = np.random.default_rng(3)
+    means = {}
+    for num_particles, runs in ((4, 1000), (64, 200)):
+        log_hat = ts.tempered_log_evidence_runs(prior, family, x, num_particles, runs, rng,
+                                                max_temperature_step=1.0)
+        means[num_particles] = np.log(np.mean(np.exp(log_hat - log_z)))
+    # the adaptive schedule's bias is of order 1/L: clearly visible at L = 4, small at L = 64
+    assert abs(means[64]) < 0.1 and abs(means[64]) < abs(means[4]), means
+
+
+# ------------------------------------------------------------------- final particle law
+
+
+def _final_particles(prior, family, x, rng, runs=1000, num_particles=16, **options):
+    prepared = ts.prepare_tempered(prior, family, x)
+    return np.array([ts.run_tempered_smc(prior, family, x, num_particles, rng,
+                                         prepared=prepared, **options).labels[0]
+                     for _ in range(runs)])
+
+
+@pytest.mark.parametrize("prior_name, family_name", [("dp", "niw"), ("mfm", "bernoulli")])
+def test_final_particles_follow_the_posterior(prior_name, family_name):
+    family, x = _problem(family_name)
+    prior = PRIORS[prior_name]
+    rng = np.random.default_rng(zlib.crc32(f"law-{prior_name}-{family_name}".encode()))
+    labels = _final_particles(prior, family, x, rng, n_split_merge=2, max_temperature_step=0.4)
+    assert_partition_gof(labels, exact_posterior(prior, family, x))
+
+
+def test_negative_control_moves_at_wrong_temperature_change_the_law(monkeypatch):
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    original = ts.tempered_gibbs_sweeps
+
+    def half_temperature(model, population, empty_row, log_v, log_w, beta, *rest):
+        return original(model, population, empty_row, log_v, log_w, 0.3 * beta, *rest)
+
+    monkeypatch.setattr(ts, "tempered_gibbs_sweeps", half_temperature)
+    labels = _final_particles(prior, family, x, np.random.default_rng(8))
+    assert chisquare_partitions(labels, exact_posterior(prior, family, x)).pvalue \
+        < GOF_PVALUE_THRESHOLD
+
+
+# ------------------------------------------------------------------ pooled standard error
+
+
+def test_jackknife_standard_error_matches_the_spread_of_pooled_estimates():
+    from pymc_splitmerge.sampling.smc import pooled_log_evidence
+
+    # tempered runs on enumerable data, pooled 8 at a time
+    family, x = _problem("niw")
+    prior = PRIORS["py"]
+    rng = np.random.default_rng(17)
+    chains, repeats = 8, 150
+    log_hat = ts.tempered_log_evidence_runs(prior, family, x, 4, chains * repeats, rng,
+                                            temperatures=SCHEDULE, n_gibbs_sweeps=1)
+    pooled = np.array([pooled_log_evidence(row) for row in log_hat.reshape(repeats, chains)])
+    ratio = np.sqrt(np.mean(pooled[:, 1] ** 2)) / pooled[:, 0].std(ddof=1)
+    assert 0.75 < ratio < 1.3, ratio
+    # heavy-tailed estimates (log-normal, 1-4 nats wide), where the delta method fails
+    for sd in (1.0, 2.0, 4.0):
+        values = rng.normal(-sd * sd / 2, sd, size=(1000, 4))
+        pooled = np.array([pooled_log_evidence(row) for row in values])
+        ratio = np.sqrt(np.mean(pooled[:, 1] ** 2)) / pooled[:, 0].std(ddof=1)
+        assert 0.8 < ratio < 1.25, (sd, ratio)
+    estimate, mcse = pooled_log_evidence([1.0])
+    assert estimate == 1.0 and np.isnan(mcse)
+
+
+# ------------------------------------------------------------------- PyMC-facing sampler
+SMC_DATA = np.array([[1, 1, 0], [1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 1], [0, 0, 1]])
+
+
+def _model(alpha):
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=alpha, n=len(SMC_DATA))
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=1.0),
+                             observed=SMC_DATA)
+    return model
+
+
+def test_sample_smc_tempered_layout_evidence_and_cores():
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.core.relabel import canonical_labels
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    model = _model(1.0)
+    results = [psm.sample_smc(draws=50, chains=4, model=model, method="tempered",
+                              random_seed=2, cores=cores, progressbar=False)
+               for cores in (1, 2)]
+    posterior = get_group(results[0], "posterior")
+    sample_stats = get_group(results[0], "sample_stats")
+    labels = np.asarray(posterior["z"])
+    assert labels.shape == (4, 50, len(SMC_DATA))
+    flat = labels.reshape(-1, len(SMC_DATA))
+    np.testing.assert_array_equal(flat, canonical_labels(flat))
+    np.testing.assert_array_equal(labels, np.asarray(get_group(results[1], "posterior")["z"]))
+    stages = np.asarray(sample_stats["stages"])
+    beta = np.asarray(sample_stats["beta"])
+    assert np.all(beta[np.arange(4), stages - 1] == 1.0)
+    log_hat = np.asarray(sample_stats["log_marginal_likelihood"])
+    np.testing.assert_allclose(
+        log_hat, np.nansum(np.asarray(sample_stats["log_evidence_increment"]), axis=1))
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    table = psm.compare_evidence({"tempered": results[0]})
+    row = table.loc["tempered"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
+
+
+def test_sample_smc_tempered_clear_errors():
+    import pymc_splitmerge as psm
+
+    model = _model(1.0)
+    with pytest.raises(ValueError, match="method must be"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="annealed", progressbar=False)
+    with pytest.raises(ValueError, match="rejuvenation"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered", rejuvenation=2,
+                       progressbar=False)
+    with pytest.raises(ValueError, match="temperatures"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered",
+                       temperatures=[0.0, 0.5], progressbar=False)
+    with pytest.raises(ValueError, match="max_temperature_step"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered",
+                       max_temperature_step=0.0, progressbar=False)
+    with pytest.raises(ValueError, match="ess_threshold"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered", ess_threshold=1.0,
+                       progressbar=False)
