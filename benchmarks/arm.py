@@ -50,13 +50,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from jain_neal import integrated_autocorrelation_time
+from jain_neal import integrated_autocorrelation_time, rgsm_update
 
 from pymc_splitmerge.components import BetaBernoulli
 from pymc_splitmerge.datasets import jain_neal_bernoulli
 from pymc_splitmerge.kernels.arm import arm_move
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
-from pymc_splitmerge.kernels.rgsm import rgsm_update
 from pymc_splitmerge.kernels.sams import sams_move
 from pymc_splitmerge.kernels.state import PartitionState
 from pymc_splitmerge.priors import DirichletProcessPrior
@@ -187,7 +186,7 @@ def run_dataset(example: int, data_seed: int, iterations: int, samplers, seed: i
                     step(state, tables, run_rng)
             cpu += time.process_time() - start
             for c, state in enumerate(states):
-                labels = state.labels_slots
+                labels = state.slot_labels
                 largest[c, t] = state.sizes.max() / n
                 together[c, t] = labels[pair_a] == labels[pair_b]
         rows = []

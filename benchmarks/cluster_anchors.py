@@ -1,6 +1,6 @@
 """Uniform vs cluster anchors for ``SAMSStep`` (SAMS + one Gibbs sweep) on unequal clusters.
 
-Data: ``start_quality.unequal_data(n)`` (15 unit Gaussians on a spiral, weights proportional
+Data: ``_common.unequal_data(n)`` (15 unit Gaussians on a spiral, weights proportional
 to 0.75^k), DP(alpha = 1) + NIW as in ``benchmarks/scale.py``.  From the model's initial point
 (every point in one cluster), ``pm.sample(draws, tune=0, chains=1)`` with
 ``SAMSStep(z, anchor_proposal=..., n_gibbs_sweeps=1)``, uniform and cluster anchors alternating
@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from blas_threads import limit_blas_threads
+from _common import limit_blas_threads
 
 limit_blas_threads()  # before numpy loads: idle BLAS threads spin into process_time
 
@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 import scale
-from start_quality import unequal_data
+from _common import unequal_data
 
 ANCHORS = ("uniform", "cluster")
 

@@ -86,16 +86,25 @@ from pymc_splitmerge.datasets import jain_neal_bernoulli
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.pgsm import MOVE_NONE as PGSM_MOVE_NONE
 from pymc_splitmerge.kernels.pgsm import pgsm_move
-from pymc_splitmerge.kernels.rgsm import rgsm_update
+from pymc_splitmerge.kernels.rgsm import build_rgsm_move
 from pymc_splitmerge.kernels.sams import sams_move
-from pymc_splitmerge.kernels.splitmerge_common import MOVE_NONE
-from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.kernels.splitmerge_common import MOVE_NONE, build_moves_then_gibbs
+from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.priors import DirichletProcessPrior
 
 N_ATTRIBUTES = (6, 15, 18)
 BURN_IN_THRESHOLD = 0.5
 NUM_PARTICLES = 20
 ALPHA = 1.0
+
+
+def rgsm_update(state, log_v_table, log_w_table, rng, n_intermediate_scans, n_moves,
+                n_gibbs_sweeps):
+    """RGSM(t, m, g) on ``state`` in place: ``m`` restricted-Gibbs split-merge moves with ``t``
+    intermediate scans, then ``g`` Gibbs sweeps; returns the transition's info."""
+    transition = build_moves_then_gibbs(build_rgsm_move(n_intermediate_scans), n_moves=n_moves,
+                                        n_gibbs_sweeps=n_gibbs_sweeps)
+    return transition(state.model, state.partition, PriorTables(log_v_table, log_w_table), rng)
 
 
 # --------------------------------------------------------------------------- samplers
@@ -118,8 +127,8 @@ class Sampler:
         if self.kind == "rgsm":
             info = rgsm_update(state, log_v_table, log_w_table, rng, self.n_intermediate_scans,
                                1, self.n_gibbs_scans)
-            proposed = sum(int(update.move != MOVE_NONE) for update in info.updates)
-            return proposed, info.n_accepted
+            proposed = sum(int(move.move != MOVE_NONE) for move in info.moves)
+            return proposed, sum(int(move.accepted) for move in info.moves)
         if self.kind == "sams":
             info = sams_move(state, log_v_table, log_w_table, rng)
             proposed, accepted = int(info.move != MOVE_NONE), int(info.accepted)
@@ -218,7 +227,7 @@ def run_chain(sampler: Sampler, problem: Problem, pair, draws: int, rng) -> dict
     n_clusters = np.empty(draws, dtype=np.int64)
     cpu = 0.0
     proposed = accepted = 0
-    labels, sizes = state.labels_slots, state.sizes
+    labels, sizes = state.slot_labels, state.sizes
     tables = (problem.log_v_table, problem.log_w_table)
     for t in range(draws):
         start = time.process_time()
@@ -497,7 +506,7 @@ def run_arm_ensemble(problem: Problem, pair, draws: int, seed: int) -> list[dict
         accepted += taken
         for c, state in enumerate(states):
             largest[c, t] = state.sizes.max() / n
-            indicator[c, t] = state.labels_slots[i] == state.labels_slots[j]
+            indicator[c, t] = state.slot_labels[i] == state.slot_labels[j]
             n_clusters[c, t] = state.n_clusters
     cpu_per_draw = cpu / (ARM_CHAINS * draws)
     accept = accepted / proposed if proposed else float("nan")
