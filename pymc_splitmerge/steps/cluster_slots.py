@@ -30,6 +30,12 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import vectorize_graph
+from pytensor.tensor.subtensor import AdvancedSubtensor, AdvancedSubtensor1
+
+try:  # pytensor >= 2.31
+    from pytensor.graph.traversal import ancestors, io_toposort
+except ImportError:  # pragma: no cover - older pytensor
+    from pytensor.graph.basic import ancestors, io_toposort
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from pymc_splitmerge.distributions.cluster_parameters import (
@@ -45,7 +51,38 @@ from pymc_splitmerge.kernels.cluster_slots import (
 from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.steps.base import partition_value_and_random_variable
 
-__all__ = ["SlotGibbsStep", "SlotLikelihood"]
+__all__ = ["SlotGibbsStep", "SlotLikelihood", "per_slot_log_density"]
+
+
+def per_slot_log_density(log_density, labels, capacity: int, n: int):
+    """The graph of ``log_density`` (a function of the labels, shape (n, ...)) for every
+    slot: shape (C, n, ...), entry ``[s, i]`` = the term of point ``i`` with label ``s``.
+
+    Each ``param[labels, ...]`` (shape (n, ...)) is replaced by ``param[0:C, ...]`` with a
+    broadcast axis for the points (shape (C, 1, ...)), so the rest of the graph broadcasts
+    over the slots with elementwise operations; where that does not give shape (C, n, ...),
+    ``pytensor``'s ``vectorize_graph`` over a (C, n) label matrix does (slower: Blockwise).
+    """
+    replacements = {}
+    slots = pt.arange(capacity)
+    for node in io_toposort([labels], [log_density]):
+        if (isinstance(node.op, AdvancedSubtensor | AdvancedSubtensor1)
+                and node.inputs[1] is labels
+                and not any(inp is labels for inp in node.inputs[2:])):
+            per_slot = node.inputs[0][(slots, *node.inputs[2:])]
+            replacements[node.outputs[0]] = pt.expand_dims(per_slot, 1)
+    if replacements:
+        try:
+            candidate = vectorize_graph(log_density, replacements)
+        except Exception:  # noqa: BLE001 -- not elementwise over the points: the general way
+            candidate = None
+        if candidate is not None and labels not in ancestors([candidate]):
+            candidate = pt.broadcast_to(candidate, (capacity, n, *candidate.shape[2:]))
+            if candidate.ndim == log_density.ndim + 1:
+                return candidate
+    labels_per_slot = pt.broadcast_to(pt.arange(capacity, dtype=labels.dtype)[:, None],
+                                      (capacity, n))
+    return vectorize_graph(log_density, {labels: labels_per_slot})
 
 
 class SlotLikelihood:
@@ -64,12 +101,10 @@ class SlotLikelihood:
         value_var = model.rvs_to_values[partition_var]
         n = int(partition_var.type.shape[-1])
         self.n_points = n
-        slots = pt.arange(self.capacity, dtype=value_var.dtype)
-        labels_per_slot = pt.broadcast_to(slots[:, None], (self.capacity, n))
         total = None
         for term in self.spec.likelihood_terms:
             (log_density,) = model.logp(vars=[term], sum=False, jacobian=False)
-            per_slot = vectorize_graph(log_density, {value_var: labels_per_slot})
+            per_slot = per_slot_log_density(log_density, value_var, self.capacity, n)
             if per_slot.ndim > 2:
                 per_slot = per_slot.sum(axis=tuple(range(2, per_slot.ndim)))
             total = per_slot if total is None else total + per_slot
