@@ -244,20 +244,16 @@ def test_model_log_density_is_the_slot_target():
     assert placement(point) == -np.inf
 
 
-def test_pm_sample_assigns_the_steps():
-    from pymc.step_methods import NUTS
-    from pymc.step_methods.compound import CompoundStep
+def test_competence():
+    from pymc.step_methods.compound import Competence
 
     from pymc_splitmerge.steps import SlotGibbsStep
     from pymc_splitmerge.steps.sams import DefaultPartitionStep
 
     model = _conjugate_model("dp")
-    with model:
-        step = pm.sampling.mcmc.assign_step_methods(model)
-    methods = step.methods if isinstance(step, CompoundStep) else [step]
-    kinds = {type(method) for method in methods}
-    assert SlotGibbsStep in kinds and NUTS in kinds
-    assert DefaultPartitionStep.competence(model["z"]) == 0  # INCOMPATIBLE
+    assert SlotGibbsStep.competence(model["z"]) == Competence.IDEAL
+    assert DefaultPartitionStep.competence(model["z"]) == Competence.INCOMPATIBLE
+    assert SlotGibbsStep.competence(model["theta"]) == Competence.INCOMPATIBLE
 
 
 @pytest.mark.parametrize("prior_name", list(PRIORS))
@@ -265,6 +261,7 @@ def test_pm_sample_reproduces_the_exact_law(prior_name):
     """Automatic steps (Algorithm 8 + split-merge, NUTS on theta) on the conjugate model."""
     model = _conjugate_model(prior_name)
     idata = _sample(model, 1500, seed=hash(prior_name) % 2**31)
+    assert "slot_gibbs_n_clusters" in idata["sample_stats"]  # assigned by pm.sample
     exact = PROBLEMS["normal"].exact(PRIORS[prior_name],
                                      _capacity(prior_name, NORMAL_Y.size))
     assert_partition_gof(thinned_labels(idata, 2, chains=2), exact)
