@@ -356,3 +356,28 @@ def test_a_chain_filling_the_capacity_stops_with_an_error_naming_it():
     with model, pytest.raises(SamplingError, match="capacity=2"):
         pm.sample(50, tune=50, chains=1, cores=1, random_seed=1, progressbar=False,
                   compute_convergence_checks=False)
+
+
+def test_trace_analysis_posterior_predictive_and_components():
+    y = np.array([-3.1, -2.8, -3.3, 2.9, 3.2, 3.0])
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=y.size)
+        mu = psm.ClusterParameter("mu", pm.Normal.dist(0, 5), partition=z, capacity=6)
+        beta = psm.ClusterParameter("beta", pm.MvNormal.dist(np.zeros(2), np.eye(2)),
+                                    partition=z)
+        pm.StudentT("y", nu=4, mu=mu[z] + beta[z, 1], sigma=1.0, observed=y)
+    idata = _sample(model, 40, seed=2, chains=2)
+    with model:
+        predictive = pm.sample_posterior_predictive(idata, random_seed=1, progressbar=False)
+    assert predictive["posterior_predictive"]["y"].shape == (2, 40, y.size)
+    assert "n_clusters" in psm.summary(idata).index
+    psm.sample_components(idata, model=model)
+    components = idata["component_parameters"]
+    labels = np.asarray(idata["posterior"]["z"].values)
+    chain, draw = 1, 39
+    first_slot = labels[chain, draw, 0]
+    np.testing.assert_allclose(components["mu"].values[chain, draw, 0],
+                               idata["posterior"]["mu"].values[chain, draw, first_slot])
+    np.testing.assert_allclose(components["beta"].values[chain, draw, 0],
+                               idata["posterior"]["beta"].values[chain, draw, first_slot])
+    assert components["cluster_size"].values[chain, draw].sum() == y.size
