@@ -35,8 +35,8 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.shape_utils import change_dist_size
 from pytensor.graph.basic import Variable
+from pytensor.tensor import subtensor
 from pytensor.tensor.random.op import RandomVariable
-from pytensor.tensor.subtensor import AdvancedSubtensor, AdvancedSubtensor1
 
 try:  # pytensor >= 2.31
     from pytensor.graph.traversal import ancestors
@@ -46,8 +46,13 @@ except ImportError:  # pragma: no cover - older pytensor
 from pymc_splitmerge.distributions.priors import PartitionPriorRV, cluster_sizes
 from pymc_splitmerge.distributions.starts import _label_limit
 
+#: The ops of ``param[labels, ...]`` (pytensor 3 has no ``AdvancedSubtensor1``).
+INDEX_OPS = tuple(getattr(subtensor, name) for name in ("AdvancedSubtensor", "AdvancedSubtensor1")
+                  if hasattr(subtensor, name))
+
 __all__ = [
     "DEFAULT_CAPACITY",
+    "INDEX_OPS",
     "ClusterParameter",
     "SlotPartition",
     "has_cluster_parameters",
@@ -238,7 +243,7 @@ def _slot_index_nodes(terms, partition_var, parameters):
             uses_parameter = [inp for inp in node.inputs if inp in parameter_set]
             if not (uses_labels or uses_parameter):
                 continue
-            is_index = isinstance(node.op, AdvancedSubtensor1 | AdvancedSubtensor)
+            is_index = isinstance(node.op, INDEX_OPS)
             if is_index and node.inputs[0] in parameter_set and node.inputs[1] is partition_var:
                 if any(inp is partition_var for inp in node.inputs[2:]):
                     raise ValueError(f"{term.name!r} indexes {node.inputs[0].name!r} by "

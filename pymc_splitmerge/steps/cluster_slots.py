@@ -30,7 +30,6 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import vectorize_graph
-from pytensor.tensor.subtensor import AdvancedSubtensor, AdvancedSubtensor1
 
 try:  # pytensor >= 2.31
     from pytensor.graph.traversal import ancestors, io_toposort
@@ -39,6 +38,7 @@ except ImportError:  # pragma: no cover - older pytensor
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from pymc_splitmerge.distributions.cluster_parameters import (
+    INDEX_OPS,
     has_cluster_parameters,
     slot_partition,
 )
@@ -66,7 +66,7 @@ def per_slot_log_density(log_density, labels, capacity: int, n: int):
     replacements = {}
     slots = pt.arange(capacity)
     for node in io_toposort([labels], [log_density]):
-        if (isinstance(node.op, AdvancedSubtensor | AdvancedSubtensor1)
+        if (isinstance(node.op, INDEX_OPS)
                 and node.inputs[1] is labels
                 and not any(inp is labels for inp in node.inputs[2:])):
             per_slot = node.inputs[0][(slots, *node.inputs[2:])]
