@@ -210,7 +210,7 @@ def main():
     parser.add_argument("--n-poisson", type=int, default=500)
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--chains", type=int, default=2)
-    parser.add_argument("--capacity", type=int, default=20)
+    parser.add_argument("--capacity", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--problems", nargs="+", default=["student_t", "poisson"])
     args = parser.parse_args()

@@ -354,7 +354,7 @@ def test_a_chain_filling_the_capacity_stops_with_an_error_naming_it():
         theta = psm.ClusterParameter("theta", pm.Normal.dist(30, 50), partition=z, capacity=2)
         pm.Normal("y", mu=theta[z], sigma=0.5, observed=y)
     with model, pytest.raises(SamplingError, match="capacity=2"):
-        pm.sample(50, tune=50, chains=1, cores=1, random_seed=1, progressbar=False,
+        pm.sample(50, tune=0, chains=1, cores=1, random_seed=1, progressbar=False,
                   compute_convergence_checks=False)
 
 

@@ -220,8 +220,9 @@ class SlotGibbsStep(BlockedStep):
     -----
     Sampler stats: ``slot_gibbs_changed`` (point updates that changed slot),
     ``slot_split_merge_accepted`` (accepted split-merge updates in the draw) and
-    ``slot_gibbs_n_clusters``.  A chain whose clusters fill every slot while the prior allows
-    more stops with an error naming ``capacity`` (the posterior needs more slots).
+    ``slot_gibbs_n_clusters``.  A draw after tuning whose clusters fill every slot while the
+    prior allows more stops the chain with an error naming ``capacity`` (the posterior needs
+    more slots); during tuning this is allowed (transients from the start).
 
     References
     ----------
@@ -263,6 +264,10 @@ class SlotGibbsStep(BlockedStep):
     def reset_chain(self) -> None:
         """Start a chain: reseed the forward sampling, check the start at the first draw."""
         self._start_checked = False
+        # a transient that fills every slot while tuning (e.g. the first sweeps from the
+        # one-cluster start, with NUTS not yet adapted) is not an error; PyMC's
+        # ``stop_tuning()`` ends tuning (pymc 6's ``setup_chain`` also says if there is any)
+        self.tune = True
         self.slots.reseed(self.rng)
 
     def set_rng(self, rng) -> None:
@@ -271,8 +276,9 @@ class SlotGibbsStep(BlockedStep):
         self.reset_chain()
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """pymc 6: receive this chain's generator."""
+        """pymc 6: receive this chain's generator and tuning length."""
         self.set_rng(rng)
+        self.tune = int(tune) > 0
 
     @staticmethod
     def competence(var, has_grad=None):
@@ -326,7 +332,8 @@ class SlotGibbsStep(BlockedStep):
             changed = slot_gibbs_sweeps(log_likelihood, labels, sizes, log_v, log_w, self.rng,
                                         self.n_gibbs_sweeps).n_changed
         n_clusters = int(np.count_nonzero(sizes))
-        self._check_capacity(n_clusters, prior)
+        if not self.tune:
+            self._check_capacity(n_clusters, prior)
         new_point[self.value_name] = labels.astype(np.asarray(point[self.value_name]).dtype)
         stats = {"slot_gibbs_changed": changed, "slot_split_merge_accepted": accepted,
                  "slot_gibbs_n_clusters": n_clusters}
