@@ -39,6 +39,7 @@ import time
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from scipy import stats
 from scipy.special import logsumexp
 
@@ -87,7 +88,7 @@ def stick_breaking_model(problem, y, x, components=20):
     with pm.Model() as model:
         alpha = pm.Gamma("alpha", 1.0, 1.0)
         v = pm.Beta("v", 1.0, alpha, shape=components - 1)
-        remaining = pm.math.concatenate([[1.0], pm.math.extra_ops.cumprod(1 - v)])
+        remaining = pm.math.concatenate([[1.0], pt.cumprod(1 - v)])
         weights = pm.Deterministic(
             "weights", pm.math.concatenate([v, [1.0]]) * remaining)
         if problem == "student_t":
