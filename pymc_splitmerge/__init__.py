@@ -27,6 +27,7 @@ from pymc_splitmerge import analysis, components, datasets, priors
 from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.components import ComponentFamily
 from pymc_splitmerge.distributions import ConjugateMixture, discover
+from pymc_splitmerge.distributions.cluster_parameters import ClusterParameter
 from pymc_splitmerge.distributions.priors import PARTITION_PRIOR_DISTRIBUTIONS
 from pymc_splitmerge.priors import ExplicitPmf, Geometric, ShiftedPoisson
 from pymc_splitmerge.sampling import (
@@ -40,6 +41,7 @@ from pymc_splitmerge.steps import (
     ConcentrationGibbs,
     PartitionPriorSlice,
     SAMSStep,
+    SlotGibbsStep,
 )
 
 __version__ = "0.1.0.dev0"
@@ -74,6 +76,7 @@ __all__ = [
     "DIAGNOSTICS_GROUP",
     "ARMStep",
     # step methods
+    "ClusterParameter",
     "CollapsedGibbsStep",
     # component families
     "ComponentFamily",
@@ -88,6 +91,7 @@ __all__ = [
     "RGSMStep",
     "SAMSStep",
     "ShiftedPoisson",
+    "SlotGibbsStep",
     "add_partition_quantities",
     "adjusted_rand_index",
     "agreement_with_truth",

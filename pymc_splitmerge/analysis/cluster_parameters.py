@@ -29,11 +29,46 @@ from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import canonicalize, find_partition_variable
 from pymc_splitmerge.analysis.log_joint import untransformed_model
 from pymc_splitmerge.distributions import PartitionPriorRV, discover
+from pymc_splitmerge.distributions.cluster_parameters import (
+    has_cluster_parameters,
+    slot_partition,
+)
 
 __all__ = ["COMPONENTS_GROUP", "sample_components"]
 
 COMPONENTS_GROUP = "component_parameters"
 """Name of the group added by :func:`sample_components`."""
+
+
+def _gathered_cluster_parameters(posterior, var_name, spec) -> xr.Dataset:
+    """The ``component_parameters`` group of a partition with cluster parameters: cluster
+    ``k`` of a draw (k-th by first appearance) takes the values of its slot."""
+    slots = np.asarray(posterior[var_name].values).astype(np.int64)
+    n_chains, n_draws, _ = slots.shape
+    canonical = canonicalize(slots)
+    max_clusters = int(canonical.max()) + 1
+    cluster_slot = np.full((n_chains, n_draws, max_clusters), -1)
+    sizes = np.zeros((n_chains, n_draws, max_clusters), dtype=np.int64)
+    for chain in range(n_chains):
+        for draw in range(n_draws):
+            row = canonical[chain, draw]
+            cluster_slot[chain, draw, row] = slots[chain, draw]
+            sizes[chain, draw] = np.bincount(row, minlength=max_clusters)
+    variables = {}
+    for parameter in spec.parameters:
+        values = np.asarray(posterior[parameter.name].values, dtype=np.float64)
+        gathered = np.take_along_axis(
+            values, np.maximum(cluster_slot, 0).reshape(
+                *cluster_slot.shape, *([1] * (values.ndim - 3))), axis=2)
+        gathered[cluster_slot < 0] = np.nan
+        variables[parameter.name] = (("chain", "draw", "cluster", *(
+            f"{parameter.name}_dim_{i}" for i in range(gathered.ndim - 3))), gathered)
+    variables["cluster_size"] = (("chain", "draw", "cluster"), sizes)
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values,
+              "cluster": np.arange(max_clusters)}
+    dataset = xr.Dataset(variables, coords=coords)
+    dataset.attrs["partition_variable"] = var_name
+    return dataset
 
 
 def sample_components(data, model=None, random_seed=None, *, var_name: str | None = None,
@@ -79,7 +114,10 @@ def sample_components(data, model=None, random_seed=None, *, var_name: str | Non
     -----
     Exact given each draw: the parameters are drawn from the family's conjugate posterior
     given the draw's partition, its hyperparameter values and the observed data
-    (:meth:`~pymc_splitmerge.components.ComponentFamily.sample_parameters`).
+    (:meth:`~pymc_splitmerge.components.ComponentFamily.sample_parameters`).  For a partition
+    with cluster parameters (``psm.ClusterParameter``) they are in the trace already: each
+    cluster's values are read from its slot (one variable per cluster parameter, same dims;
+    ``random_seed`` is not used).
     """
     model = pm.modelcontext(model)
     rng = np.random.default_rng(random_seed)
@@ -92,6 +130,9 @@ def sample_components(data, model=None, random_seed=None, *, var_name: str | Non
         raise ValueError(f"the model has no variable named {var_name!r}")
     if var_name not in posterior:
         raise ValueError(f"the posterior has no variable {var_name!r}")
+    if has_cluster_parameters(model[var_name]):
+        return compat.add_group(data, group, _gathered_cluster_parameters(
+            posterior, var_name, slot_partition(model[var_name], model)))
     plain = untransformed_model(model)  # points in the stored (untransformed) values
     partition_model = discover(plain[var_name], plain)
     x = partition_model.data

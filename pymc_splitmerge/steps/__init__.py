@@ -4,7 +4,9 @@ Importing this package registers, first in ``pymc.step_methods.STEP_METHODS`` (s
 win PyMC's competence ties, e.g. over ``CategoricalGibbsMetropolis`` and NUTS):
 
 * :class:`DefaultPartitionStep` (``SAMSStep(z, n_gibbs_sweeps=1)``) for every partition
-  variable;
+  variable with a ``ConjugateMixture``;
+* :class:`SlotGibbsStep` for every partition variable with cluster parameters
+  (``ClusterParameter``);
 * :class:`ConcentrationGibbs` for a Dirichlet-process ``alpha`` with a ``pm.Gamma`` prior;
 * :class:`PartitionPriorSlice` for any other ``alpha`` / ``discount`` of a Dirichlet process,
   Pitman–Yor or finite-Dirichlet prior,
@@ -18,6 +20,7 @@ from pymc.step_methods import STEP_METHODS
 
 from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.steps.base import PartitionStep
+from pymc_splitmerge.steps.cluster_slots import SlotGibbsStep
 from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPriorSlice
 from pymc_splitmerge.steps.gibbs import CollapsedGibbsStep
 from pymc_splitmerge.steps.sams import DefaultPartitionStep, SAMSStep
@@ -39,11 +42,13 @@ __all__ = [
     "PartitionStep",
     "RGSMStep",
     "SAMSStep",
+    "SlotGibbsStep",
     "register_step_methods",
 ]
 
 
-AUTOMATIC_STEP_METHODS = (DefaultPartitionStep, ConcentrationGibbs, PartitionPriorSlice)
+AUTOMATIC_STEP_METHODS = (DefaultPartitionStep, SlotGibbsStep, ConcentrationGibbs,
+                          PartitionPriorSlice)
 
 
 def register_step_methods() -> None:

@@ -46,6 +46,7 @@ from rich.table import Column
 
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.distributions.checks import check_labels
+from pymc_splitmerge.distributions.cluster_parameters import has_cluster_parameters
 from pymc_splitmerge.distributions.mixture import number_of_label_slots
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
@@ -158,7 +159,8 @@ class PartitionStep(BlockedStep):
     @staticmethod
     def competence(var, has_grad=None):
         owner = getattr(var, "owner", None)
-        if owner is not None and isinstance(owner.op, PartitionPriorRV):
+        if (owner is not None and isinstance(owner.op, PartitionPriorRV)
+                and not has_cluster_parameters(var)):  # those: steps.cluster_slots
             return Competence.IDEAL
         return Competence.INCOMPATIBLE
 

@@ -1,0 +1,224 @@
+r"""Non-conjugate mixtures: cluster parameters as PyMC variables against PyMC's truncated
+stick-breaking model with NUTS.
+
+Run ``python benchmarks/nonconjugate.py`` (reduced default: n = 300 / 500, 300 draws per
+chain, 2 chains; a few minutes on two cores) or ``--n-student 2000 --n-poisson 5000 --draws
+2000 --chains 4`` (the full sizes).
+
+Problems (training data, 25 % more points held out, DP(alpha ~ Gamma(1, 1)) prior):
+
+* ``student_t``: a DP mixture of Student-t clusters (nu = 4), three true clusters at -6, 0, 5
+  with scales 1, 0.6, 1.5; cluster parameters ``mu ~ Normal(0, 5)``,
+  ``sigma ~ Gamma(2, 2)`` per cluster;
+* ``poisson``: a mixture of Poisson regressions with log link, ``y ~ Poisson(exp(b0 + b1 x))``,
+  three true clusters; ``beta ~ MvNormal(0, 2 I)`` per cluster.
+
+Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning):
+
+* ``alg8``: ``psm.SlotGibbsStep(z, n_split_merge=0)`` (Algorithm 8 in slot form) + NUTS on the
+  cluster parameters and alpha;
+* ``alg8+sm``: ``psm.SlotGibbsStep(z)`` (one split-merge update + one sweep per draw, the
+  step ``pm.sample`` assigns) + NUTS;
+* ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
+  marginalised with ``pm.Mixture``), NUTS on everything; the labels of a draw are drawn from
+  ``p(z | weights, theta, y)`` to compute the partition quantities.
+
+Columns: ``K`` posterior mean number of clusters; ``largest`` posterior mean of the largest
+cluster's fraction; ``ESS/s`` (bulk ESS per second of sampling, tuning included) of both;
+``lpd`` held-out log predictive density per point (``log mean_draws p(y*_j | draw)``
+averaged over held-out points; for the slot models the predictive of a draw is
+``sum_k n_k/(n + alpha) f(y* | theta_k) + alpha/(n + alpha) mean_{empty s} f(y* | theta_s)``,
+the empty slots holding fresh base-distribution draws).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from scipy import stats
+from scipy.special import logsumexp
+
+import pymc_splitmerge as psm
+
+
+def student_data(n, rng):
+    centres, scales = np.array([-6.0, 0.0, 5.0]), np.array([1.0, 0.6, 1.5])
+    labels = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
+    return centres[labels] + scales[labels] * rng.standard_t(4, size=n), None
+
+
+def poisson_data(n, rng):
+    beta = np.array([[0.5, 1.0], [2.5, -0.5], [1.0, 0.0]])
+    labels = rng.choice(3, size=n, p=[0.4, 0.35, 0.25])
+    x = rng.uniform(-1.5, 1.5, size=n)
+    return rng.poisson(np.exp(beta[labels, 0] + beta[labels, 1] * x)), x
+
+
+def log_f(problem, y, x, parameters):
+    """log f(y_j | theta_k): array (n, K) for parameters of K clusters."""
+    if problem == "student_t":
+        mu, sigma = parameters
+        return stats.t.logpdf(y[:, None], 4, mu[None, :], sigma[None, :])
+    (beta,) = parameters
+    return stats.poisson.logpmf(y[:, None], np.exp(beta[None, :, 0] + beta[None, :, 1] * x[:, None]))
+
+
+def slot_model(problem, y, x, capacity):
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=alpha, n=len(y))
+        if problem == "student_t":
+            mu = psm.ClusterParameter("mu", pm.Normal.dist(0.0, 5.0), partition=z,
+                                      capacity=capacity)
+            sigma = psm.ClusterParameter("sigma", pm.Gamma.dist(2.0, 2.0), partition=z)
+            pm.StudentT("y", nu=4, mu=mu[z], sigma=sigma[z], observed=y)
+        else:
+            beta = psm.ClusterParameter("beta", pm.MvNormal.dist(np.zeros(2), 2 * np.eye(2)),
+                                        partition=z, capacity=capacity)
+            pm.Poisson("y", mu=pm.math.exp(beta[z, 0] + beta[z, 1] * x), observed=y)
+    return model
+
+
+def stick_breaking_model(problem, y, x, components=20):
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        v = pm.Beta("v", 1.0, alpha, shape=components - 1)
+        remaining = pm.math.concatenate([[1.0], pt.cumprod(1 - v)])
+        weights = pm.Deterministic(
+            "weights", pm.math.concatenate([v, [1.0]]) * remaining)
+        if problem == "student_t":
+            mu = pm.Normal("mu", 0.0, 5.0, shape=components)
+            sigma = pm.Gamma("sigma", 2.0, 2.0, shape=components)
+            pm.Mixture("y", w=weights, comp_dists=pm.StudentT.dist(nu=4, mu=mu, sigma=sigma),
+                       observed=y)
+        else:
+            beta = pm.MvNormal("beta", np.zeros(2), 2 * np.eye(2), shape=(components, 2))
+            rate = pm.math.exp(beta[None, :, 0] + beta[None, :, 1] * x[:, None])
+            pm.Mixture("y", w=weights, comp_dists=pm.Poisson.dist(mu=rate), observed=y)
+    return model
+
+
+def _posterior(idata, name):
+    return np.asarray(idata["posterior"][name].values)
+
+
+def partition_quantities(labels):
+    """(K, largest fraction) per draw, arrays (chain, draw)."""
+    chains, draws, n = labels.shape
+    k = np.empty((chains, draws))
+    largest = np.empty((chains, draws))
+    for c in range(chains):
+        for d in range(draws):
+            counts = np.bincount(labels[c, d])
+            k[c, d] = np.count_nonzero(counts)
+            largest[c, d] = counts.max() / n
+    return k, largest
+
+
+def slot_summaries(problem, idata, y, x, y_test, x_test):
+    labels = _posterior(idata, "z").astype(np.int64)
+    alpha = _posterior(idata, "alpha")
+    names = ["mu", "sigma"] if problem == "student_t" else ["beta"]
+    params = [_posterior(idata, name) for name in names]
+    chains, draws, n = labels.shape
+    log_pred = []
+    for c in range(chains):
+        for d in range(draws):
+            counts = np.bincount(labels[c, d], minlength=params[0].shape[2])
+            values = log_f(problem, y_test, x_test, [p[c, d] for p in params])
+            occupied = counts > 0
+            log_w = np.full(counts.size, -np.inf)
+            log_w[occupied] = np.log(counts[occupied] / (n + alpha[c, d]))
+            n_empty = np.count_nonzero(~occupied)
+            if n_empty:
+                log_w[~occupied] = np.log(alpha[c, d] / (n + alpha[c, d]) / n_empty)
+            log_pred.append(logsumexp(values + log_w[None, :], axis=1))
+    k, largest = partition_quantities(labels)
+    return k, largest, np.asarray(log_pred)
+
+
+def stick_breaking_summaries(problem, idata, y, x, y_test, x_test, rng):
+    weights = _posterior(idata, "weights")
+    names = ["mu", "sigma"] if problem == "student_t" else ["beta"]
+    params = [_posterior(idata, name) for name in names]
+    chains, draws, _ = weights.shape
+    labels = np.empty((chains, draws, len(y)), dtype=np.int64)
+    log_pred = []
+    for c in range(chains):
+        for d in range(draws):
+            draw = [p[c, d] for p in params]
+            log_w = np.log(weights[c, d])
+            logits = log_f(problem, y, x, draw) + log_w[None, :]
+            probabilities = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+            cumulative = probabilities.cumsum(axis=1)
+            labels[c, d] = (rng.random((len(y), 1)) > cumulative).sum(axis=1)
+            log_pred.append(logsumexp(log_f(problem, y_test, x_test, draw) + log_w[None, :],
+                                      axis=1))
+    k, largest = partition_quantities(np.minimum(labels, weights.shape[2] - 1))
+    return k, largest, np.asarray(log_pred)
+
+
+def ess(values):
+    return float(az.ess(np.asarray(values), method="bulk"))
+
+
+def run(problem, n, draws, chains, seed, capacity):
+    rng = np.random.default_rng(seed)
+    generate = student_data if problem == "student_t" else poisson_data
+    y_all, x_all = generate(n + n // 4, rng)
+    y, y_test = y_all[:n], y_all[n:]
+    x, x_test = (None, None) if x_all is None else (x_all[:n], x_all[n:])
+    rows = []
+    for contender in ("alg8", "alg8+sm", "pymc_sb"):
+        if contender == "pymc_sb":
+            model = stick_breaking_model(problem, y, x)
+            step = None
+        else:
+            model = slot_model(problem, y, x, capacity)
+            with model:
+                step = [psm.SlotGibbsStep(model["z"],
+                                          n_split_merge=0 if contender == "alg8" else 1)]
+        with model:
+            start = time.perf_counter()
+            idata = pm.sample(draws, tune=draws, chains=chains, cores=1, step=step,
+                              random_seed=seed, progressbar=False,
+                              compute_convergence_checks=False)
+            seconds = time.perf_counter() - start
+        if contender == "pymc_sb":
+            k, largest, log_pred = stick_breaking_summaries(problem, idata, y, x, y_test,
+                                                            x_test, rng)
+        else:
+            k, largest, log_pred = slot_summaries(problem, idata, y, x, y_test, x_test)
+        lpd = float(np.mean(logsumexp(log_pred, axis=0) - np.log(len(log_pred))))
+        rows.append((contender, seconds, k.mean(), ess(k) / seconds, largest.mean(),
+                     ess(largest) / seconds, lpd))
+    print(f"\n{problem}: n = {n}, {chains} chains x {draws} draws (+{draws} tuning)")
+    print(f"{'contender':<10}{'seconds':>9}{'K':>7}{'ESS/s K':>10}{'largest':>9}"
+          f"{'ESS/s lg':>10}{'lpd':>9}")
+    for name, seconds, k, ess_k, largest, ess_l, lpd in rows:
+        print(f"{name:<10}{seconds:>9.1f}{k:>7.2f}{ess_k:>10.2f}{largest:>9.3f}{ess_l:>10.2f}"
+              f"{lpd:>9.3f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-student", type=int, default=300)
+    parser.add_argument("--n-poisson", type=int, default=500)
+    parser.add_argument("--draws", type=int, default=300)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--capacity", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--problems", nargs="+", default=["student_t", "poisson"])
+    args = parser.parse_args()
+    sizes = {"student_t": args.n_student, "poisson": args.n_poisson}
+    for problem in args.problems:
+        run(problem, sizes[problem], args.draws, args.chains, args.seed, args.capacity)
+
+
+if __name__ == "__main__":
+    main()

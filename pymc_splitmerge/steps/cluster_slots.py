@@ -1,0 +1,340 @@
+r"""PyMC step method for a partition with cluster parameters (any likelihood, no conjugacy).
+
+:class:`SlotGibbsStep` samples the labels of a partition whose clusters carry
+:func:`~pymc_splitmerge.distributions.cluster_parameters.ClusterParameter` variables.  Each
+draw, with the cluster parameters held by the other steps (NUTS by default):
+
+1. **refresh**: the parameters of the empty slots are drawn afresh from their base
+   distributions (PyMC's forward sampling, one compiled function seeded from the chain's
+   generator) -- an exact Gibbs update, since an empty slot's parameter appears in no
+   likelihood term;
+2. the (n, C) matrix ``log f(y_i | theta_s)`` is computed by one compiled pytensor function
+   (the observed terms' per-observation log densities, vectorised over the C slots);
+3. ``n_split_merge`` split-merge updates and ``n_gibbs_sweeps`` Algorithm 8 sweeps
+   (:mod:`pymc_splitmerge.kernels.cluster_slots`, numba) move the labels given that matrix.
+
+Plain ``pm.sample()`` assigns it to every partition variable with cluster parameters
+(``competence`` IDEAL; the collapsed partition steps refuse such partitions) and NUTS to
+the cluster parameters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.exceptions import SamplingError
+from pymc.model import modelcontext
+from pymc.pytensorf import compile as compile_pytensor
+from pymc.pytensorf import replace_rng_nodes, reseed_rngs
+from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator
+from pytensor.graph.basic import Constant
+from pytensor.graph.replace import vectorize_graph
+
+try:  # pytensor >= 2.31
+    from pytensor.graph.traversal import ancestors, io_toposort
+except ImportError:  # pragma: no cover - older pytensor
+    from pytensor.graph.basic import ancestors, io_toposort
+from pytensor.tensor.random.type import RandomGeneratorType
+
+from pymc_splitmerge.distributions.cluster_parameters import (
+    INDEX_OPS,
+    has_cluster_parameters,
+    slot_partition,
+)
+from pymc_splitmerge.distributions.priors import MixtureOfFiniteMixturesRV, PartitionPriorRV
+from pymc_splitmerge.kernels.cluster_slots import (
+    slot_gibbs_sweeps,
+    slot_sizes,
+    slot_split_merge,
+)
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.steps.base import partition_value_and_random_variable
+
+__all__ = ["SlotGibbsStep", "SlotLikelihood", "per_slot_log_density"]
+
+
+def per_slot_log_density(log_density, labels, capacity: int, n: int):
+    """The graph of ``log_density`` (a function of the labels, shape (n, ...)) for every
+    slot: shape (C, n, ...), entry ``[s, i]`` = the term of point ``i`` with label ``s``.
+
+    Each ``param[labels, ...]`` (shape (n, ...)) is replaced by ``param[0:C, ...]`` with a
+    broadcast axis for the points (shape (C, 1, ...)), so the rest of the graph broadcasts
+    over the slots with elementwise operations; where that does not give shape (C, n, ...),
+    ``pytensor``'s ``vectorize_graph`` over a (C, n) label matrix does (slower: Blockwise).
+    """
+    replacements = {}
+    slots = pt.arange(capacity)
+    for node in io_toposort([labels], [log_density]):
+        if (isinstance(node.op, INDEX_OPS)
+                and node.inputs[1] is labels
+                and not any(inp is labels for inp in node.inputs[2:])):
+            per_slot = node.inputs[0][(slots, *node.inputs[2:])]
+            replacements[node.outputs[0]] = pt.expand_dims(per_slot, 1)
+    if replacements:
+        try:
+            candidate = vectorize_graph(log_density, replacements)
+        except Exception:  # noqa: BLE001 -- not elementwise over the points: the general way
+            candidate = None
+        if candidate is not None and labels not in ancestors([candidate]):
+            candidate = pt.broadcast_to(candidate, (capacity, n, *candidate.shape[2:]))
+            if candidate.ndim == log_density.ndim + 1:
+                return candidate
+    labels_per_slot = pt.broadcast_to(pt.arange(capacity, dtype=labels.dtype)[:, None],
+                                      (capacity, n))
+    return vectorize_graph(log_density, {labels: labels_per_slot})
+
+
+class SlotLikelihood:
+    """Compiled pieces of a partition with cluster parameters (built once per step).
+
+    ``log_likelihood(point)`` -> float64 (n, C); ``refreshed(point, labels)`` -> the point's
+    cluster-parameter values (transformed) with the empty slots redrawn from the base
+    distributions; ``numeric_prior(point)``.
+    """
+
+    def __init__(self, partition_var, model):
+        self.spec = slot_partition(partition_var, model)
+        self.capacity = self.spec.capacity
+        self.model = model
+        self.value_vars = list(model.value_vars)
+        value_var = model.rvs_to_values[partition_var]
+        n = int(partition_var.type.shape[-1])
+        self.n_points = n
+        total = None
+        for term in self.spec.likelihood_terms:
+            (log_density,) = model.logp(vars=[term], sum=False, jacobian=False)
+            per_slot = per_slot_log_density(log_density, value_var, self.capacity, n)
+            if per_slot.ndim > 2:
+                per_slot = per_slot.sum(axis=tuple(range(2, per_slot.ndim)))
+            total = per_slot if total is None else total + per_slot
+        self._log_likelihood = compile_pytensor(self.value_vars, total,
+                                                on_unused_input="ignore")
+        # forward draws of every slot of every cluster parameter, on the transformed scale
+        draws = []
+        self.parameter_value_names = []
+        for parameter in self.spec.parameters:
+            clone = parameter.owner.clone().default_output()
+            transform = model.rvs_to_transforms.get(parameter)
+            draw = clone if transform is None else transform.forward(clone,
+                                                                     *clone.owner.inputs)
+            draws.append(draw)
+            self.parameter_value_names.append(model.rvs_to_values[parameter].name)
+        draws = model.replace_rvs_by_values(draws)
+        draws = replace_rng_nodes(draws)
+        self._draw = compile_pytensor(self.value_vars, draws, on_unused_input="ignore")
+        self._draw_rngs = [shared for shared in self._draw.get_shared()
+                           if isinstance(shared.type, RandomGeneratorType)]
+        # the prior's parameters (constants once, others by one compiled function)
+        op = partition_var.owner.op
+        params = list(op.dist_params(partition_var.owner))[:-1]
+        self._prior_op = op
+        self._constant_prior = {}
+        symbolic, self._symbolic_names = [], []
+        for name, param in zip(op.parameter_names, params, strict=True):
+            if isinstance(param, Constant):
+                value = np.asarray(param.data)
+                self._constant_prior[name] = int(value) if name == "k" else float(value)
+            else:
+                symbolic.append(param)
+                self._symbolic_names.append(name)
+        self._prior_function = (compile_pytensor(self.value_vars,
+                                                 model.replace_rvs_by_values(symbolic),
+                                                 on_unused_input="ignore")
+                                if symbolic else None)
+        self._cached_prior_values = None
+        self._prior = self._tables = None
+
+    def _inputs(self, point):
+        return [point[var.name] for var in self.value_vars]
+
+    def reseed(self, rng: np.random.Generator) -> None:
+        """Seed the forward-sampling function from the chain's generator."""
+        reseed_rngs(self._draw_rngs, int(rng.integers(2**63)))
+
+    def log_likelihood(self, point) -> np.ndarray:
+        """``log f(y_i | theta_s)``, float64 array of shape (n, C)."""
+        matrix = np.asarray(self._log_likelihood(*self._inputs(point)), dtype=np.float64)
+        if matrix.shape != (self.capacity, self.n_points):
+            raise ValueError(
+                f"the likelihood terms {[t.name for t in self.spec.likelihood_terms]} do not "
+                f"give one log density per point (shape {matrix.shape[1:]} for "
+                f"{self.n_points} points): the first axis of the observed data must run over "
+                "the points of the partition")
+        return np.ascontiguousarray(matrix.T)
+
+    def refreshed(self, point, labels) -> dict:
+        """New values of the cluster parameters with the empty slots redrawn."""
+        empty = slot_sizes(labels, self.capacity) == 0
+        draws = self._draw(*self._inputs(point))
+        values = {}
+        for name, draw in zip(self.parameter_value_names, draws, strict=True):
+            value = np.array(point[name], copy=True)
+            value[empty] = np.asarray(draw)[empty]
+            values[name] = value
+        return values
+
+    def prior_and_tables(self, point):
+        """The numeric prior of the point and its ``(log_v, log_w)`` tables (cached)."""
+        values = dict(self._constant_prior)
+        if self._prior_function is not None:
+            outputs = self._prior_function(*self._inputs(point))
+            values.update({name: float(np.asarray(value))
+                           for name, value in zip(self._symbolic_names, outputs, strict=True)})
+        if self._prior is None or values != self._cached_prior_values:
+            op = self._prior_op
+            if isinstance(op, MixtureOfFiniteMixturesRV):
+                prior = op.numeric_prior()
+            else:
+                prior = op.prior_class(**{p: values[p] for p in op.prior_class.parameter_names})
+            self._prior = prior
+            self._tables = prior.tables(self.n_points)
+            self._cached_prior_values = values
+        return self._prior, self._tables
+
+
+class SlotGibbsStep(BlockedStep):
+    r"""Neal's Algorithm 8 (slot form) and a split-merge move for a partition with cluster
+    parameters.
+
+    Each draw refreshes the empty slots' parameters from their base distributions, computes
+    ``log f(y_i | theta_s)`` for every point and slot, then applies ``n_split_merge``
+    split-merge Metropolis-Hastings updates and ``n_gibbs_sweeps`` Algorithm 8 sweeps to the
+    labels (:mod:`pymc_splitmerge.kernels.cluster_slots`).  The cluster parameters of
+    occupied slots are left to the other steps (``pm.sample`` gives them NUTS).
+
+    Parameters
+    ----------
+    vars : TensorVariable or list of one TensorVariable
+        A partition variable with cluster parameters
+        (:func:`~pymc_splitmerge.distributions.cluster_parameters.ClusterParameter`).
+    n_gibbs_sweeps : int, default 1
+        Algorithm 8 sweeps per draw.
+    n_split_merge : int, default 1
+        Split-merge updates per draw (before the sweeps).
+    model : pymc.Model, optional
+    rng : int or numpy.random.Generator, optional
+        Used only if PyMC does not hand a generator to the step.
+
+    Notes
+    -----
+    Sampler stats: ``slot_gibbs_changed`` (point updates that changed slot),
+    ``slot_split_merge_accepted`` (accepted split-merge updates in the draw) and
+    ``slot_gibbs_n_clusters``.  A draw after tuning whose clusters fill every slot while the
+    prior allows more stops the chain with an error naming ``capacity`` (the posterior needs
+    more slots); during tuning this is allowed (transients from the start).
+
+    References
+    ----------
+    Neal, R. M. (2000). Markov chain sampling methods for Dirichlet process mixture models.
+    JCGS 9(2), 249-265, Algorithm 8.  Dahl, D. B. (2003), sequentially-allocated
+    merge-split.
+    """
+
+    name = "slot_gibbs"
+    default_blocked = False
+    stats_dtypes_shapes = {
+        "slot_gibbs_changed": (np.int64, []),
+        "slot_split_merge_accepted": (np.int64, []),
+        "slot_gibbs_n_clusters": (np.int64, []),
+    }
+
+    def __init__(self, vars, n_gibbs_sweeps: int = 1, n_split_merge: int = 1, model=None,
+                 rng=None, **kwargs):
+        for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
+            kwargs.pop(ignored, None)
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+        self.n_split_merge = non_negative_integer(n_split_merge, "n_split_merge")
+        if self.n_gibbs_sweeps + self.n_split_merge == 0:
+            raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1 or n_split_merge >= 1")
+        model = modelcontext(model)
+        value_var, rv = partition_value_and_random_variable(vars, model)
+        self.model = model
+        self.vars = [value_var]
+        self.value_name = value_var.name
+        self.partition_var = rv
+        self.slots = SlotLikelihood(rv, model)
+        self.capacity = self.slots.capacity
+        self.n_points = self.slots.n_points
+        self.rng = get_random_generator(rng)
+        self.reset_chain()
+
+    def reset_chain(self) -> None:
+        """Start a chain: reseed the forward sampling, check the start at the first draw."""
+        self._start_checked = False
+        # a transient that fills every slot while tuning (e.g. the first sweeps from the
+        # one-cluster start, with NUTS not yet adapted) is not an error; PyMC's
+        # ``stop_tuning()`` ends tuning (pymc 6's ``setup_chain`` also says if there is any)
+        self.tune = True
+        self.slots.reseed(self.rng)
+
+    def set_rng(self, rng) -> None:
+        """pymc 5: receive this chain's generator."""
+        self.rng = get_random_generator(rng, copy=False)
+        self.reset_chain()
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        """pymc 6: receive this chain's generator and tuning length."""
+        self.set_rng(rng)
+        self.tune = int(tune) > 0
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        """IDEAL for a partition variable with cluster parameters."""
+        owner = getattr(var, "owner", None)
+        if owner is not None and isinstance(owner.op, PartitionPriorRV) and \
+                has_cluster_parameters(var):
+            return Competence.IDEAL
+        return Competence.INCOMPATIBLE
+
+    def _check_start(self, labels) -> None:
+        parameters = ", ".join(repr(p.name) for p in self.slots.spec.parameters)
+        if labels.shape != (self.n_points,):
+            raise SamplingError(f"the labels of {self.value_name!r} have shape {labels.shape}, "
+                                f"expected ({self.n_points},)")
+        if labels.min() < 0 or labels.max() >= self.capacity:
+            raise SamplingError(
+                f"the start of partition variable {self.value_name!r} has labels "
+                f"{int(labels.min())}..{int(labels.max())}, outside the {self.capacity} slots "
+                f"0..{self.capacity - 1} (capacity={self.capacity} of the cluster parameters "
+                f"{parameters}): raise capacity or relabel the start into [0, {self.capacity})")
+
+    def _check_capacity(self, n_clusters: int, prior) -> None:
+        max_clusters = prior.max_clusters
+        reachable = self.n_points if max_clusters is None else min(self.n_points, max_clusters)
+        if n_clusters >= self.capacity and self.capacity < reachable:
+            parameters = ", ".join(repr(p.name) for p in self.slots.spec.parameters)
+            raise SamplingError(
+                f"the partition {self.value_name!r} filled all {self.capacity} slots: the "
+                f"posterior puts mass on more clusters than capacity={self.capacity} of the "
+                f"cluster parameters {parameters} allows. Raise capacity= of "
+                f"psm.ClusterParameter (at most {reachable}), e.g. "
+                f"capacity={min(2 * self.capacity, reachable)}")
+
+    def step(self, point):
+        labels = np.asarray(point[self.value_name]).astype(np.int64)
+        if not self._start_checked:
+            self._check_start(labels)
+            self._start_checked = True
+        new_point = dict(point)  # never modify the point's arrays in place
+        new_point.update(self.slots.refreshed(point, labels))
+        log_likelihood = self.slots.log_likelihood(new_point)
+        prior, (log_v, log_w) = self.slots.prior_and_tables(point)
+        sizes = slot_sizes(labels, self.capacity)
+        accepted = 0
+        for _ in range(self.n_split_merge):
+            accepted += slot_split_merge(log_likelihood, labels, sizes, log_v, log_w,
+                                         self.rng).accepted
+        changed = 0
+        if self.n_gibbs_sweeps:
+            changed = slot_gibbs_sweeps(log_likelihood, labels, sizes, log_v, log_w, self.rng,
+                                        self.n_gibbs_sweeps).n_changed
+        n_clusters = int(np.count_nonzero(sizes))
+        if not self.tune:
+            self._check_capacity(n_clusters, prior)
+        new_point[self.value_name] = labels.astype(np.asarray(point[self.value_name]).dtype)
+        stats = {"slot_gibbs_changed": changed, "slot_split_merge_accepted": accepted,
+                 "slot_gibbs_n_clusters": n_clusters}
+        return new_point, [stats]

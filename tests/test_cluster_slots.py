@@ -1,0 +1,383 @@
+"""Partitions with cluster parameters (``ClusterParameter``, ``SlotGibbsStep``) against exact laws.
+
+The slot target ``EPPF(z) (C-K)!/C! prod_s G0(theta_s) prod_i f(y_i | theta_{z_i})`` has the
+partition law of the Gibbs-type prior (restricted to ``K <= C``).  Checked:
+
+* one-step invariance of each move (Algorithm 8 sweep, split-merge) from exact draws of
+  ``(z, theta)``, for every prior, on a conjugate model (exact law from
+  ``NormalKnownCovariance``) and two non-conjugate ones (Student-t location, Poisson
+  log-rate; exact law by quadrature per block), with negative controls (the placement factor,
+  i.e. Algorithm 8's ``1/E``, dropped);
+* whole chains through ``pm.sample`` (NUTS on the cluster parameters), each move alone and
+  combined;
+* model building: the model's log density is the slot target; bad input gets clear errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytest
+from conftest import PRIORS, thinned_labels
+from scipy.special import gammaln
+from scipy.stats import norm, poisson, t
+
+import pymc_splitmerge as psm
+from pymc_splitmerge.components import NormalKnownCovariance
+from pymc_splitmerge.kernels.cluster_slots import slot_gibbs_sweeps, slot_sizes, slot_split_merge
+from pymc_splitmerge.testing import assert_partition_gof, chisquare_partitions, exact_posterior
+from pymc_splitmerge.testing.cluster_slots import (
+    BlockParameterSampler,
+    exact_posterior_by_quadrature,
+    reference_slot_gibbs_sweep,
+    reference_slot_split_merge,
+    slot_state_draws,
+)
+from pymc_splitmerge.testing.gof import GOF_PVALUE_THRESHOLD
+
+NORMAL_Y = np.array([-1.5, -1.1, 0.2, 1.3, 1.6])
+NORMAL_MEAN, NORMAL_SCALE, NOISE = 0.0, 1.5, 0.6
+STUDENT_Y = np.array([-2.0, -1.6, 0.1, 1.7, 2.4])
+STUDENT_SCALE, STUDENT_NU = 0.7, 4.0
+
+
+def _normal_log_pdf(x, mean, scale):
+    return -0.5 * ((x - mean) / scale) ** 2 - np.log(scale) - 0.5 * np.log(2 * np.pi)
+
+
+def _student_log_pdf(x, mean):
+    nu = STUDENT_NU
+    constant = gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
+    return (constant - np.log(STUDENT_SCALE)
+            - (nu + 1) / 2 * np.log1p(((x - mean) / STUDENT_SCALE) ** 2 / nu))
+
+
+def _poisson_log_pmf(k, log_rate):
+    return k * log_rate - np.exp(log_rate) - gammaln(k + 1)
+COUNTS = np.array([0, 1, 6, 8, 2])
+
+
+class Problem:
+    """A one-parameter mixture: log f(i, theta), G0, exact law, parameter draws."""
+
+    def __init__(self, name, y, log_f, base_logpdf, base_draw, bounds, posterior_draw=None):
+        self.name, self.y, self.log_f = name, y, log_f
+        self.base_logpdf, self.base_draw, self.bounds = base_logpdf, base_draw, bounds
+        self.posterior_draw = posterior_draw or BlockParameterSampler(log_f, base_logpdf,
+                                                                      bounds)
+        self._exact = {}
+
+    def log_likelihood(self, theta):
+        return self.log_f(np.arange(self.y.size)[:, None], theta[None, :])
+
+    def exact(self, prior, capacity=None):
+        key = (id(prior), capacity)
+        if key not in self._exact:
+            self._exact[key] = self._exact_law(prior, capacity)
+        return self._exact[key]
+
+    def _exact_law(self, prior, capacity):
+        if self.name == "normal":
+            family = NormalKnownCovariance(mu0=NORMAL_MEAN, sigma0=NORMAL_SCALE**2,
+                                           sigma=NOISE**2)
+            exact = exact_posterior(prior, family, self.y[:, None])
+            if capacity is not None and capacity < self.y.size:
+                log_prob = np.where(exact.n_clusters <= capacity, exact.log_prob, -np.inf)
+                log_prob = log_prob - np.logaddexp.reduce(log_prob)
+                exact = type(exact)(exact.partitions, log_prob)
+            return exact
+        return exact_posterior_by_quadrature(prior, self.log_f, self.base_logpdf, self.y.size,
+                                             self.bounds, capacity)
+
+    def draw_parameter(self, points, rng):
+        if not points:
+            return self.base_draw(rng)
+        return self.posterior_draw(points, rng)
+
+
+def _normal_posterior(points, rng):
+    precision = 1 / NORMAL_SCALE**2 + len(points) / NOISE**2
+    mean = (NORMAL_MEAN / NORMAL_SCALE**2 + NORMAL_Y[list(points)].sum() / NOISE**2) / precision
+    return rng.normal(mean, precision**-0.5)
+
+
+PROBLEMS = {
+    "normal": Problem("normal", NORMAL_Y, lambda i, th: _normal_log_pdf(NORMAL_Y[i], th, NOISE),
+                      lambda th: _normal_log_pdf(th, NORMAL_MEAN, NORMAL_SCALE),
+                      lambda rng: rng.normal(NORMAL_MEAN, NORMAL_SCALE), (-12.0, 12.0),
+                      _normal_posterior),
+    "student_t": Problem("student_t", STUDENT_Y,
+                         lambda i, th: _student_log_pdf(STUDENT_Y[i], th),
+                         lambda th: _normal_log_pdf(th, 0.0, 2.0),
+                         lambda rng: rng.normal(0.0, 2.0), (-16.0, 16.0)),
+    "poisson": Problem("poisson", COUNTS, lambda i, th: _poisson_log_pmf(COUNTS[i], th),
+                       lambda th: _normal_log_pdf(th, 0.5, 1.5),
+                       lambda rng: rng.normal(0.5, 1.5), (-9.0, 6.5)),
+}
+
+
+def _capacity(prior_name, n):
+    return 3 if prior_name == "finite" else n
+
+
+def _one_step_labels(problem, prior, capacity, move, num_samples, seed):
+    rng = np.random.default_rng(seed)
+    exact = problem.exact(prior, capacity)
+    log_v, log_w = prior.tables(problem.y.size)
+    out = []
+    for labels, theta in slot_state_draws(exact, capacity, problem.draw_parameter,
+                                          num_samples, rng):
+        log_likelihood = problem.log_likelihood(theta)
+        sizes = slot_sizes(labels, capacity)
+        if move == "gibbs":
+            slot_gibbs_sweeps(log_likelihood, labels, sizes, log_v, log_w, rng)
+        elif move == "split_merge":
+            for _ in range(3):
+                slot_split_merge(log_likelihood, labels, sizes, log_v, log_w, rng)
+        elif move == "reference_gibbs":
+            labels = reference_slot_gibbs_sweep(log_likelihood, labels, prior, rng)
+        elif move == "broken_gibbs":
+            labels = reference_slot_gibbs_sweep(log_likelihood, labels, prior, rng,
+                                                placement=False)
+        elif move == "reference_split_merge":
+            for _ in range(3):
+                labels = reference_slot_split_merge(log_likelihood, labels, prior, rng)
+        elif move == "broken_split_merge":
+            for _ in range(3):
+                labels = reference_slot_split_merge(log_likelihood, labels, prior, rng,
+                                                    placement=False)
+        np.testing.assert_array_equal(sizes if "gibbs" == move or move == "split_merge"
+                                      else slot_sizes(labels, capacity),
+                                      slot_sizes(labels, capacity))
+        out.append(labels)
+    return np.array(out), exact
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+@pytest.mark.parametrize("problem_name", list(PROBLEMS))
+def test_one_step_invariance(problem_name, prior_name, move):
+    problem = PROBLEMS[problem_name]
+    labels, exact = _one_step_labels(problem, PRIORS[prior_name],
+                                     _capacity(prior_name, problem.y.size), move, 3000,
+                                     seed=hash((problem_name, prior_name, move)) % 2**32)
+    assert_partition_gof(labels, exact)
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+def test_capacity_below_the_number_of_points_gives_the_truncated_law(move):
+    problem = PROBLEMS["student_t"]
+    labels, exact = _one_step_labels(problem, PRIORS["dp"], 3, move, 3000, seed=11)
+    assert labels.max() < 3
+    assert exact.n_clusters_pmf[4:].sum() == 0
+    assert_partition_gof(labels, exact)
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+def test_plain_references_pass(move):
+    problem = PROBLEMS["normal"]
+    labels, exact = _one_step_labels(problem, PRIORS["py"], 5, f"reference_{move}", 1500,
+                                     seed=5)
+    assert_partition_gof(labels, exact)
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+def test_negative_control_without_the_placement_factor(move):
+    """Dropping (C-K)!/C! (Algorithm 8's 1/E for a new cluster) must fail the same test."""
+    problem = PROBLEMS["normal"]
+    labels, exact = _one_step_labels(problem, PRIORS["py"], 5, f"broken_{move}", 1500, seed=5)
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+def test_problem_densities_match_scipy():
+    theta = np.linspace(-3, 3, 7)
+    for i in range(5):
+        np.testing.assert_allclose(PROBLEMS["student_t"].log_f(i, theta),
+                                   t.logpdf(STUDENT_Y[i], 4, theta, 0.7))
+        np.testing.assert_allclose(PROBLEMS["poisson"].log_f(i, theta),
+                                   poisson.logpmf(COUNTS[i], np.exp(theta)))
+        np.testing.assert_allclose(PROBLEMS["normal"].log_f(i, theta),
+                                   norm.logpdf(NORMAL_Y[i], theta, NOISE))
+
+
+# --------------------------------------------------------------------------- through PyMC
+def _partition(prior_name, n):
+    prior = PRIORS[prior_name]
+    if prior_name == "dp":
+        return psm.DirichletProcess("z", alpha=prior.alpha, n=n)
+    if prior_name == "py":
+        return psm.PitmanYor("z", alpha=prior.alpha, discount=prior.discount, n=n)
+    if prior_name == "finite":
+        return psm.FiniteDirichlet("z", alpha=prior.alpha, k=prior.k, n=n)
+    return psm.MixtureOfFiniteMixtures("z", gamma=prior.gamma, k_prior=prior.k_prior, n=n)
+
+
+def _conjugate_model(prior_name, capacity=None):
+    with pm.Model() as model:
+        z = _partition(prior_name, NORMAL_Y.size)
+        theta = psm.ClusterParameter("theta", pm.Normal.dist(NORMAL_MEAN, NORMAL_SCALE),
+                                     partition=z, capacity=capacity)
+        pm.Normal("y", mu=theta[z], sigma=NOISE, observed=NORMAL_Y)
+    return model
+
+
+def _sample(model, draws, step=None, seed=1, chains=2):
+    with model:
+        return pm.sample(draws, tune=200, chains=chains, cores=1, step=step, random_seed=seed,
+                         progressbar=False, compute_convergence_checks=False)
+
+
+def test_model_log_density_is_the_slot_target():
+    model = _conjugate_model("py", capacity=4)
+    point = model.initial_point()
+    point["z"] = np.array([2, 2, 0, 3, 3], dtype=point["z"].dtype)
+    point["theta"] = np.array([0.3, -0.2, -1.0, 1.2])
+    prior = PRIORS["py"]
+    expected = (prior.log_eppf([1, 2, 2]) + gammaln(4 - 3 + 1) - gammaln(4 + 1)
+                + norm.logpdf(point["theta"], NORMAL_MEAN, NORMAL_SCALE).sum()
+                + norm.logpdf(NORMAL_Y, point["theta"][point["z"]], NOISE).sum())
+    np.testing.assert_allclose(model.compile_logp()(point), expected)
+    point["z"] = np.array([0, 0, 0, 0, 4], dtype=point["z"].dtype)  # label >= capacity
+    (graph,) = model.replace_rvs_by_values([model["z_slot_placement"]])
+    placement = model.compile_fn(graph, inputs=model.value_vars,
+                                 on_unused_input="ignore")
+    assert placement(point) == -np.inf
+
+
+def test_competence():
+    from pymc.step_methods.compound import Competence
+
+    from pymc_splitmerge.steps import SlotGibbsStep
+    from pymc_splitmerge.steps.sams import DefaultPartitionStep
+
+    model = _conjugate_model("dp")
+    assert SlotGibbsStep.competence(model["z"]) == Competence.IDEAL
+    assert DefaultPartitionStep.competence(model["z"]) == Competence.INCOMPATIBLE
+    assert SlotGibbsStep.competence(model["theta"]) == Competence.INCOMPATIBLE
+
+
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_pm_sample_reproduces_the_exact_law(prior_name):
+    """Automatic steps (Algorithm 8 + split-merge, NUTS on theta) on the conjugate model."""
+    model = _conjugate_model(prior_name)
+    idata = _sample(model, 1500, seed=hash(prior_name) % 2**31)
+    assert "slot_gibbs_n_clusters" in idata["sample_stats"]  # assigned by pm.sample
+    exact = PROBLEMS["normal"].exact(PRIORS[prior_name],
+                                     _capacity(prior_name, NORMAL_Y.size))
+    assert_partition_gof(thinned_labels(idata, 2, chains=2), exact)
+
+
+@pytest.mark.parametrize(("n_gibbs_sweeps", "n_split_merge"), [(1, 0), (0, 2)])
+def test_pm_sample_each_move_alone_with_nuts(n_gibbs_sweeps, n_split_merge):
+    model = _conjugate_model("dp")
+    with model:
+        step = psm.SlotGibbsStep(model["z"], n_gibbs_sweeps=n_gibbs_sweeps,
+                                 n_split_merge=n_split_merge)
+    idata = _sample(model, 1500, step=[step], seed=3)
+    assert_partition_gof(thinned_labels(idata, 2, chains=2),
+                         PROBLEMS["normal"].exact(PRIORS["dp"], NORMAL_Y.size))
+
+
+def test_pm_sample_poisson_log_rate():
+    problem = PROBLEMS["poisson"]
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=PRIORS["dp"].alpha, n=COUNTS.size)
+        log_rate = psm.ClusterParameter("log_rate", pm.Normal.dist(0.5, 1.5), partition=z)
+        pm.Poisson("y", mu=pm.math.exp(log_rate[z]), observed=COUNTS)
+    idata = _sample(model, 1500, seed=4)
+    assert_partition_gof(thinned_labels(idata, 2, chains=2), problem.exact(PRIORS["dp"]))
+
+
+# --------------------------------------------------------------------------- bad input
+def test_cluster_parameter_needs_a_partition_variable():
+    with pm.Model(), pytest.raises(TypeError, match="partition of ClusterParameter 'mu'"):
+        w = pm.Normal("w", 0, 1, shape=3)
+        psm.ClusterParameter("mu", pm.Normal.dist(0, 1), partition=w)
+
+
+def test_capacity_is_checked():
+    with pm.Model():
+        z = psm.DirichletProcess("z", alpha=1.0, n=4)
+        with pytest.raises(ValueError, match=r"capacity of ClusterParameter 'mu' must lie in"):
+            psm.ClusterParameter("mu", pm.Normal.dist(0, 1), partition=z, capacity=9)
+        psm.ClusterParameter("mu", pm.Normal.dist(0, 1), partition=z, capacity=3)
+        with pytest.raises(ValueError, match="share one capacity"):
+            psm.ClusterParameter("s", pm.HalfNormal.dist(1), partition=z, capacity=2)
+    with pm.Model():
+        z = psm.DirichletProcess("z", alpha=1.0, n=4, initval=np.array([0, 1, 2, 3]))
+        with pytest.raises(ValueError, match="capacity=3"):
+            psm.ClusterParameter("mu", pm.Normal.dist(0, 1), partition=z, capacity=3)
+
+
+def test_base_distribution_must_be_sampleable():
+    with pm.Model():
+        z = psm.DirichletProcess("z", alpha=1.0, n=4)
+        with pytest.raises(TypeError, match="unregistered PyMC distribution"):
+            psm.ClusterParameter("mu", np.zeros(3), partition=z)
+        with pytest.raises(TypeError, match="cannot be sampled"):
+            psm.ClusterParameter("mu", pm.CustomDist.dist(0.0, logp=lambda v, m: -v**2),
+                                 partition=z)
+
+
+@pytest.mark.parametrize("likelihood", ["z_as_mean", "unindexed", "other_index"])
+def test_likelihood_must_index_by_the_partition(likelihood):
+    from pymc_splitmerge.steps import SlotGibbsStep
+
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=5)
+        mu = psm.ClusterParameter("mu", pm.Normal.dist(0, 1), partition=z, capacity=3)
+        mean = {"z_as_mean": mu[z] + z, "unindexed": mu.sum(),
+                "other_index": mu[np.array([0, 1, 2, 0, 1])]}[likelihood]
+        pm.Normal("y", mu=mean, sigma=1, observed=NORMAL_Y)
+    with pytest.raises(ValueError, match="cluster parameter|partition 'z' other than"):
+        SlotGibbsStep(z, model=model)
+
+
+def test_start_beyond_capacity_is_refused_before_the_first_draw():
+    from pymc.exceptions import SamplingError
+
+    model = _conjugate_model("dp", capacity=2)
+    with model:
+        step = psm.SlotGibbsStep(model["z"])
+    point = model.initial_point()
+    point["z"] = np.array([0, 1, 2, 0, 1], dtype=point["z"].dtype)
+    with pytest.raises(SamplingError, match="capacity=2"):
+        step.step(point)
+
+
+def test_a_chain_filling_the_capacity_stops_with_an_error_naming_it():
+    from pymc.exceptions import SamplingError
+
+    y = np.array([-30.0, 0.0, 30.0, 60.0, 90.0])  # far apart: every point wants its own
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=y.size)
+        theta = psm.ClusterParameter("theta", pm.Normal.dist(30, 50), partition=z, capacity=2)
+        pm.Normal("y", mu=theta[z], sigma=0.5, observed=y)
+    with model, pytest.raises(SamplingError, match="capacity=2"):
+        pm.sample(50, tune=0, chains=1, cores=1, random_seed=1, progressbar=False,
+                  compute_convergence_checks=False)
+
+
+def test_trace_analysis_posterior_predictive_and_components():
+    y = np.array([-3.1, -2.8, -3.3, 2.9, 3.2, 3.0])
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=y.size)
+        mu = psm.ClusterParameter("mu", pm.Normal.dist(0, 5), partition=z, capacity=6)
+        beta = psm.ClusterParameter("beta", pm.MvNormal.dist(np.zeros(2), np.eye(2)),
+                                    partition=z)
+        pm.StudentT("y", nu=4, mu=mu[z] + beta[z, 1], sigma=1.0, observed=y)
+    idata = _sample(model, 40, seed=2, chains=2)
+    with model:
+        predictive = pm.sample_posterior_predictive(idata, random_seed=1, progressbar=False)
+    assert predictive["posterior_predictive"]["y"].shape == (2, 40, y.size)
+    assert "n_clusters" in psm.summary(idata).index
+    psm.sample_components(idata, model=model)
+    components = idata["component_parameters"]
+    labels = np.asarray(idata["posterior"]["z"].values)
+    chain, draw = 1, 39
+    first_slot = labels[chain, draw, 0]
+    np.testing.assert_allclose(components["mu"].values[chain, draw, 0],
+                               idata["posterior"]["mu"].values[chain, draw, first_slot])
+    np.testing.assert_allclose(components["beta"].values[chain, draw, 0],
+                               idata["posterior"]["beta"].values[chain, draw, first_slot])
+    assert components["cluster_size"].values[chain, draw].sum() == y.size
