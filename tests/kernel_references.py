@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from scipy.special import logsumexp
 
 from pymc_splitmerge.core.logweights import sample_log_weights
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.gibbs import SCANS, _join_and_new_log_weights, _prior_predictives
 from pymc_splitmerge.kernels.state import assign_point, unassign_point
+from pymc_splitmerge.testing.cluster_slots import log_placement
 
 __all__ = [
     "composed_cluster_sams_updates",
@@ -32,6 +34,9 @@ __all__ = [
     "reference_point_conditional",
     "reference_restricted_scan",
     "reference_sequential_allocation",
+    "reference_slot_conditional",
+    "reference_slot_gibbs_sweep",
+    "reference_slot_split_merge",
     "reference_two_way_log_probabilities",
 ]
 
@@ -574,3 +579,99 @@ def propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b):
 
     tables = prior_tables(state.n, log_v_table, log_w_table)
     return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b, True)
+
+
+# ---------------------------------------------------- cluster slots (kernels.cluster_slots)
+def _log_slot_target(labels, log_likelihood, prior, placement: bool) -> float:
+    capacity = log_likelihood.shape[1]
+    sizes = np.bincount(labels, minlength=capacity)
+    value = prior.log_eppf(sizes) + log_likelihood[np.arange(labels.size), labels].sum()
+    if placement:
+        value += log_placement(int(np.count_nonzero(sizes)), capacity)
+    return value
+
+
+def reference_slot_conditional(log_likelihood, labels, i: int, prior,
+                               placement: bool = True) -> np.ndarray:
+    """Full conditional of ``labels[i]`` over the ``C`` slots, from the slot target itself."""
+    capacity = log_likelihood.shape[1]
+    values = np.empty(capacity)
+    for slot in range(capacity):
+        proposal = labels.copy()
+        proposal[i] = slot
+        values[slot] = _log_slot_target(proposal, log_likelihood, prior, placement)
+    return np.exp(values - logsumexp(values))
+
+
+def reference_slot_gibbs_sweep(log_likelihood, labels, prior, rng, placement: bool = True):
+    """One random-scan sweep of :func:`reference_slot_conditional` updates (a new array)."""
+    labels = labels.copy()
+    for i in rng.permutation(labels.size):
+        probabilities = reference_slot_conditional(log_likelihood, labels, i, prior, placement)
+        labels[i] = rng.choice(probabilities.size, p=probabilities)
+    return labels
+
+
+def _two_way(log_a, log_b, size_a, size_b):
+    weights = np.array([np.log(size_a) + log_a, np.log(size_b) + log_b])
+    return weights - logsumexp(weights)
+
+
+def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bool = True):
+    """One split-merge update as :func:`kernels.cluster_slots.slot_split_merge`, with the
+    target ratio from the slot target itself (a new label array)."""
+    n, capacity = log_likelihood.shape
+    i, j = rng.choice(n, size=2, replace=False)
+    sizes = np.bincount(labels, minlength=capacity)
+    k = labels[i]
+    proposal = labels.copy()
+
+    def log_slot_choice(chosen, empty):
+        weights = log_likelihood[j, empty]
+        return log_likelihood[j, chosen] - logsumexp(weights)
+
+    if labels[j] == k:
+        empty = np.flatnonzero(sizes == 0)
+        if empty.size == 0:
+            return labels.copy()
+        weights = np.exp(log_likelihood[j, empty] - log_likelihood[j, empty].max())
+        new = empty[rng.choice(empty.size, p=weights / weights.sum())]
+        log_proposal = log_slot_choice(new, empty)
+        proposal[j] = new
+        size_a = size_b = 1
+        for point in rng.permutation(np.flatnonzero(labels == k)):
+            if point in (i, j):
+                continue
+            log_p = _two_way(log_likelihood[point, k], log_likelihood[point, new], size_a,
+                             size_b)
+            if rng.random() < np.exp(log_p[1]):
+                proposal[point] = new
+                size_b += 1
+                log_proposal += log_p[1]
+            else:
+                size_a += 1
+                log_proposal += log_p[0]
+        log_ratio = (_log_slot_target(proposal, log_likelihood, prior, placement)
+                     - _log_slot_target(labels, log_likelihood, prior, placement) - log_proposal)
+    else:
+        other = labels[j]
+        proposal[labels == other] = k
+        empty_after = np.flatnonzero((sizes == 0) | (np.arange(capacity) == other))
+        log_proposal = log_slot_choice(other, empty_after)
+        size_a = size_b = 1
+        for point in rng.permutation(np.flatnonzero((labels == k) | (labels == other))):
+            if point in (i, j):
+                continue
+            log_p = _two_way(log_likelihood[point, k], log_likelihood[point, other], size_a,
+                             size_b)
+            if labels[point] == other:
+                size_b += 1
+                log_proposal += log_p[1]
+            else:
+                size_a += 1
+                log_proposal += log_p[0]
+        log_ratio = (_log_slot_target(proposal, log_likelihood, prior, placement)
+                     - _log_slot_target(labels, log_likelihood, prior, placement) + log_proposal)
+    if np.log(rng.random()) < log_ratio:
+        return proposal
+    return labels.copy()

@@ -19,6 +19,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from conftest import PRIORS, thinned_labels
+from kernel_references import reference_slot_gibbs_sweep, reference_slot_split_merge
 from scipy.special import gammaln
 from scipy.stats import norm, poisson, t
 
@@ -29,8 +30,6 @@ from pymc_splitmerge.testing import assert_partition_gof, chisquare_partitions, 
 from pymc_splitmerge.testing.cluster_slots import (
     BlockParameterSampler,
     exact_posterior_by_quadrature,
-    reference_slot_gibbs_sweep,
-    reference_slot_split_merge,
     slot_state_draws,
 )
 from pymc_splitmerge.testing.gof import GOF_PVALUE_THRESHOLD

@@ -41,8 +41,8 @@ exact Gibbs update of its own.
   \sum_{l \to s} (L_{ls} - L_{lk})`.
 
 Both kernels are numba-compiled leaf loops (``cache=True``) seeded from the caller's
-Generator (``kernels.rng``); ``pymc_splitmerge.testing.kernel_references`` holds the plain
-versions they are tested against.
+Generator (``kernels.rng``); ``tests/kernel_references.py`` holds the plain versions they are
+tested against.
 
 References
 ----------

@@ -1,4 +1,4 @@
-r"""Exact laws and plain references for partitions with cluster parameters (slot form).
+r"""Exact laws for partitions with cluster parameters (slot form).
 
 * :func:`exact_posterior_by_quadrature` -- the exact partition law of a mixture with any
   one-dimensional cluster parameter :math:`\theta \sim G_0` and likelihood
@@ -15,11 +15,9 @@ r"""Exact laws and plain references for partitions with cluster parameters (slot
 * :func:`slot_state_draws` -- exact draws of the slot state: a partition from an exact law,
   its blocks placed in ``capacity`` slots uniformly, occupied slots' parameters from their
   posterior and empty slots' from :math:`G_0`.
-* :func:`reference_slot_conditional` / :func:`reference_slot_gibbs_sweep` /
-  :func:`reference_slot_split_merge` -- plain versions of
-  :mod:`pymc_splitmerge.kernels.cluster_slots` written from the definition of the slot target
-  (``prior.log_eppf`` and :math:`\log((C-K)!/C!)`); ``log_placement=None`` drops the
-  placement factor (the ``1/E`` of Algorithm 8 in slot form), the negative control.
+
+The plain versions of :mod:`pymc_splitmerge.kernels.cluster_slots` that the kernels are tested
+against live with the tests (``tests/kernel_references.py``).
 """
 
 from __future__ import annotations
@@ -38,9 +36,6 @@ __all__ = [
     "BlockParameterSampler",
     "exact_posterior_by_quadrature",
     "log_placement",
-    "reference_slot_conditional",
-    "reference_slot_gibbs_sweep",
-    "reference_slot_split_merge",
     "slot_state_draws",
 ]
 
@@ -137,98 +132,3 @@ def slot_state_draws(exact: ExactPosterior, capacity: int, draw_parameter: Calla
         theta = np.array([draw_parameter(tuple(np.flatnonzero(labels == s)), rng)
                           for s in range(capacity)])
         yield labels, theta
-
-
-def _log_slot_target(labels, log_likelihood, prior, placement: bool) -> float:
-    capacity = log_likelihood.shape[1]
-    sizes = np.bincount(labels, minlength=capacity)
-    value = prior.log_eppf(sizes) + log_likelihood[np.arange(labels.size), labels].sum()
-    if placement:
-        value += log_placement(int(np.count_nonzero(sizes)), capacity)
-    return value
-
-
-def reference_slot_conditional(log_likelihood, labels, i: int, prior,
-                               placement: bool = True) -> np.ndarray:
-    """Full conditional of ``labels[i]`` over the ``C`` slots, from the slot target itself."""
-    capacity = log_likelihood.shape[1]
-    values = np.empty(capacity)
-    for slot in range(capacity):
-        proposal = labels.copy()
-        proposal[i] = slot
-        values[slot] = _log_slot_target(proposal, log_likelihood, prior, placement)
-    return np.exp(values - logsumexp(values))
-
-
-def reference_slot_gibbs_sweep(log_likelihood, labels, prior, rng, placement: bool = True):
-    """One random-scan sweep of :func:`reference_slot_conditional` updates (a new array)."""
-    labels = labels.copy()
-    for i in rng.permutation(labels.size):
-        probabilities = reference_slot_conditional(log_likelihood, labels, i, prior, placement)
-        labels[i] = rng.choice(probabilities.size, p=probabilities)
-    return labels
-
-
-def _two_way(log_a, log_b, size_a, size_b):
-    weights = np.array([np.log(size_a) + log_a, np.log(size_b) + log_b])
-    return weights - logsumexp(weights)
-
-
-def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bool = True):
-    """One split-merge update as :func:`kernels.cluster_slots.slot_split_merge`, with the
-    target ratio from the slot target itself (a new label array)."""
-    n, capacity = log_likelihood.shape
-    i, j = rng.choice(n, size=2, replace=False)
-    sizes = np.bincount(labels, minlength=capacity)
-    k = labels[i]
-    proposal = labels.copy()
-
-    def log_slot_choice(chosen, empty):
-        weights = log_likelihood[j, empty]
-        return log_likelihood[j, chosen] - logsumexp(weights)
-
-    if labels[j] == k:
-        empty = np.flatnonzero(sizes == 0)
-        if empty.size == 0:
-            return labels.copy()
-        weights = np.exp(log_likelihood[j, empty] - log_likelihood[j, empty].max())
-        new = empty[rng.choice(empty.size, p=weights / weights.sum())]
-        log_proposal = log_slot_choice(new, empty)
-        proposal[j] = new
-        size_a = size_b = 1
-        for point in rng.permutation(np.flatnonzero(labels == k)):
-            if point in (i, j):
-                continue
-            log_p = _two_way(log_likelihood[point, k], log_likelihood[point, new], size_a,
-                             size_b)
-            if rng.random() < np.exp(log_p[1]):
-                proposal[point] = new
-                size_b += 1
-                log_proposal += log_p[1]
-            else:
-                size_a += 1
-                log_proposal += log_p[0]
-        log_ratio = (_log_slot_target(proposal, log_likelihood, prior, placement)
-                     - _log_slot_target(labels, log_likelihood, prior, placement) - log_proposal)
-    else:
-        other = labels[j]
-        proposal[labels == other] = k
-        empty_after = np.flatnonzero((sizes == 0) | (np.arange(capacity) == other))
-        log_proposal = log_slot_choice(other, empty_after)
-        size_a = size_b = 1
-        for point in rng.permutation(np.flatnonzero((labels == k) | (labels == other))):
-            if point in (i, j):
-                continue
-            log_p = _two_way(log_likelihood[point, k], log_likelihood[point, other], size_a,
-                             size_b)
-            if labels[point] == other:
-                size_b += 1
-                log_proposal += log_p[1]
-            else:
-                size_a += 1
-                log_proposal += log_p[0]
-        log_ratio = (_log_slot_target(proposal, log_likelihood, prior, placement)
-                     - _log_slot_target(labels, log_likelihood, prior, placement) + log_proposal)
-    if np.log(rng.random()) < log_ratio:
-        return proposal
-    return labels.copy()
