@@ -282,3 +282,28 @@ def test_log_density_of_data_far_from_zero(kind, offset):
     shifted = _offset_model(kind, x, offset)(point)
     # the shift itself rounds the data by up to half an ulp of the offset
     assert shifted == pytest.approx(centred, rel=1e-6)
+
+
+# ------------------------------------------------------------------ starts
+@pytest.mark.parametrize(("initvals", "named"), [
+    ({"kappa0": -1.0}, "'kappa0'"),
+    ({"scale": -2.0}, "'scale'"),
+    ([{"kappa0": 1.0}, {"kappa0": 1.0, "scale": 0.0}], r"initvals\[1\]"),
+])
+def test_start_of_family_hyperparameter_outside_domain_is_refused(initvals, named):
+    """A start outside the family's domain is refused before the first draw, naming it (not
+    NUTS's "Bad initial energy"); a start inside it samples."""
+    x = np.random.default_rng(5).normal(size=(8, 2))
+    with pm.Model():
+        kappa0 = pm.Gamma("kappa0", 2.0, 2.0)
+        scale = pm.HalfNormal("scale", 2.0)
+        z = psm.DirichletProcess("z", alpha=1.0, n=8)
+        psm.ConjugateMixture("y", partition=z, component=NormalInverseWishart(
+            mu0=np.zeros(2), kappa0=kappa0, nu0=4.0, psi0=scale * np.eye(2)), observed=x)
+        with pytest.raises(ValueError, match=rf"{named}.*outside its domain"):
+            pm.sample(draws=2, tune=2, chains=len(initvals) if isinstance(initvals, list)
+                      else 1, cores=1, initvals=initvals, progressbar=False,
+                      compute_convergence_checks=False)
+        idata = pm.sample(draws=2, tune=2, chains=1, initvals={"kappa0": 0.5, "scale": 2.0},
+                          progressbar=False, compute_convergence_checks=False, random_seed=1)
+    assert np.all(idata["posterior"]["kappa0"].values > 0)

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.distributions.starts import check_partition_start
 
@@ -50,6 +52,7 @@ __all__ = [
     "PYMC_PARAMETERS",
     "assign_step_methods",
     "before_first_draw",
+    "check_hyperparameter_initvals",
     "check_partition_initvals",
     "check_partition_start",
     "install_pymc_hooks",
@@ -87,6 +90,48 @@ def check_partition_initvals(model, initvals=None) -> None:
                     check_partition_start(rv, value, where)
 
 
+def check_hyperparameter_initvals(model, initvals=None) -> None:
+    """A user start of a random hyperparameter of a partition model must lie in the domain
+    of the partition prior and the component family (``kappa0 > 0``, ``nu0 > D - 1``, ``psi0``
+    positive definite, ``a > 0``...), or the error names it (instead of NUTS's "Bad initial
+    energy" or a failing step).  Checked for each chain whose ``initvals`` set a variable other
+    than a partition; the start is PyMC's initial point without jitter.
+    """
+    rvs = _partition_rvs(model)
+    if not rvs or initvals is None:
+        return
+    from pymc.initial_point import make_initial_point_fn
+
+    from pymc_splitmerge.distributions.discovery import discover
+
+    partition_names = {name for rv in rvs for name in (rv.name, model.rvs_to_values[rv].name)}
+    per_chain = [initvals] if isinstance(initvals, dict) else list(initvals)
+    for chain, overrides in enumerate(per_chain):
+        given = {getattr(key, "name", key): value for key, value in (overrides or {}).items()}
+        given = {key: value for key, value in given.items() if key not in partition_names}
+        if not given:
+            continue
+        point = make_initial_point_fn(model=model, overrides=overrides, jitter_rvs=set(),
+                                      return_transformed=True)(0)
+        for rv in rvs:
+            try:
+                partition_model = discover(rv, model)
+            except (TypeError, ValueError):  # not a complete partition model: the steps say so
+                continue
+            try:
+                partition_model.numeric_prior(point)
+                partition_model.numeric_family(point)
+            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as error:
+                where = "initvals" if len(per_chain) == 1 else f"initvals[{chain}]"
+                shown = ", ".join(f"{key!r}: {np.asarray(value).tolist()!r}"
+                                  for key, value in given.items())
+                raise ValueError(
+                    f"{where} ({shown}) starts a hyperparameter of the partition model "
+                    f"{rv.name!r} outside its domain: {error}. Give a start inside the "
+                    f"domain, or leave it out (PyMC then starts from the prior's centre)"
+                ) from None
+
+
 #: the parameters of each wrapped PyMC function, in order, that its wrapper relies on
 #: (the same on pymc 5.28 and 6.4); tests/test_pymc_hooks.py checks them with ``inspect``
 PYMC_PARAMETERS = {
@@ -117,6 +162,7 @@ def before_first_draw(model, initvals=None) -> None:
     ``initvals`` given to ``pm.sample``; raises an error naming the variable at fault.
     """
     check_partition_initvals(model, initvals)
+    check_hyperparameter_initvals(model, initvals)
 
 
 def make_initial_point_fns_per_chain(*args, **kwargs):

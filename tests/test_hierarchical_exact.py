@@ -1,0 +1,176 @@
+r"""Exactness of a partition step combined with NUTS on a random hyperparameter of the family.
+
+Beta–Bernoulli data (5 points, 4 attributes), ``z ~ DirichletProcess(alpha=1)`` and the
+Beta prior's ``a ~ Gamma(2, 1)`` (``b = 0.5`` fixed). ``pm.sample`` is given only the
+partition step; it assigns NUTS to ``a`` by itself, and NUTS evaluates the mixture through the
+cached per-cluster statistics (:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics`).
+
+The exact joint law of (partition, ``a`` in one of three bins) is
+
+.. math::
+
+    P(c, a \in B) \propto p(c) \int_B \prod_{b \in c} m(y_b \mid a)\,
+    \mathrm{Gamma}(a; 2, 1)\, da,
+
+computed by enumerating the 52 set partitions and Simpson's rule in ``u = log a`` on each bin
+(``m`` in closed form, vectorised over the nodes, checked against the numeric core's
+``log_marginal_of``). The thinned draws are compared with it by Pearson's χ² (cells with
+``n p (1 - p) >= 1``, the rest lumped) at the suite's per-test threshold.
+
+Negative control: statistics that are never recomputed after the labels change (the op's cache
+check monkeypatched to "unchanged") make NUTS sample ``a`` given the first partition; the same
+test rejects it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pymc as pm
+import pytest
+from conftest import thinned_labels
+from scipy import integrate, stats
+from scipy.special import betaln, logsumexp
+
+import pymc_splitmerge as psm
+from pymc_splitmerge.components import BetaBernoulli
+from pymc_splitmerge.core.enumerate import enumerate_partitions
+from pymc_splitmerge.core.relabel import partition_index
+from pymc_splitmerge.distributions import statistics
+from pymc_splitmerge.priors import DirichletProcessPrior
+from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, MIN_CELL_VARIANCE
+
+DATA = np.array([[1, 1, 0, 0], [1, 1, 0, 1], [1, 0, 0, 0], [0, 0, 1, 1], [0, 1, 1, 1]])
+B = 0.5
+A_PRIOR = (2.0, 1.0)  # shape, rate
+ALPHA = 1.0
+BIN_EDGES = (0.0, 0.6, 1.4, np.inf)  # bins of a
+U_RANGE = (np.log(1e-5), np.log(40.0))  # the quadrature in u = log a; mass outside < 1e-9
+NODES_PER_BIN = 401
+CHAINS = 2
+DRAWS = 1600  # per chain
+TUNE = 300
+THIN = 4
+STEPS = {
+    "gibbs": lambda z: psm.CollapsedGibbsStep(z),
+    "sams": lambda z: psm.SAMSStep(z),
+    "rgsm": lambda z: psm.RGSMStep(z, n_gibbs_sweeps=0),
+}
+
+
+def _members(mask, n):
+    return np.flatnonzero((int(mask) >> np.arange(n)) & 1)
+
+
+def _log_marginal(rows, a):
+    """Beta–Bernoulli marginal of ``rows`` for every value in ``a`` (closed form)."""
+    ones = rows.sum(axis=0)[:, None]
+    zeros = rows.shape[0] - ones
+    return np.sum(betaln(a + ones, B + zeros) - betaln(a, B), axis=0)
+
+
+def _exact_joint():
+    """(partitions, prob) with prob of shape (n_partitions, n_bins), summing to 1."""
+    n = DATA.shape[0]
+    partitions = enumerate_partitions(n)
+    bits = np.int64(1) << np.arange(n, dtype=np.int64)
+    masks = np.stack([(partitions == j) @ bits for j in range(n)], axis=1)
+    subsets = np.unique(masks[masks > 0])
+    sizes = np.array([np.bincount(row, minlength=n) for row in partitions])
+    log_prior = np.array([DirichletProcessPrior(ALPHA).log_eppf(s[s > 0]) for s in sizes])
+    edges = np.clip(np.log(np.asarray(BIN_EDGES[1:-1])), *U_RANGE)
+    bounds = np.r_[U_RANGE[0], edges, U_RANGE[1]]
+    shape, rate = A_PRIOR
+    log_bins = []
+    for lo, hi in itertools.pairwise(bounds):
+        u = np.linspace(lo, hi, NODES_PER_BIN)
+        a = np.exp(u)
+        log_subset = np.zeros((1 << n, u.size))
+        for mask in subsets:
+            log_subset[mask] = _log_marginal(DATA[_members(mask, n)], a)
+        log_likelihood = log_subset[masks].sum(axis=1)  # (n_partitions, nodes)
+        log_density = stats.gamma.logpdf(a, shape, scale=1 / rate) + u  # Jacobian of u
+        log_f = log_prior[:, None] + log_likelihood + log_density[None, :]
+        top = log_f.max()
+        log_bins.append(np.log(integrate.simpson(np.exp(log_f - top), x=u, axis=1)) + top)
+    log_joint = np.stack(log_bins, axis=1)
+    return partitions, np.exp(log_joint - logsumexp(log_joint))
+
+
+EXACT = None
+
+
+def _exact():
+    global EXACT
+    if EXACT is None:
+        EXACT = _exact_joint()
+    return EXACT
+
+
+def _joint_chisquare(labels, a_draws):
+    """Pearson χ² p-value of the sampled (partition, bin of a) cells against the exact law."""
+    _, prob = _exact()
+    cell = partition_index(labels, DATA.shape[0]) * prob.shape[1] + np.digitize(
+        a_draws, BIN_EDGES[1:-1])
+    counts = np.bincount(cell, minlength=prob.size).astype(float)
+    p = prob.reshape(-1)
+    expected = counts.sum() * p
+    keep = expected * (1 - p) >= MIN_CELL_VARIANCE
+    observed = np.r_[counts[keep], counts[~keep].sum()]
+    expected = np.r_[expected[keep], expected[~keep].sum()]
+    assert keep.sum() >= 10  # the joint law is actually tested
+    return stats.chisquare(observed, expected).pvalue
+
+
+def _sample(step_name, seed, initvals=None):
+    with pm.Model() as model:
+        a = pm.Gamma("a", alpha=A_PRIOR[0], beta=A_PRIOR[1])
+        z = psm.DirichletProcess("z", alpha=ALPHA, n=DATA.shape[0])
+        psm.ConjugateMixture("y", partition=z, component=BetaBernoulli(a=a, b=B),
+                             observed=DATA)
+        step = STEPS[step_name](z)
+        idata = pm.sample(draws=DRAWS, tune=TUNE, step=[step], chains=CHAINS, cores=1,
+                          random_seed=seed, initvals=initvals, progressbar=False,
+                          compute_convergence_checks=False)
+    assert "diverging" in idata["sample_stats"]  # NUTS was assigned to a
+    assert model["a"] not in step.vars
+    labels = thinned_labels(idata, THIN, chains=CHAINS)
+    a_draws = np.asarray(idata["posterior"]["a"].values)[:, ::THIN].reshape(-1)
+    return labels, a_draws
+
+
+def test_closed_form_marginal_matches_the_numeric_core():
+    for value in (0.05, 0.7, 3.0):
+        family = BetaBernoulli(a=value, b=B)
+        prepared = np.asarray(family.prepare_data(DATA), dtype=np.float64)
+        for mask in (1, 6, 13, 31):
+            members = _members(mask, DATA.shape[0])
+            assert _log_marginal(DATA[members], np.array([value]))[0] == pytest.approx(
+                family.log_marginal_of(prepared[members]), rel=1e-12)
+
+
+def test_exact_joint_law_is_normalised_and_not_degenerate():
+    _, prob = _exact()
+    assert prob.sum() == pytest.approx(1.0, abs=1e-12)
+    bin_mass = prob.sum(axis=0)
+    assert np.all(bin_mass > 0.15), bin_mass  # each bin of a carries mass
+    # the partition law depends on a: its conditional differs across bins
+    conditional = prob / bin_mass
+    assert np.abs(conditional[:, 0] - conditional[:, -1]).sum() > 0.05
+
+
+@pytest.mark.parametrize("step_name", sorted(STEPS))
+def test_partition_step_with_nuts_on_family_hyperparameter_matches_quadrature(step_name):
+    labels, a_draws = _sample(step_name, seed=2400 + len(step_name))
+    pvalue = _joint_chisquare(labels, a_draws)
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+
+
+def test_stale_statistics_are_rejected(monkeypatch):
+    """Negative control: the op's cache never invalidates, so NUTS moves a given the
+    partition of the first evaluation (one cluster, whose law of a differs most from the
+    marginal) while the partition step moves the labels."""
+    monkeypatch.setattr(statistics, "_same_inputs", lambda previous, inputs: True)
+    labels, a_draws = _sample("gibbs", seed=2405, initvals={"z": np.zeros(5, dtype=np.int64)})
+    assert _joint_chisquare(labels, a_draws) < GOF_PVALUE_THRESHOLD
