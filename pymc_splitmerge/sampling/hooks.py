@@ -22,16 +22,38 @@ that ``pymc.sampling.mcmc`` calls (PyMC's own functions are untouched, as for
   variable left to PyMC is discrete (none has a gradient to look for) it makes PyMC's choice
   itself, without the model's joint logp graph PyMC builds for that look (a cold-start cost).
 
-Importing ``pymc_splitmerge`` installs both (:func:`install_pymc_sample_hooks`;
+* **Where the labels go.** The raw label vector in the posterior group gives ``az.summary``
+  one row per observation (and NumPy warnings for labels that never move) and ``az.plot_trace``
+  one panel per observation (ArviZ 1.x refuses above 40).  The wrapped ``_sample_return``
+  (the last step of ``pm.sample``, which turns the traces into an ``InferenceData`` /
+  ``DataTree`` and runs the convergence checks) moves each partition variable to the group
+  ``"labels"`` and puts its label-invariant quantities (number of clusters, largest-cluster
+  fractions, log joint) in the posterior
+  (:func:`~pymc_splitmerge.sampling.mcmc.move_labels_out_of_posterior`), then runs the
+  label-invariant checks on them.  Because PyMC's ``sample_posterior_predictive`` reads
+  conditioning values from the posterior group only (a partition missing there would be drawn
+  from its prior: a silent wrong answer), ``pm.sample_posterior_predictive`` is wrapped too
+  (:func:`sample_posterior_predictive`): it hands PyMC a view whose posterior includes the
+  labels, and adds PyMC's new groups to the caller's object.
+
+Importing ``pymc_splitmerge`` installs all of them (:func:`install_pymc_sample_hooks`;
 ``install_pymc_sample_hooks(False)`` restores PyMC's names).
 """
 
 from __future__ import annotations
 
+import inspect
+
+from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.distributions.starts import check_partition_start
 
-__all__ = ["check_partition_initvals", "check_partition_start", "install_pymc_sample_hooks"]
+__all__ = [
+    "check_partition_initvals",
+    "check_partition_start",
+    "install_pymc_sample_hooks",
+    "sample_posterior_predictive",
+]
 
 
 def _partition_rvs(model) -> list:
@@ -63,13 +85,89 @@ def check_partition_initvals(model, initvals=None) -> None:
                     check_partition_start(rv, value, where)
 
 
+def _unwrapped(function):
+    return getattr(function, "__wrapped__", function)
+
+
 def _pymc_functions():
     """PyMC's own functions behind the wrapped names (never the wrappers)."""
     from pymc.initial_point import make_initial_point_fns_per_chain
     from pymc.sampling.mcmc import assign_step_methods
 
-    return make_initial_point_fns_per_chain, getattr(assign_step_methods, "__wrapped__",
-                                                     assign_step_methods)
+    return make_initial_point_fns_per_chain, _unwrapped(assign_step_methods)
+
+
+def _pymc_sample_return():
+    from pymc.sampling import mcmc as pymc_mcmc
+
+    return _unwrapped(pymc_mcmc._sample_return)
+
+
+def _pymc_sample_posterior_predictive():
+    from pymc.sampling import forward
+
+    return _unwrapped(forward.sample_posterior_predictive)
+
+
+def _sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,
+                   **kwargs):
+    """PyMC's ``_sample_return``, then the labels to their own group (see the module doc)."""
+    from pymc.stats.convergence import log_warnings
+
+    from pymc_splitmerge.sampling import mcmc
+
+    pymc_function = _pymc_sample_return()
+    partition_names = _partition_rvs(model)
+    if not (return_inferencedata and partition_names):
+        return pymc_function(compute_convergence_checks=compute_convergence_checks,
+                             return_inferencedata=return_inferencedata, model=model,
+                             quiet=quiet, **kwargs)
+    result = pymc_function(compute_convergence_checks=False, return_inferencedata=True,
+                           model=model, quiet=quiet, **kwargs)
+    if not (compat.is_inference_data(result) or compat.is_datatree(result)):
+        return result
+    mcmc.move_labels_out_of_posterior(result, model)
+    if compute_convergence_checks:
+        warnings = mcmc.label_invariant_convergence_checks(result, model)
+        if not quiet:
+            log_warnings(warnings)
+    return result
+
+
+
+def _group_objects(data) -> dict:
+    if compat.is_inference_data(data):
+        return {name: getattr(data, name) for name in data.groups()}
+    return dict(data.children)
+
+
+def sample_posterior_predictive(trace, *args, **kwargs):
+    """PyMC's ``sample_posterior_predictive``, conditioning on the labels of group ``"labels"``.
+
+    Same arguments and result as ``pm.sample_posterior_predictive``.  For a trace that holds
+    the group ``"labels"`` (what ``pm.sample`` returns for a model with a partition variable
+    once this package is imported), PyMC is given a view of the trace whose posterior includes
+    the label draws (no copies), so the partition is read from the trace, not drawn from its
+    prior; with ``extend_inferencedata=True`` the groups PyMC adds to the view are added to
+    ``trace`` (and ``trace`` is returned).  Any other trace goes to PyMC's function unchanged.
+    """
+    pymc_function = _pymc_sample_posterior_predictive()
+    if not ((compat.is_inference_data(trace) or compat.is_datatree(trace))
+            and compat.has_group(trace, compat.LABELS_GROUP)):
+        return pymc_function(trace, *args, **kwargs)
+    groups = {name: compat.get_group(trace, name) for name in compat.group_names(trace)
+              if name != compat.LABELS_GROUP}
+    groups["posterior"] = compat.posterior_with_labels(trace)
+    view = compat.from_groups(groups, inference_data=compat.is_inference_data(trace))
+    before = _group_objects(view)
+    result = pymc_function(view, *args, **kwargs)
+    bound = inspect.signature(pymc_function).bind(trace, *args, **kwargs)
+    if not bound.arguments.get("extend_inferencedata", False) or result is not view:
+        return result
+    for name, group in _group_objects(view).items():
+        if name != "posterior" and before.get(name) is not group:
+            compat.add_group(trace, name, compat.get_group(view, name))
+    return trace
 
 
 def make_initial_point_fns_per_chain(*args, **kwargs):
@@ -141,10 +239,15 @@ def _with_model_context(assign):
 def install_pymc_sample_hooks(install: bool = True) -> None:
     """Make ``pm.sample`` check partition starts and see the model in step assignment (or not).
 
-    Replaces the names ``make_initial_point_fns_per_chain`` and ``assign_step_methods`` in
-    ``pymc.sampling.mcmc`` (the module that calls them) by wrappers around PyMC's functions;
-    ``False`` puts PyMC's back.  Idempotent.
+    Replaces the names ``make_initial_point_fns_per_chain``, ``assign_step_methods`` and
+    ``_sample_return`` in ``pymc.sampling.mcmc`` (the module that calls them) and
+    ``sample_posterior_predictive`` in ``pymc``, ``pymc.sampling`` and
+    ``pymc.sampling.forward`` by wrappers around PyMC's functions; ``False`` puts PyMC's back.
+    Idempotent.
     """
+    import pymc
+    from pymc import sampling as pymc_sampling
+    from pymc.sampling import forward as pymc_forward
     from pymc.sampling import mcmc as pymc_mcmc
 
     initial_points, assign = _pymc_functions()
@@ -153,3 +256,13 @@ def install_pymc_sample_hooks(install: bool = True) -> None:
                                                       if install else initial_points)
     if hasattr(pymc_mcmc, "assign_step_methods"):
         pymc_mcmc.assign_step_methods = _with_model_context(assign) if install else assign
+    if hasattr(pymc_mcmc, "_sample_return"):
+        pymc_sample_return = _pymc_sample_return()
+        _sample_return.__wrapped__ = pymc_sample_return
+        pymc_mcmc._sample_return = _sample_return if install else pymc_sample_return
+    pymc_predictive = _pymc_sample_posterior_predictive()
+    sample_posterior_predictive.__wrapped__ = pymc_predictive
+    for module in (pymc, pymc_sampling, pymc_forward):
+        if getattr(module, "sample_posterior_predictive", None) is not None:
+            module.sample_posterior_predictive = (sample_posterior_predictive if install
+                                                  else pymc_predictive)
