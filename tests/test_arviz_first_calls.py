@@ -17,6 +17,7 @@ import matplotlib
 import numpy as np
 import pymc as pm
 import pytest
+import xarray as xr
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.analysis import _arviz_compat as compat
@@ -73,9 +74,31 @@ def test_az_summary_has_no_label_rows_and_no_warnings(fitted):
     assert caught == []
     rows = [str(row) for row in table.index]
     assert not any(row.startswith("z") for row in rows)
-    # alpha, n_clusters, log_joint and the three largest-cluster fractions
+    # alpha, n_clusters, log_joint and the largest-cluster fractions (m = 1..3, m < max K)
+    max_clusters = int(compat.get_group(idata, "posterior")["n_clusters"].max())
+    assert max_clusters >= 4
     assert len(rows) == 6, rows
     assert {"alpha", "n_clusters", "log_joint"} <= set(rows)
+
+
+def test_fractions_that_are_one_in_every_draw_are_left_out():
+    """With at most two clusters, the two largest hold everything: only m = 1 is kept, and
+    az.summary stays quiet (a constant column gives NaN R-hat and NumPy warnings)."""
+    model, _ = _model()
+    rng = np.random.default_rng(0)
+    labels = np.zeros((2, 50, N), dtype=np.int8)
+    labels[..., N // 2:] = rng.integers(0, 2, size=(2, 50, 1))
+    alpha = rng.gamma(1.0, 1.0, size=(2, 50))
+    posterior = xr.Dataset({"alpha": (("chain", "draw"), alpha),
+                            "z": (("chain", "draw", "z_dim_0"), labels)},
+                           coords={"chain": [0, 1], "draw": np.arange(50)})
+    data = compat.from_groups({"posterior": posterior})
+    psm.sampling.move_labels_out_of_posterior(data, model)
+    moved = compat.get_group(data, "posterior")
+    assert list(moved["fraction_in_largest_clusters"].coords["largest"].values) == [1]
+    assert "z_dim_0" not in moved.coords
+    table, caught = _quietly(az.summary, data)
+    assert caught == [] and len(table) == 4, (caught, list(table.index))
 
 
 def test_az_plot_trace_draws_the_quantities_without_warnings(fitted):

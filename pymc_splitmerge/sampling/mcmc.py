@@ -123,8 +123,10 @@ def move_labels_out_of_posterior(data, model):
     What a ``pm.sample`` run returns once this package is imported (see
     :func:`install_pymc_convergence_checks`).  The posterior keeps every other variable and
     gains, for each partition variable, ``n_clusters`` (chain, draw),
-    ``fraction_in_largest_clusters`` (chain, draw, largest) and ``log_joint`` (chain, draw;
-    left out when the model has no collapsed likelihood of the partition), named by
+    ``fraction_in_largest_clusters`` (chain, draw, largest; the m = 1, 2, 3 largest clusters,
+    only those m below the largest number of clusters of the trace, as the others are 1 in
+    every draw) and ``log_joint`` (chain, draw; left out when the model has no collapsed
+    likelihood of the partition), named by
     :func:`posterior_quantity_name`; the labels move to the group
     :data:`~pymc_splitmerge.analysis._arviz_compat.LABELS_GROUP` (``"labels"``, same dims and
     coordinates).  So ``az.summary(idata)`` and ``az.plot_trace(idata)`` show the continuous
@@ -145,12 +147,25 @@ def move_labels_out_of_posterior(data, model):
         except (TypeError, ValueError):  # no collapsed likelihood found: the rest only
             log_joint = None
         dataset = partition_quantities(data, var_name, num_pairs=0, log_joint=log_joint)
-        for quantity in CHECKED_QUANTITIES:
-            if quantity in dataset:
+        # the m largest clusters hold every observation in every draw once m >= the largest
+        # number of clusters: a constant 1 (NaN R-hat, NumPy warnings in az.summary), left out
+        informative = int(dataset["n_clusters"].max()) - 1
+        values = {quantity: dataset[quantity] for quantity in CHECKED_QUANTITIES
+                  if quantity in dataset}
+        values["fraction_in_largest_clusters"] = values["fraction_in_largest_clusters"].isel(
+            largest=slice(0, informative))
+        for quantity, value in values.items():
+            if value.size:
                 name = posterior_quantity_name(quantity, var_name, partition_names, model)
-                quantities[name] = dataset[quantity]
+                if name != quantity and "largest" in value.dims:  # one length per partition
+                    value = value.rename(largest=f"{var_name}_largest")
+                quantities[name] = value
     labels = posterior[partition_names]
-    compat.replace_group(data, "posterior", posterior.drop_vars(partition_names).assign(quantities))
+    remaining = posterior.drop_vars(partition_names)
+    orphans = [name for name in remaining.coords
+               if name not in ("chain", "draw") and name in labels.dims
+               and not any(name in variable.dims for variable in remaining.data_vars.values())]
+    compat.replace_group(data, "posterior", remaining.drop_vars(orphans).assign(quantities))
     compat.add_group(data, compat.LABELS_GROUP, labels)
     return data
 
