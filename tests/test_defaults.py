@@ -124,7 +124,7 @@ def test_plain_pm_sample_is_exact_with_random_concentration(prior_name):
     stats = idata["sample_stats"]
     assert {"sams_move", alpha_stat} <= set(stats.data_vars)
     assert "diverging" not in stats and "gibbs_changed" not in stats  # no NUTS, no extra Gibbs
-    labels = np.asarray(idata["posterior"]["z"].values)[:, ::PLAIN_THIN]
+    labels = np.asarray(idata["labels"]["z"].values)[:, ::PLAIN_THIN]
     exact = exact_posterior_random_concentration(
         numeric_prior_factory(prior_name, family_name), ALPHA_GAMMA_PRIOR, make_family(), data)
     assert_partition_gof(labels.reshape(-1, labels.shape[-1]), exact)

@@ -76,7 +76,7 @@ def test_pymc_checks_skip_partition_and_group_is_added(monkeypatch, convergence_
     group = compat.get_group(idata, "partition_diagnostics")
     assert {"n_clusters", "log_joint", "fraction_in_largest_clusters"} <= set(group.data_vars)
     assert group.sizes["chain"] == 2 and group.sizes["draw"] == 400
-    labels = np.asarray(idata["posterior"]["z"].values)
+    labels = np.asarray(idata["labels"]["z"].values)
     np.testing.assert_array_equal(group["n_clusters"].values, labels.max(axis=-1) + 1)
     # a well-mixing run on a tiny problem: no R-hat / ESS warning at all
     assert not [m for m in convergence_log if "rhat" in m or "effective sample" in m], (

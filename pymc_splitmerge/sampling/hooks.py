@@ -112,12 +112,13 @@ def _pymc_sample_posterior_predictive():
 def _sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,
                    **kwargs):
     """PyMC's ``_sample_return``, then the labels to their own group (see the module doc)."""
+    from pymc.sampling import mcmc as pymc_mcmc
     from pymc.stats.convergence import log_warnings
 
     from pymc_splitmerge.sampling import mcmc
 
     pymc_function = _pymc_sample_return()
-    partition_names = _partition_rvs(model)
+    partition_names = [rv.name for rv in _partition_rvs(model)]
     if not (return_inferencedata and partition_names):
         return pymc_function(compute_convergence_checks=compute_convergence_checks,
                              return_inferencedata=return_inferencedata, model=model,
@@ -126,11 +127,17 @@ def _sample_return(*, compute_convergence_checks, return_inferencedata, model, q
                            model=model, quiet=quiet, **kwargs)
     if not (compat.is_inference_data(result) or compat.is_datatree(result)):
         return result
+    checks = pymc_mcmc.run_convergence_checks
+    ours = checks is mcmc.label_invariant_convergence_checks
+    warnings = []
+    if compute_convergence_checks and not ours:  # PyMC's own (uninstalled): on the raw labels
+        warnings = checks(result, model)
     mcmc.move_labels_out_of_posterior(result, model)
-    if compute_convergence_checks:
-        warnings = mcmc.label_invariant_convergence_checks(result, model)
-        if not quiet:
-            log_warnings(warnings)
+    if compute_convergence_checks and ours:  # the quantities just stored, not recomputed
+        warnings = (mcmc._pymc_checks_without_partitions(result, model, partition_names)
+                    + mcmc._posterior_quantity_checks(result, model, partition_names))
+    if compute_convergence_checks and not quiet:
+        log_warnings(warnings)
     return result
 
 

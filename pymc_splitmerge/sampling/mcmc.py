@@ -82,9 +82,12 @@ def diagnostics_group_name(var_name: str, partition_names) -> str:
     return DIAGNOSTICS_GROUP if len(partition_names) == 1 else f"{DIAGNOSTICS_GROUP}_{var_name}"
 
 
-def _without_variables(data, names):
-    """A light container with the posterior minus ``names`` (and sample_stats), no copies."""
-    groups = {"posterior": compat.get_group(data, "posterior").drop_vars(names, errors="ignore")}
+def _without_variables(data, names, model):
+    """A light container with the posterior's model variables minus ``names`` (and
+    sample_stats), no copies (PyMC's checks never see the label-invariant quantities)."""
+    posterior = compat.get_group(data, "posterior")
+    kept = [name for name in posterior.data_vars if name in model.named_vars and name not in names]
+    groups = {"posterior": posterior[kept]}
     if compat.has_group(data, "sample_stats"):
         groups["sample_stats"] = compat.get_group(data, "sample_stats")
     return compat.from_groups(groups, inference_data=compat.is_inference_data(data))
@@ -257,7 +260,8 @@ def _pymc_checks_without_partitions(data, model, partition_names):
     others = [rv.name for rv in model.free_RVs
               if rv.name in posterior and rv.name not in partition_names]
     if others:
-        return convergence.run_convergence_checks(_without_variables(data, partition_names), model)
+        return convergence.run_convergence_checks(_without_variables(data, partition_names, model),
+                                                 model)
     # nothing left for PyMC's R-hat / ESS: its other messages, same wording
     warnings = convergence.warn_divergences(data) + convergence.warn_treedepth(data)
     if posterior.sizes["draw"] < 100:
