@@ -331,9 +331,9 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
 
     Notes
     -----
-    ``az.summary(idata)`` still gives one row per observation for the label vector: use
-    :func:`~pymc_splitmerge.summary`, ``az.summary(idata, var_names=["~z"])`` or summarise
-    the diagnostics group (see the user guide).
+    As for a plain ``pm.sample``, the label draws are in the group ``"labels"`` and the
+    posterior holds the label-invariant quantities (:func:`move_labels_out_of_posterior`), so
+    ``az.summary(idata)`` gives no row per observation.
     """
     model = modelcontext(kwargs.get("model"))
     kwargs["model"] = model
