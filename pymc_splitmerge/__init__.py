@@ -24,6 +24,10 @@ give, and run its automatic step assignment inside the model's context, so that
 (:func:`install_pymc_sample_hooks`).
 """
 
+from pymc_splitmerge._compile_notice import install_compile_notice
+
+install_compile_notice()  # before any kernel is loaded: one line if the first use compiles
+
 from pymc_splitmerge import analysis, components, datasets, priors
 from pymc_splitmerge._lazy import lazy_names
 from pymc_splitmerge.components import ComponentFamily
