@@ -149,6 +149,16 @@ def test_main_job_runs(tmp_path, capsys):
     assert len(files) == 6
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", name) for name in files), files
     assert all(re.fullmatch(r"[A-Za-z0-9_-]+", sampler.name) for sampler in SAMPLERS)
+    # the tables explain themselves, the seconds say what they include, the files are indexed
+    assert "How to read the summary tables" in out and "How to read the comparison" in out
+    for name in ("n_clusters", "log_joint", "iat", "r_hat", "ess_bulk", "distance_to_reference",
+                 "seconds", "mean K", "ARI(point estimate, truth)"):
+        assert name in out
+    assert "(wall, kernels compiled before)" in out
+    index = (tmp_path / "INDEX.md").read_text()
+    listed = re.findall(r"^- `([^`]+)`: (.*)$", index, flags=re.MULTILINE)
+    assert sorted(name for name, _ in listed) == files
+    assert all("d = 6" in text and ("Gibbs" in text) for _, text in listed), listed
 
 
 def test_plots_fit_their_figures():
