@@ -65,6 +65,7 @@ seconds, count = _compile_notice.compile_seconds()
 n_clusters = np.asarray(idata["posterior"]["n_clusters"].values)
 print(json.dumps({"imports": imported - start, "model": built - imported,
                   "pm.sample": sampled - built, "numba compile": seconds, "compilations": count,
+                  "kernels": _compile_notice.compiled_kernels(),
                   "draws_hash": int(n_clusters.sum() * 1000003 + n_clusters[..., ::7].sum())}))
 """
 
@@ -110,6 +111,9 @@ def main(argv=None):
         print(f"{phase:<24}{cold:>10.2f}{warm:>10.2f}{ratio:>11}")
     print(f"{'compilations':<24}{statistics.median(r['compilations'] for r in runs['cold']):>10.0f}"
           f"{statistics.median(r['compilations'] for r in runs['warm']):>10.0f}")
+    print("cold run's outermost compilations (kernel: seconds):")
+    for kernel, seconds in runs["cold"][0]["kernels"]:
+        print(f"  {kernel}: {seconds:.1f}")
     print(f"{'notice printed':<24}{all(r['notice'] for r in runs['cold'])!s:>10}"
           f"{any(r['notice'] for r in runs['warm'])!s:>10}")
 

@@ -16,11 +16,12 @@ import logging
 import os
 import time
 
-__all__ = ["compile_seconds", "install_compile_notice"]
+__all__ = ["compile_seconds", "compiled_kernels", "install_compile_notice"]
 
 _log = logging.getLogger("pymc_splitmerge")
 _PACKAGE = __name__.split(".")[0]
-_state = {"announced": False, "depth": 0, "started": 0.0, "seconds": 0.0, "count": 0}
+_state = {"announced": False, "depth": 0, "started": 0.0, "seconds": 0.0, "count": 0,
+          "kernel": "", "kernels": []}
 
 
 def _cache_location() -> str:
@@ -35,6 +36,11 @@ def _ours(event) -> bool:
     dispatcher = (event.data or {}).get("dispatcher")
     module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
     return module.split(".")[0] == _PACKAGE
+
+
+def compiled_kernels() -> list[tuple[str, float]]:
+    """(module.qualname, seconds) of every outermost compilation so far, in order."""
+    return list(_state["kernels"])
 
 
 def compile_seconds() -> tuple[float, int]:
@@ -57,6 +63,8 @@ def _listener_class():
                           "seconds to minutes, once: they are cached in %s)", _cache_location())
             if _state["depth"] == 0:
                 _state["started"] = time.perf_counter()
+                function = event.data["dispatcher"].py_func
+                _state["kernel"] = f"{function.__module__}.{function.__qualname__}"
             _state["depth"] += 1
 
         def on_end(self, event):
@@ -64,8 +72,10 @@ def _listener_class():
                 return
             _state["depth"] -= 1
             if _state["depth"] == 0:
-                _state["seconds"] += time.perf_counter() - _state["started"]
+                seconds = time.perf_counter() - _state["started"]
+                _state["seconds"] += seconds
                 _state["count"] += 1
+                _state["kernels"].append((_state["kernel"], seconds))
 
     return CompileNotice
 

@@ -37,7 +37,7 @@ def _load(path, name):
 @pytest.fixture
 def fresh_state():
     saved = dict(_compile_notice._state)
-    _compile_notice._state.update(announced=False, depth=0, seconds=0.0, count=0)
+    _compile_notice._state.update(announced=False, depth=0, seconds=0.0, count=0, kernels=[])
     yield
     _compile_notice._state.update(saved)
 
@@ -62,6 +62,8 @@ def test_one_line_on_first_compile_none_on_cache_load_and_foreign_code_ignored(
         assert "cached" in messages[0]
         seconds, count = _compile_notice.compile_seconds()
         assert count == 2 and seconds > 0  # outer twice; inner inside outer is not counted
+        kernels = _compile_notice.compiled_kernels()
+        assert [name for name, _ in kernels] == ["pymc_splitmerge.fake_kernels.outer"] * 2
         # a new process would load them from the cache: a fresh module, same file
         _compile_notice._state.update(announced=False)
         again = _load(path, "pymc_splitmerge.fake_kernels_again")
