@@ -184,7 +184,7 @@ def _log_component_likelihood(xp, family, data, theta, hyper):
 
 
 def _posterior_arrays(idata, name):
-    posterior = compat.get_group(idata, "posterior")
+    posterior = compat.posterior_with_labels(idata)
     if name not in posterior:
         raise ValueError(f"the posterior has no variable {name!r}; it has {list(posterior)}")
     return np.asarray(posterior[name].transpose("chain", "draw", ...).values, dtype=float)
