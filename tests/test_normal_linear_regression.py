@@ -29,6 +29,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from conftest import PRIORS, thinned_labels
+from kernel_checks import one_step_invariance_draws
 from moment_checks import assert_expectations
 from scipy import integrate, special, stats
 
@@ -44,7 +45,6 @@ from pymc_splitmerge.testing import (
     GOF_PVALUE_THRESHOLD,
     assert_partition_gof,
     exact_posterior,
-    one_step_invariance_draws,
 )
 
 # Six points on two crossing lines (intercept and slope): a posterior spread over tens of

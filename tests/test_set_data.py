@@ -36,7 +36,7 @@ def build(values, mu0=0.0):
 
 
 def labels_of(idata):
-    return np.asarray(compat.get_group(idata, "posterior")["z"].values)
+    return np.asarray(compat.get_group(idata, "labels")["z"].values)
 
 
 def stale_then_new(run, mu0=0.0):

@@ -204,6 +204,8 @@ def sample_return(*, compute_convergence_checks, return_inferencedata, model, qu
         return result
     checks = pymc_mcmc.run_convergence_checks
     ours = checks is mcmc.label_invariant_convergence_checks
+    stored = [name for name in partition_names  # not those left out by var_names
+              if name in compat.get_group(result, "posterior")]
     found = []
     try:
         if compute_convergence_checks and not ours:  # PyMC's own (uninstalled): raw labels
@@ -211,9 +213,11 @@ def sample_return(*, compute_convergence_checks, return_inferencedata, model, qu
         mcmc.move_labels_out_of_posterior(result, model)
         if compute_convergence_checks and ours:  # the quantities just stored, not recomputed
             found = (mcmc._pymc_checks_without_partitions(result, model, partition_names)
-                     + mcmc._posterior_quantity_checks(result, model, partition_names))
+                     + mcmc._posterior_quantity_checks(result, model, stored))
     except Exception as error:  # noqa: BLE001 - reported, pm.sample returns its trace
-        mcmc._warn_post_run_failure("the labels group and the label-invariant checks", error)
+        mcmc._warn_post_run_failure(
+            f"the labels group and the label-invariant convergence checks of "
+            f"{', '.join(map(repr, partition_names))}", error)
         return result
     if compute_convergence_checks and not quiet:
         log_warnings(found)
