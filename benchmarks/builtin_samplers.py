@@ -231,7 +231,7 @@ def package_log_predictive_draws(idata, model, test, rows):
     from pymc_splitmerge.analysis.predictive import partition_log_predictive
     from pymc_splitmerge.distributions import discover
 
-    labels = np.asarray(compat.get_group(idata, "posterior")["z"].transpose(
+    labels = np.asarray(compat.posterior_with_labels(idata)["z"].transpose(
         "chain", "draw", ...).values)
     partition_model = discover(model["z"], model)
     family = partition_model.numeric_family({})

@@ -268,7 +268,7 @@ def pymc_overhead(x, family_kwargs, draws=200):
             warm = pm.sample(draws=draws, tune=0, chains=1, cores=1, step=step,
                              progressbar=False, compute_convergence_checks=False,
                              random_seed=1)
-            labels = np.asarray(warm["posterior"]["z"].values)[0, -1]
+            labels = np.asarray(warm["labels"]["z"].values)[0, -1]
             # step.step alone: best of 5 blocks of the step's time minus its kernel's time
             point = {"z": labels.copy()}
             point, _ = step.step(point)

@@ -18,10 +18,16 @@ other partition-prior parameters with :class:`PartitionPriorSlice` (where exact)
 variables and check their label-invariant quantities instead, refuse a start of a partition
 variable that PyMC would silently cast (float, NaN, out-of-range or wrong-length labels) with an
 error saying what to give, and run its automatic step assignment inside the model's context, so
-that ``pm.sample(model=model)`` picks the same steps as ``pm.sample()`` inside ``with model:``
+that ``pm.sample(model=model)`` picks the same steps as ``pm.sample()`` inside ``with model:``;
+``pm.sample`` returns the label draws in the group ``"labels"`` (their label-invariant
+quantities in the posterior) and ``pm.sample_posterior_predictive`` conditions on them
 (:func:`install_pymc_hooks`, wrappers that call PyMC's own functions, all in
 :mod:`pymc_splitmerge.sampling.hooks`; ``install_pymc_hooks(False)`` restores PyMC's).
 """
+
+from pymc_splitmerge._compile_notice import install_compile_notice
+
+install_compile_notice()  # before any kernel is loaded: one line if the first use compiles
 
 from pymc_splitmerge import analysis, components, datasets, priors
 from pymc_splitmerge._lazy import lazy_names
@@ -108,9 +114,11 @@ __all__ = [
     "install_pymc_hooks",
     "least_squares_draw",
     "log_joint_draws",
+    "occupied_components",
     "partition_convergence_checks",
     "partition_quantities",
     "plot_block_fractions",
+    "plot_component_parameters",
     "plot_n_clusters",
     "plot_similarity_matrix",
     "point_estimate",

@@ -184,7 +184,7 @@ def _log_component_likelihood(xp, family, data, theta, hyper):
 
 
 def _posterior_arrays(idata, name):
-    posterior = compat.get_group(idata, "posterior")
+    posterior = compat.posterior_with_labels(idata)
     if name not in posterior:
         raise ValueError(f"the posterior has no variable {name!r}; it has {list(posterior)}")
     return np.asarray(posterior[name].transpose("chain", "draw", ...).values, dtype=float)
@@ -340,7 +340,9 @@ def sample_with_budget(model, *, seconds: float | None, chains: int = 4, draws: 
     Returns
     -------
     trace : InferenceData or DataTree, or None
-        Posterior of the chains that reached past tuning (None if none did).
+        Posterior of the chains that reached past tuning (None if none did): the model's
+        variables, a partition's labels included (in the posterior, as for PyMC's built-in
+        samplers).
     times : list of ndarray
         Per kept chain, seconds since its start at the end of every iteration (tuning
         included).
@@ -364,9 +366,12 @@ def sample_with_budget(model, *, seconds: float | None, chains: int = 4, draws: 
             spent = budget.chain_times()
             failed.append(float(spent[0][-1]) if spent else float("nan"))
             continue
-        posterior = compat.get_group(trace, "posterior")
+        # the model's variables, labels included (pm.sample keeps them in group "labels");
+        # the label-invariant quantities differ in length between chains and are left out
+        posterior = compat.posterior_with_labels(trace)
         kept.append({str(name): np.asarray(variable.values[0])
-                     for name, variable in posterior.data_vars.items()})
+                     for name, variable in posterior.data_vars.items()
+                     if name in model.named_vars})
         times.append(budget.chain_times()[0])
     if not kept:
         return None, times, failed

@@ -53,13 +53,44 @@ SAMPLERS: list[DemoSampler] = [
                 lambda psm, z: [psm.PGSMStep(z, n_gibbs_sweeps=1)]),
     # the "frozen" library (each chain's own tuning history) runs with any number of chains;
     # library="ensemble" is exact from the first draw but needs >= 4 chains in lockstep
-    DemoSampler("arm_gibbs", "ARM(frozen) + Gibbs",
+    DemoSampler("arm_gibbs", "ARM(frozen library) + Gibbs",
                 lambda psm, z: [psm.ARMStep(z, library="frozen", n_gibbs_sweeps=1)]),
 ]
 
 #: the data set on which the demo also runs PyMC's built-in samplers (issue: what they get
 #: wrong); a truncated stick-breaking mixture with explicit labels, as a PyMC user writes it
 BUILTIN_ATTRIBUTES = 18
+
+#: one line per row and column of the tables the demo prints
+SUMMARY_LEGEND = """\
+How to read the summary tables (one per data set and sampler; label-invariant quantities of
+every draw, pooled over chains):
+  rows  n_clusters: number of clusters; log_joint: log prior of the partition + log collapsed
+        likelihood; fraction_in_largest_clusters[m]: fraction of the 100 points in the m
+        largest clusters; co_clustering[i,j]: 1 when points i and j share a cluster (the three
+        pairs with co-clustering probability nearest 1/2); distance_to_reference_vi /
+        _binder: variation of information / Binder distance of the draw to the point estimate
+  cols  mean, sd: over the draws; hdi_3% / hdi_97%: 94% highest-density interval; ess_bulk /
+        ess_tail: effective sample sizes (ArviZ); r_hat: rank-normalised split R-hat (near 1
+        when the chains agree); iat: integrated autocorrelation time in draws (chain x draw /
+        ESS of the mean: the draws one independent draw is worth)"""
+
+COMPARISON_LEGEND = """\
+How to read the comparison: one row per data set (d attributes) and sampler.
+  seconds: wall time of the sampling run (tuning + draws, all chains, one core); for this
+           package's samplers the kernels were compiled (or loaded from the cache) before the
+           clock started; for PyMC's built-in samplers it is the whole pm.sample wall time,
+           PyTensor's compilation included, run for a fixed time per chain
+  r_hat(log_joint), ess_bulk(log_joint): convergence of the log joint (not computed for the
+           built-in model, whose log joint is a different function)
+  r_hat(largest): R-hat of the fraction of points in the largest cluster
+  mean K: posterior mean number of clusters (the data have 5 components)
+  ARI(point estimate, truth): adjusted Rand index of the SALSO point estimate against the
+           generating partition (1: identical)
+ARM(frozen library): the library of the adaptive reconfiguration move is the chain's own
+  partitions during tuning, frozen when tuning ends (exact, any number of chains); a chain that
+  stayed in one mode during tuning proposes nothing new, so at d = 15 and 18 it can be as stuck
+  as plain Gibbs.  library="ensemble" (the other chains' current states) needs >= 4 chains."""
 
 
 def main(argv=None) -> int:
@@ -88,6 +119,7 @@ def main(argv=None) -> int:
     os.makedirs(args.output, exist_ok=True)
     started = time.perf_counter()
     rows = []
+    written: list[tuple[str, str]] = []
     warmed_up: set[str] = set()
     for n_attributes in args.attributes:
         data, truth = psm.datasets.jain_neal_bernoulli(n_attributes=n_attributes, seed=n_attributes)
@@ -123,9 +155,11 @@ def main(argv=None) -> int:
                 )
             seconds = time.perf_counter() - tic
             traces[sampler.label] = idata
+            if not rows:
+                print("\n" + SUMMARY_LEGEND)
             print(f"\n=== Jain & Neal example, d = {n_attributes}, sampler {sampler.label}: "
-                  f"{args.chains} chains x {args.draws} draws in {seconds:.1f} s "
-                  "(after compilation)")
+                  f"{args.chains} chains x ({args.tune} tuning + {args.draws}) draws in "
+                  f"{seconds:.1f} s (wall, kernels compiled before)")
             table = psm.summary(idata, model=model, var_name="z")
             print(table.to_string(max_rows=12))
             estimate = psm.point_estimate(idata, var_name="z", loss="vi", rng=args.seed)
@@ -140,8 +174,11 @@ def main(argv=None) -> int:
             }
             for kind, (figure, _) in plots.items():
                 path = os.path.join(args.output, f"{kind}_d{n_attributes}_{name}.png")
+                title = f"Jain & Neal Bernoulli data, d = {n_attributes}; {sampler.label}"
+                figure.suptitle(f"{title}\n{PLOT_DESCRIPTIONS[kind]}", fontsize=9)
                 figure.savefig(path, dpi=80, bbox_inches="tight")
                 plt.close(figure)
+                written.append((path, f"{title}: {PLOT_DESCRIPTIONS[kind]}"))
             print(f"saved {len(plots)} plots to {args.output}/*_d{n_attributes}_{name}.png")
             rows.append({
                 "d": n_attributes, "sampler": sampler.label, "seconds": round(seconds, 1),
@@ -152,14 +189,40 @@ def main(argv=None) -> int:
                 "ARI(point estimate, truth)": psm.adjusted_rand_index(estimate.labels, truth),
             })
         if n_attributes == BUILTIN_ATTRIBUTES and args.builtin_seconds > 0:
-            rows.append(_builtin_row(args, data, truth, traces))
+            rows.append(_builtin_row(args, data, truth, traces, written))
     print("\n=== comparison (R-hat near 1 and large ESS mean the chains agree)")
+    print(COMPARISON_LEGEND)
     print(pd.DataFrame(rows).round(3).to_string(index=False))
-    print(f"\ntotal {time.perf_counter() - started:.1f} s")
+    index = write_index(args.output, written)
+    print(f"\n{len(written)} figures in {args.output}/, listed in {index}")
+    print(f"total {time.perf_counter() - started:.1f} s")
     return 0
 
 
-def _builtin_row(args, data, truth, traces) -> dict:
+#: what each figure file shows (its title says the data set and the sampler)
+PLOT_DESCRIPTIONS = {
+    "block_fractions": "fraction of the points in the 1..5 largest clusters per draw, one "
+                       "panel per chain",
+    "n_clusters": "number of clusters per draw, per chain",
+    "coclustering": "posterior co-clustering probabilities, points ordered by the point "
+                    "estimate",
+    "largest_fraction": "fraction in the largest cluster per chain, every sampler side by "
+                        "side (PyMC's built-in samplers included)",
+}
+
+
+def write_index(folder: str, written) -> str:
+    """Write ``INDEX.md`` in ``folder``: one line per figure file written, what it shows."""
+    path = os.path.join(folder, "INDEX.md")
+    with open(path, "w") as index:
+        index.write("# Figures written by `python -m pymc_splitmerge.demo`\n\n")
+        index.write("File names: `<plot>_d<attributes>_<sampler>.png`.\n\n")
+        index.writelines(f"- `{os.path.basename(figure_path)}`: {description}\n"
+                         for figure_path, description in written)
+    return path
+
+
+def _builtin_row(args, data, truth, traces, written) -> dict:
     """Run PyMC's own samplers on a truncated stick-breaking mixture of the same data.
 
     Prints its summary, saves the largest-cluster fraction per chain beside this package's
@@ -181,14 +244,19 @@ def _builtin_row(args, data, truth, traces) -> dict:
             quiet=True)
     seconds = time.perf_counter() - tic
     assignment = get_group(builtin, "posterior").attrs.get("step_assignment", "")
-    print(f"pm.sample assigned: {assignment}; {seconds:.1f} s")
+    print(f"pm.sample assigned: {assignment}; {seconds:.1f} s (wall, PyTensor's compilation "
+          "included)")
     table = psm.summary(builtin, var_name="z")
     print(table.to_string(max_rows=12))
     estimate = psm.point_estimate(builtin, var_name="z", loss="vi", rng=args.seed)
     figure, _ = plot_largest_fraction({**traces, label: builtin})
     path = os.path.join(args.output, f"largest_fraction_d{BUILTIN_ATTRIBUTES}_builtin.png")
+    title = (f"Jain & Neal Bernoulli data, d = {BUILTIN_ATTRIBUTES}; every sampler and "
+             f"{label}")
+    figure.suptitle(f"{title}\n{PLOT_DESCRIPTIONS['largest_fraction']}", fontsize=9)
     figure.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(figure)
+    written.append((path, f"{title}: {PLOT_DESCRIPTIONS['largest_fraction']}"))
     print(f"saved {path}")
     return {
         "d": BUILTIN_ATTRIBUTES, "sampler": label, "seconds": round(seconds, 1),

@@ -79,7 +79,9 @@ def thinned_labels(trace, thin, name="z", *, chains=None):
     ``chains``, if given, is the number of chains the trace must hold.  Returns an array of
     shape (chain * ceil(draw / thin), n).
     """
-    values = np.asarray(trace["posterior"][name].values)  # (chain, draw, n)
+    from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
+
+    values = np.asarray(posterior_with_labels(trace)[name].values)  # (chain, draw, n)
     if chains is not None:
         assert values.shape[0] == chains, (values.shape, chains)
     return values[:, ::thin].reshape(-1, values.shape[-1])

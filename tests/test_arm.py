@@ -416,5 +416,5 @@ def test_multiprocess_sampling_reproduces_single_process(library):
     for cores in (1, 2):
         idata, _ = _arm_sample("pitman_yor", "beta_bernoulli", library, chains=chains,
                                draws=60, tune=20, cores=cores, seed=_seed("cores", library))
-        draws[cores] = np.asarray(idata["posterior"]["z"].values)
+        draws[cores] = np.asarray(idata["labels"]["z"].values)
     np.testing.assert_array_equal(draws[1], draws[2])

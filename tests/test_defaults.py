@@ -95,7 +95,8 @@ def test_two_partition_variables_get_one_step_each():
             _mixture(psm.DirichletProcess(name, alpha=1.0, n=len(DATA)))
         idata = pm.sample(draws=3, tune=2, chains=1, progressbar=False, random_seed=1,
                           compute_convergence_checks=False)
-    assert {"z", "x"} <= set(idata["posterior"].data_vars)
+    assert {"z", "x"} <= set(idata["labels"].data_vars)
+    assert {"z_n_clusters", "x_n_clusters"} <= set(idata["posterior"].data_vars)
     # one SAMS step per variable: its stats get an extra dimension of length 2
     assert np.asarray(idata["sample_stats"]["sams_n_clusters"].values).shape[-1] == 2
 
@@ -124,7 +125,7 @@ def test_plain_pm_sample_is_exact_with_random_concentration(prior_name):
     stats = idata["sample_stats"]
     assert {"sams_move", alpha_stat} <= set(stats.data_vars)
     assert "diverging" not in stats and "gibbs_changed" not in stats  # no NUTS, no extra Gibbs
-    labels = np.asarray(idata["posterior"]["z"].values)[:, ::PLAIN_THIN]
+    labels = np.asarray(idata["labels"]["z"].values)[:, ::PLAIN_THIN]
     exact = exact_posterior_random_concentration(
         numeric_prior_factory(prior_name, family_name), ALPHA_GAMMA_PRIOR, make_family(), data)
     assert_partition_gof(labels.reshape(-1, labels.shape[-1]), exact)

@@ -15,6 +15,7 @@ import pytest
 from conftest import thinned_labels
 
 from pymc_splitmerge import steps
+from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 from pymc_splitmerge.components import BetaBernoulli, GammaPoisson, NormalInverseWishart
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.distributions.mixture import ConjugateMixture
@@ -36,7 +37,7 @@ POISSON_DATA = np.array([0, 1, 7, 9, 3, 0])
 
 
 def posterior_values(idata, name):
-    values = np.asarray(idata["posterior"][name].values)
+    values = np.asarray(posterior_with_labels(idata)[name].values)
     return values.reshape(-1, *values.shape[2:]) if values.ndim > 2 else values.reshape(-1)
 
 

@@ -61,8 +61,8 @@ def test_integer_valued_float_start_is_the_integer_start():
     model = _model()
     as_float = _sample(model, {"z": GOOD.astype(float)})
     as_int = _sample(model, {"z": GOOD})
-    np.testing.assert_array_equal(as_float["posterior"]["z"].values,
-                                  as_int["posterior"]["z"].values)
+    np.testing.assert_array_equal(as_float["labels"]["z"].values,
+                                  as_int["labels"]["z"].values)
 
 
 @pytest.mark.parametrize("start", [GOOD[:-1], np.r_[GOOD, 0], GOOD[:, None]],
@@ -103,7 +103,7 @@ def test_per_chain_starts_name_the_chain():
     with pytest.raises(ValueError, match=r"initvals\[1\]\['z'\].*non-integer"):
         _sample(_model(), [{"z": GOOD}, {"z": GOOD + 0.5}], chains=2)
     idata = _sample(_model(), [{"z": GOOD}, {"z": np.zeros(N, dtype=int)}], chains=2)
-    assert idata["posterior"]["z"].shape == (2, 4, N)
+    assert idata["labels"]["z"].shape == (2, 4, N)
 
 
 def test_initval_set_on_the_model_is_checked():

@@ -14,6 +14,7 @@ import pymc as pm
 import pytest
 
 import pymc_splitmerge as psm
+from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 from pymc_splitmerge.testing import assert_partition_gof, exact_posterior
 
 BERNOULLI_DATA = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
@@ -36,7 +37,7 @@ def test_two_partition_steps_composed_through_compound_step_are_exact():
         steps = [psm.SAMSStep(z), psm.CollapsedGibbsStep(z)]
         idata = pm.sample(draws=2000, step=steps, random_seed=41, **SAMPLE_KWARGS)
     assert {"sams_accepted", "gibbs_changed"} <= set(idata.sample_stats.data_vars)
-    labels = np.asarray(idata.posterior["z"].values)[:, ::3].reshape(-1, len(BERNOULLI_DATA))
+    labels = np.asarray(idata.labels["z"].values)[:, ::3].reshape(-1, len(BERNOULLI_DATA))
     exact = exact_posterior(psm.priors.PitmanYorPrior(alpha=0.7, discount=0.25),
                             psm.BetaBernoulli(a=1.0, b=1.0), BERNOULLI_DATA)
     assert_partition_gof(labels, exact)
@@ -48,7 +49,7 @@ def test_negative_control_composed_steps_against_the_wrong_posterior():
     with model:
         steps = [psm.SAMSStep(z), psm.CollapsedGibbsStep(z)]
         idata = pm.sample(draws=2000, step=steps, random_seed=42, **SAMPLE_KWARGS)
-    labels = np.asarray(idata.posterior["z"].values)[:, ::3].reshape(-1, len(BERNOULLI_DATA))
+    labels = np.asarray(idata.labels["z"].values)[:, ::3].reshape(-1, len(BERNOULLI_DATA))
     wrong = exact_posterior(psm.priors.DirichletProcessPrior(alpha=0.7),
                             psm.BetaBernoulli(a=1.0, b=1.0), BERNOULLI_DATA)
     with pytest.raises(AssertionError):
@@ -73,8 +74,8 @@ def test_multiprocess_sampling_reproduces_sequential_draws(mp_ctx):
         sequential = pm.sample(step=steps(), cores=1, **kwargs)
         parallel = pm.sample(step=steps(), cores=2, mp_ctx=mp_ctx, **kwargs)
     for name in ("z", "alpha"):
-        np.testing.assert_array_equal(sequential.posterior[name].values,
-                                      parallel.posterior[name].values)
+        np.testing.assert_array_equal(posterior_with_labels(sequential)[name].values,
+                                      posterior_with_labels(parallel)[name].values)
     # the chains differ from each other (the seed is split per chain)
     assert not np.array_equal(sequential.posterior["alpha"].values[0],
                               sequential.posterior["alpha"].values[1])
@@ -112,8 +113,8 @@ def test_every_step_gives_the_same_draws_on_two_cores(step_name):
                                      progressbar=False, compute_convergence_checks=False))
     sequential, parallel = results
     for name in ("z", "alpha"):
-        np.testing.assert_array_equal(sequential.posterior[name].values,
-                                      parallel.posterior[name].values)
+        np.testing.assert_array_equal(posterior_with_labels(sequential)[name].values,
+                                      posterior_with_labels(parallel)[name].values)
     assert len({sequential.posterior["alpha"].values[c].tobytes() for c in range(chains)}) > 1
 
 
@@ -148,6 +149,16 @@ def test_main_job_runs(tmp_path, capsys):
     assert len(files) == 6
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", name) for name in files), files
     assert all(re.fullmatch(r"[A-Za-z0-9_-]+", sampler.name) for sampler in SAMPLERS)
+    # the tables explain themselves, the seconds say what they include, the files are indexed
+    assert "How to read the summary tables" in out and "How to read the comparison" in out
+    for name in ("n_clusters", "log_joint", "iat", "r_hat", "ess_bulk", "distance_to_reference",
+                 "seconds", "mean K", "ARI(point estimate, truth)"):
+        assert name in out
+    assert "(wall, kernels compiled before)" in out
+    index = (tmp_path / "INDEX.md").read_text()
+    listed = re.findall(r"^- `([^`]+)`: (.*)$", index, flags=re.MULTILINE)
+    assert sorted(name for name, _ in listed) == files
+    assert all("d = 6" in text and ("Gibbs" in text) for _, text in listed), listed
 
 
 def test_plots_fit_their_figures():

@@ -91,8 +91,8 @@ def test_terms_that_do_not_read_the_labels_are_accepted():
     with model:
         idata = pm.sample(**SAMPLE)
     posterior = compat.get_group(idata, "posterior")
-    np.testing.assert_array_equal(posterior["n_clusters"].values,
-                                  posterior["z"].values.max(axis=-1) + 1)
+    labels = compat.get_group(idata, "labels")["z"].values
+    np.testing.assert_array_equal(posterior["n_clusters"].values, labels.max(axis=-1) + 1)
 
 
 # --------------------------------------------------------------------------- masked data
@@ -105,9 +105,9 @@ def test_masked_observations_are_refused():
 
 def test_an_empty_mask_is_the_plain_data():
     with mixture_model(observed=np.ma.masked_array(Y, mask=np.zeros(N, dtype=bool))):
-        masked = compat.get_group(pm.sample(**SAMPLE), "posterior")["z"].values
+        masked = compat.get_group(pm.sample(**SAMPLE), "labels")["z"].values
     with mixture_model():
-        plain = compat.get_group(pm.sample(**SAMPLE), "posterior")["z"].values
+        plain = compat.get_group(pm.sample(**SAMPLE), "labels")["z"].values
     np.testing.assert_array_equal(masked, plain)
 
 
@@ -155,7 +155,7 @@ def test_a_hyperparameter_prior_inside_the_domain_samples(case):
     make, prior = INSIDE[case]
     with hyperparameter_model(make, prior):
         idata = pm.sample(**SAMPLE)
-    assert compat.get_group(idata, "posterior")["z"].shape == (1, 4, N)
+    assert compat.get_group(idata, "labels")["z"].shape == (1, 4, N)
 
 
 @pytest.mark.parametrize("prior", ["dp", "py"])

@@ -80,7 +80,7 @@ def test_two_observations():
     idata = psm.sample(model=model, **KWARGS)
     diagnostics = compat.get_group(idata, "partition_diagnostics")
     assert list(diagnostics.coords["pair"].values) == ["0,1"]  # the one pair there is
-    labels = compat.get_group(idata, "posterior")["z"].values
+    labels = compat.get_group(idata, "labels")["z"].values
     both = {tuple(draw) for draw in labels.reshape(-1, 2)}
     assert both == {(0, 0), (0, 1)}  # both partitions of two points are visited
     table = psm.summary(idata)
@@ -90,7 +90,7 @@ def test_two_observations():
 def test_one_observation_with_the_automatic_step():
     model = _model(1)
     idata = psm.sample(model=model, **KWARGS)
-    labels = compat.get_group(idata, "posterior")["z"].values
+    labels = compat.get_group(idata, "labels")["z"].values
     assert labels.shape == (2, 30, 1) and not labels.any()
     stats = compat.get_group(idata, "sample_stats")
     assert not stats["sams_accepted"].values.any()
@@ -107,7 +107,9 @@ def test_psm_sample_returns_the_trace_when_a_post_run_check_fails(monkeypatch):
     monkeypatch.setattr(mcmc, "partition_quantities", _failing_quantities)
     with pytest.warns(RuntimeWarning, match="label-invariant quantities of 'z'.*injected"):
         idata = psm.sample(model=_model(6), **KWARGS)
+    # the labels could not be moved to their group: they stay in the posterior
     assert compat.get_group(idata, "posterior")["z"].shape == (2, 30, 6)
+    assert not compat.has_group(idata, "labels")
     assert not compat.has_group(idata, "partition_diagnostics")
 
 
@@ -116,3 +118,4 @@ def test_plain_pm_sample_returns_the_trace_when_the_hook_fails(monkeypatch):
     with pytest.warns(RuntimeWarning, match="convergence checks of 'z'.*injected"):
         idata = pm.sample(model=_model(6), **KWARGS)
     assert compat.get_group(idata, "posterior")["z"].shape == (2, 30, 6)
+    assert not compat.has_group(idata, "labels")

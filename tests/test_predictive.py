@@ -102,7 +102,7 @@ def test_random_concentration_is_read_from_the_trace():
                           step=[psm.CollapsedGibbsStep(z), psm.ConcentrationGibbs(alpha)],
                           progressbar=False, compute_convergence_checks=False)
     estimate = heldout_log_predictive_density(idata, model, new, max_draws=50)
-    labels = np.asarray(idata.posterior["z"].values)[0]
+    labels = np.asarray(idata.labels["z"].values)[0]
     alphas = np.asarray(idata.posterior["alpha"].values)[0]
     rows = np.unique(np.linspace(0, labels.shape[0] - 1, 50).astype(np.int64))
     x, x_new = family.prepare_data(data), family.prepare_data(new)

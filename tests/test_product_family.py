@@ -210,7 +210,7 @@ def test_partition_steps_are_exact_on_a_product(step_name):
         idata = pm.sample(draws=draws, tune=200, step=[make_step(z)], chains=2, cores=1,
                           progressbar=False, compute_convergence_checks=False,
                           random_seed=SEEDS[step_name])
-    labels = np.asarray(idata["posterior"]["z"].values)[:, ::thin].reshape(-1, 6)
+    labels = np.asarray(idata["labels"]["z"].values)[:, ::thin].reshape(-1, 6)
     prior = psm.priors.DirichletProcessPrior(alpha=1.0)
     family = _small_family()
     assert_partition_gof(labels, exact_posterior(prior, _SumOfSubFamilies(family),

@@ -225,7 +225,7 @@ def _check(spec):
         return
     assert spec["fault"] is None, f"sampled a model whose {spec['fault']!r} is invalid\n{spec}"
     posterior = compat.get_group(idata, "posterior")
-    labels = posterior["z"].values[0]
+    labels = compat.get_group(idata, "labels")["z"].values[0]
     log_joint = compat.get_group(idata, "partition_diagnostics")["log_joint"].values[0]
     assert np.all(np.isfinite(log_joint)), log_joint
     concentrations = (posterior["c"].values[0] if spec["random_concentration"]
@@ -263,7 +263,7 @@ def test_the_property_check_accepts_a_valid_model_and_rejects_a_wrong_oracle():
     model = _build(wrong)
     idata = psm.sample(model=model, draws=DRAWS, tune=1, chains=1, random_seed=1,
                        progressbar=False, quiet=True, compute_convergence_checks=False)
-    labels = compat.get_group(idata, "posterior")["z"].values[0]
+    labels = compat.get_group(idata, "labels")["z"].values[0]
     alphas = compat.get_group(idata, "posterior")["c"].values[0]
     log_joint = compat.get_group(idata, "partition_diagnostics")["log_joint"].values[0]
     off = [_independent_log_joint({**wrong, "hyperparameters": wrong_family}, labels[d],

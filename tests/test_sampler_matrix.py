@@ -308,7 +308,7 @@ def test_pgsm_options_match_exact(case):
     if options.get("resampling_threshold") == 0.0:
         assert np.asarray(idata["sample_stats"]["pgsm_resampling_events"].values).max() == 0
     if prior_name == "finite_dirichlet":
-        labels = np.asarray(idata["posterior"]["z"].values)
+        labels = np.asarray(idata["labels"]["z"].values)
         assert labels.max() < k
     exact = exact_fixed(prior_name, family_name, k=k if k is not None else FINITE_K)
     assert_partition_gof(thinned_labels(idata, thin, chains=CHAINS), exact)

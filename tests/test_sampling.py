@@ -76,7 +76,7 @@ def test_pymc_checks_skip_partition_and_group_is_added(monkeypatch, convergence_
     group = compat.get_group(idata, "partition_diagnostics")
     assert {"n_clusters", "log_joint", "fraction_in_largest_clusters"} <= set(group.data_vars)
     assert group.sizes["chain"] == 2 and group.sizes["draw"] == 400
-    labels = np.asarray(idata["posterior"]["z"].values)
+    labels = np.asarray(idata["labels"]["z"].values)
     np.testing.assert_array_equal(group["n_clusters"].values, labels.max(axis=-1) + 1)
     # a well-mixing run on a tiny problem: no R-hat / ESS warning at all
     assert not [m for m in convergence_log if "rhat" in m or "effective sample" in m], (
@@ -132,7 +132,7 @@ def test_arguments_pass_through(convergence_log):
 
 
 def test_user_guide_trace_plot_block_runs(tmp_path):
-    """The user guide's ArviZ block (trace plot + summary of the group) runs on this line."""
+    """The user guide's ArviZ block (trace plot + summary) runs on this line."""
     import pathlib
     import re
 
@@ -141,7 +141,7 @@ def test_user_guide_trace_plot_block_runs(tmp_path):
     matplotlib.use("Agg")
     guide = pathlib.Path(__file__).parents[1] / "docs" / "user_guide.md"
     blocks = re.findall(r"```python\n(.*?)```", guide.read_text(), flags=re.DOTALL)
-    (block,) = [b for b in blocks if 'group="partition_diagnostics"' in b]
+    (block,) = [b for b in blocks if "az.plot_trace(idata)" in b]
     with _model():
         idata = psm.sample(draws=100, tune=10, chains=2, cores=1, random_seed=2,
                            progressbar=False, quiet=True)
@@ -149,6 +149,7 @@ def test_user_guide_trace_plot_block_runs(tmp_path):
     exec(block, namespace)  # noqa: S102 (the documented code block itself)
     table = namespace["table"]
     assert any("n_clusters" in str(row) for row in table.index)
+    assert not any(str(row).startswith("z[") for row in table.index)
     import matplotlib.pyplot as plt
 
     plt.savefig(tmp_path / "trace.png")

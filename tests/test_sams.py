@@ -337,11 +337,11 @@ def test_sams_step_with_cluster_anchors_is_reproducible():
     _, first = _pitman_yor_niw_cluster_anchor_sample(100, 25, tune=20)
     _, again = _pitman_yor_niw_cluster_anchor_sample(100, 25, tune=20)
     _, other = _pitman_yor_niw_cluster_anchor_sample(100, 26, tune=20)
-    labels = np.asarray(first.posterior["z"].values)
-    np.testing.assert_array_equal(labels, np.asarray(again.posterior["z"].values))
+    labels = np.asarray(first.labels["z"].values)
+    np.testing.assert_array_equal(labels, np.asarray(again.labels["z"].values))
     np.testing.assert_array_equal(first.sample_stats["sams_accepted"].values,
                                   again.sample_stats["sams_accepted"].values)
-    assert not np.array_equal(labels, np.asarray(other.posterior["z"].values))
+    assert not np.array_equal(labels, np.asarray(other.labels["z"].values))
 
 
 def test_sams_step_with_random_concentration_matches_quadrature():

@@ -89,7 +89,7 @@ def test_sampled_trace_keeps_compact_dtype_and_analysis_matches_int64():
     with model:
         idata = pm.sample(draws=40, tune=10, chains=2, cores=1, step=_steps(model),
                           random_seed=3, progressbar=False, compute_convergence_checks=False)
-    labels = compat.get_group(idata, "posterior")["z"]
+    labels = compat.get_group(idata, "labels")["z"]
     assert labels.dtype == np.int8
     wide = labels.values.astype(np.int64)
     compact_result = psa.partition_quantities(labels.values, rng=0)
@@ -136,7 +136,7 @@ def test_zarr_trace_matches_memory_trace_and_feeds_analysis(tmp_path, zarr_trace
         store = zarr.DirectoryStore(str(tmp_path / "trace.zarr"))
         trace = pm.sample(step=_steps(model), trace=ZarrTrace(store=store, draws_per_chunk=5),
                           return_inferencedata=False, **kwargs)
-    expected = compat.get_group(memory, "posterior")
+    expected = compat.posterior_with_labels(memory)
     on_disk = trace.posterior["z"]
     assert on_disk.dtype == np.int16 and on_disk.chunks == (1, 5, 150)
     posterior = psa.zarr_posterior(trace)

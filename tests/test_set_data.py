@@ -36,7 +36,8 @@ def build(values, mu0=0.0):
 
 
 def labels_of(idata):
-    return np.asarray(compat.get_group(idata, "posterior")["z"].values)
+    # group "labels" of pm.sample, the posterior of psm.sample_smc
+    return np.asarray(compat.posterior_with_labels(idata)["z"].values)
 
 
 def stale_then_new(run, mu0=0.0):

@@ -66,7 +66,7 @@ def test_start_with_too_many_clusters_is_refused(step_name):
     with pytest.raises(SamplingError, match=r"'z'.*outside \[0, 2\).*5 clusters"):
         _sample(step_name, bad)  # refused by pm.sample before the first step
     idata = _sample(step_name, start)  # a start inside the support samples normally
-    assert np.asarray(idata["posterior"]["z"].values).max() < 2
+    assert np.asarray(idata["labels"]["z"].values).max() < 2
 
 
 def test_start_with_labels_out_of_range_is_refused():

@@ -25,7 +25,10 @@ from pymc_splitmerge.analysis.point_estimate import (
 # public name -> submodule that defines it
 _SUBMODULE_NAMES = {
     "_labels": ("canonicalize", "find_partition_variable", "partition_draws"),
-    "cluster_parameters": ("COMPONENTS_GROUP", "sample_components"),
+    "cluster_parameters": (
+        "COMPONENTS_GROUP", "occupied_components", "plot_component_parameters",
+        "sample_components",
+    ),
     "log_joint": ("log_joint_draws",),
     "metrics": (
         "adjusted_rand_index", "agreement_with_truth", "binder_distance", "contingency_table",
@@ -72,10 +75,12 @@ __all__ = [
     "least_squares_draw",
     "log_joint_draws",
     "most_uncertain_pairs",
+    "occupied_components",
     "partition_draws",
     "partition_log_predictive",
     "partition_quantities",
     "plot_block_fractions",
+    "plot_component_parameters",
     "plot_n_clusters",
     "plot_similarity_matrix",
     "point_estimate",

@@ -19,6 +19,7 @@ import xarray as xr
 
 __all__ = [
     "ARVIZ_MAJOR",
+    "LABELS_GROUP",
     "add_group",
     "ess",
     "from_groups",
@@ -28,6 +29,8 @@ __all__ = [
     "hdi",
     "is_datatree",
     "is_inference_data",
+    "posterior_with_labels",
+    "replace_group",
     "rhat",
 ]
 
@@ -53,7 +56,31 @@ def _arviz_major() -> int:
 
 ARVIZ_MAJOR = _arviz_major()
 
+#: ArviZ 0.x's matplotlib backend calls ``matplotlib.cbook.normalize_kwargs`` the way Matplotlib
+#: 3.11 deprecates: one ``MatplotlibDeprecationWarning`` per line drawn (114 for
+#: ``az.plot_trace`` of four variables), addressed to ArviZ, which the user can do nothing about
+ARVIZ_MATPLOTLIB_DEPRECATION = "Passing a dict or None as alias_mapping to normalize_kwargs"
+
+
+def quiet_arviz_matplotlib_deprecation() -> None:
+    """Silence :data:`ARVIZ_MATPLOTLIB_DEPRECATION` when ArviZ 0.x's plotting code raises it
+    (only that message, only from ``arviz.plots``; nothing on ArviZ 1.x)."""
+    if ARVIZ_MAJOR < 1:
+        import warnings
+
+        warnings.filterwarnings("ignore", message=ARVIZ_MATPLOTLIB_DEPRECATION,
+                                category=DeprecationWarning, module=r"arviz\.plots")
+
+
+quiet_arviz_matplotlib_deprecation()
+
 TAIL_PROBABILITIES = (0.05, 0.95)
+
+#: the group that holds the partition variables' label draws of a ``pm.sample`` trace (outside
+#: ``"posterior"``, so that ``az.summary`` / ``az.plot_trace`` show the label-invariant
+#: quantities instead of one row per observation; see
+#: :func:`pymc_splitmerge.sampling.mcmc.move_labels_out_of_posterior`)
+LABELS_GROUP = "labels"
 
 
 def is_datatree(data) -> bool:
@@ -113,6 +140,33 @@ def get_group(data, name: str = "posterior") -> xr.Dataset:
         "expected an arviz.InferenceData, an xarray.DataTree or an xarray.Dataset, "
         f"got {type(data).__name__}"
     )
+
+
+def posterior_with_labels(data) -> xr.Dataset:
+    """The posterior of ``data`` with the label draws of group ``"labels"`` added back.
+
+    A ``pm.sample`` trace keeps its partition variables in the group :data:`LABELS_GROUP`; every
+    reader of label draws goes through this function, which returns the ``"posterior"`` Dataset
+    with those variables joined (no copy of the arrays).  A Dataset is returned unchanged; a
+    container without the group gives its posterior as is (e.g. traces of ``psm.sample_smc``,
+    of PyMC's built-in samplers, or written before the labels had their own group).
+    """
+    if isinstance(data, xr.Dataset):
+        return data
+    posterior = get_group(data, "posterior")
+    if not has_group(data, LABELS_GROUP):
+        return posterior
+    labels = get_group(data, LABELS_GROUP)
+    missing = {name: labels[name] for name in labels.data_vars if name not in posterior.data_vars}
+    return posterior.assign(missing) if missing else posterior
+
+
+def replace_group(data, name: str, dataset: xr.Dataset):
+    """Replace group ``name`` of ``data`` by ``dataset`` in place, keeping the groups' order."""
+    if is_inference_data(data) and has_group(data, name):
+        setattr(data, name, dataset)
+        return data
+    return add_group(data, name, dataset)
 
 
 def from_groups(groups: dict[str, xr.Dataset], inference_data: bool | None = None):

@@ -157,7 +157,7 @@ def partition_draws(data, var_name: str | None = None) -> tuple[np.ndarray, str 
             raise ValueError(f"a DataArray of partitions needs dims (chain, draw, n), got {data.dims}")
         return as_label_draws(data.values), (str(data.name) if data.name is not None else None)
     if isinstance(data, xr.Dataset) or compat.is_datatree(data) or compat.is_inference_data(data):
-        posterior = compat.get_group(data, "posterior")
+        posterior = compat.posterior_with_labels(data)
         if var_name is None:
             var_name = find_partition_variable(posterior)
         elif var_name not in posterior.data_vars:

@@ -34,7 +34,8 @@ from pymc_splitmerge.distributions.cluster_parameters import (
     slot_partition,
 )
 
-__all__ = ["COMPONENTS_GROUP", "sample_components"]
+__all__ = ["COMPONENTS_GROUP", "occupied_components", "plot_component_parameters",
+           "sample_components"]
 
 COMPONENTS_GROUP = "component_parameters"
 """Name of the group added by :func:`sample_components`."""
@@ -121,7 +122,7 @@ def sample_components(data, model=None, random_seed=None, *, var_name: str | Non
     """
     model = pm.modelcontext(model)
     rng = np.random.default_rng(random_seed)
-    posterior = compat.get_group(data, "posterior")
+    posterior = compat.posterior_with_labels(data)
     if var_name is None:
         found = [rv.name for rv in model.free_RVs
                  if isinstance(rv.owner.op, PartitionPriorRV) and rv.name in posterior]
@@ -168,3 +169,68 @@ def sample_components(data, model=None, random_seed=None, *, var_name: str | Non
     dataset = xr.Dataset(variables, coords=coords)
     dataset.attrs["partition_variable"] = var_name
     return compat.add_group(data, group, dataset)
+
+
+def occupied_components(data, group: str = COMPONENTS_GROUP) -> xr.Dataset:
+    """The component parameters of the clusters occupied in every draw (no NaN padding).
+
+    ``sample_components`` pads the draws with fewer clusters than the largest number over the
+    trace with NaN; a summary or forest plot over draws of such a cluster is NaN (ArviZ 0.x
+    draws an empty row).  This keeps the clusters whose ``cluster_size`` is positive in every
+    draw.
+
+    Parameters
+    ----------
+    data : InferenceData, DataTree or Dataset
+        With the group added by :func:`sample_components` (or that group itself).
+    group : str, default ``"component_parameters"``
+
+    Returns
+    -------
+    xarray.Dataset
+        The group restricted to those clusters (``cluster`` coordinate kept).
+
+    Raises
+    ------
+    ValueError
+        When no cluster is occupied in every draw.
+    """
+    dataset = compat.get_group(data, group)
+    occupied = (dataset["cluster_size"] > 0).all(("chain", "draw")).values
+    if not occupied.any():
+        raise ValueError("no cluster is occupied in every draw; summarise the draws with a fixed "
+                         "partition (e.g. those equal to a point estimate) instead")
+    return dataset.isel(cluster=np.flatnonzero(occupied))
+
+
+def plot_component_parameters(data, var_names=None, *, group: str = COMPONENTS_GROUP,
+                              **kwargs):
+    """``az.plot_forest`` of the component parameters of the clusters occupied in every draw.
+
+    Same call on both ArviZ lines; the NaN-padded clusters (:func:`occupied_components`) are
+    left out, and so is ``cluster_size``.
+
+    Parameters
+    ----------
+    data : InferenceData, DataTree or Dataset
+        With the group added by :func:`sample_components`.
+    var_names : list of str, optional
+        Parameters to plot (default: all but ``cluster_size``).
+    group : str, default ``"component_parameters"``
+    **kwargs
+        Passed to ``az.plot_forest``.
+
+    Returns
+    -------
+    What ``az.plot_forest`` returns (matplotlib axes on ArviZ 0.x, a ``PlotCollection`` on
+    ArviZ 1.x).
+    """
+    import arviz as az
+
+    dataset = occupied_components(data, group)
+    names = list(var_names) if var_names is not None else [
+        str(name) for name in dataset.data_vars if name != "cluster_size"]
+    if compat.ARVIZ_MAJOR >= 1:
+        return az.plot_forest(xr.DataTree.from_dict({"posterior": dataset}), var_names=names,
+                              **kwargs)
+    return az.plot_forest(dataset, var_names=names, **kwargs)

@@ -81,7 +81,7 @@ def log_joint_draws(data, model, var_name: str | None = None) -> np.ndarray:
         ``log p(z) + sum of log p(y | z)`` over the ``ConjugateMixture`` likelihoods of ``z``;
         the priors of the hyperparameters themselves are not included.
     """
-    posterior = compat.get_group(data, "posterior")
+    posterior = compat.posterior_with_labels(data)
     if var_name is None:
         var_name = find_partition_variable(posterior)
     if var_name not in model.named_vars:
@@ -120,7 +120,7 @@ def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
     -------
     ndarray of shape (chain, draw)
     """
-    posterior = compat.get_group(data, "posterior")
+    posterior = compat.posterior_with_labels(data)
     plain = untransformed_model(model)  # value variables = the stored natural values
     partition_model = discover(plain[var_name], plain)
     names = [v.name for v in plain.value_vars]

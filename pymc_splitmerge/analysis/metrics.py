@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from pymc_splitmerge.analysis._labels import as_label_draws, as_labels
+from pymc_splitmerge.analysis._labels import as_label_draws, as_labels, partition_draws
 
 __all__ = [
     "adjusted_rand_index",
@@ -143,13 +143,21 @@ def v_measure(labels_true, labels_predicted, beta: float = 1.0) -> dict[str, flo
     return {"homogeneity": float(homogeneity), "completeness": float(completeness), "v_measure": float(v)}
 
 
-def agreement_with_truth(labels, truth, base: float = 2.0) -> dict:
+def agreement_with_truth(labels, truth, base: float = 2.0, *, var_name: str | None = None
+                         ) -> dict:
     """Agreement of a partition (or of every draw) with a known true partition.
 
     Parameters
     ----------
-    labels : array_like of int, shape (n,), (draw, n) or (chain, draw, n)
+    labels : InferenceData, DataTree, Dataset, DataArray or array_like of int
+        One partition of shape (n,), or draws: what the other analysis functions take (a trace
+        of ``pm.sample``, a posterior Dataset, or an array of shape (draw, n) or
+        (chain, draw, n)).
     truth : array_like of int, shape (n,)
+    base : float, default 2
+        Logarithm base of the variation of information.
+    var_name : str, optional
+        Name of the partition variable of a trace (found automatically when omitted).
 
     Returns
     -------
@@ -158,7 +166,10 @@ def agreement_with_truth(labels, truth, base: float = 2.0) -> dict:
         ``binder_distance`` (normalised, i.e. ``1 - rand_index``), ``v_measure``; floats for a
         single partition, arrays of shape (chain, draw) for draws.
     """
-    array = np.asarray(labels) if not hasattr(labels, "values") else np.asarray(labels.values)
+    if hasattr(labels, "groups") or hasattr(labels, "children") or hasattr(labels, "data_vars"):
+        array, _ = partition_draws(labels, var_name)  # a trace or a Dataset
+    else:
+        array = np.asarray(labels.values if hasattr(labels, "values") else labels)
     if array.ndim == 1:
         truth_labels = as_labels(truth, "truth", n=array.size)
         return {

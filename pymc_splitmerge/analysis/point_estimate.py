@@ -119,6 +119,20 @@ class CredibleBall(NamedTuple):
     vertical_lower_bound: np.ndarray
     distances: np.ndarray
 
+    def __repr__(self) -> str:
+        """One line: the distance, radius, probability and sizes (not the partitions)."""
+        def count(bound) -> int:
+            return int(np.shape(bound)[0]) if np.ndim(bound) == 2 else 0
+
+        center = np.asarray(self.center)
+        n_clusters = int(center.max()) + 1 if center.size else 0
+        return (f"CredibleBall(distance={self.distance!r}, radius={float(self.radius):.4g}, "
+                f"probability={float(self.probability):.3f}, n={center.size}, "
+                f"center_clusters={n_clusters}, horizontal_bound={count(self.horizontal_bound)}, "
+                f"vertical_upper_bound={count(self.vertical_upper_bound)}, "
+                f"vertical_lower_bound={count(self.vertical_lower_bound)} partitions, "
+                f"draws={int(np.size(self.distances))})")
+
 
 # ----------------------------------------------------------------------------------------------
 # loss tables

@@ -106,7 +106,7 @@ def heldout_log_predictive_density(data, model, new_data, var_name: str | None =
         ``log( mean over draws of p(x*_j | c, x, hyperparameters) )`` for every held-out
         observation; their sum is the held-out log predictive likelihood.
     """
-    posterior = compat.get_group(data, "posterior")
+    posterior = compat.posterior_with_labels(data)
     if var_name is None:
         var_name = find_partition_variable(posterior)
     if var_name not in model.named_vars:

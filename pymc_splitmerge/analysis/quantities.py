@@ -198,7 +198,7 @@ def partition_quantities(
         log_joint = numeric_log_joint(data, model, var_name)
     coords = {"chain": np.arange(chains), "draw": np.arange(n_draws)}
     if compat.is_datatree(data) or compat.is_inference_data(data) or isinstance(data, xr.Dataset):
-        posterior = compat.get_group(data, "posterior")
+        posterior = compat.posterior_with_labels(data)
         for dim in ("chain", "draw"):
             if dim in posterior.coords:
                 coords[dim] = posterior.coords[dim].values

@@ -133,7 +133,7 @@ def reference_posterior_similarity_matrix(labels) -> np.ndarray:
 def _number_of_observations(data, var_name) -> int:
     """n of the draws without loading them (the last axis of the partition variable)."""
     if isinstance(data, xr.Dataset) or compat.is_datatree(data) or compat.is_inference_data(data):
-        posterior = data if isinstance(data, xr.Dataset) else compat.get_group(data, "posterior")
+        posterior = data if isinstance(data, xr.Dataset) else compat.posterior_with_labels(data)
         name = var_name if var_name is not None else find_partition_variable(posterior)
         if name in posterior.data_vars:
             return int(posterior[name].shape[-1])

@@ -172,6 +172,7 @@ class ComponentFamily:
                 )
         self._hyperparameters = {name: hyperparameters[name] for name in self.hyperparameter_names}
         self._data_dim: int | None = None
+        self._dimension_sources: tuple[str, ...] = ()  # hyperparameters fixing the dimension
         self._canonical: dict[str, Any] | None = None
         self._full: dict[str, Any] | None = None
         self._params: np.ndarray | None = None
@@ -185,7 +186,13 @@ class ComponentFamily:
             self._canonical = self._validate(converted)
             dim = self._data_dim_from_hyperparameters(self._canonical)
             if dim is not None:
-                self._bind(dim)
+                self._dimension_sources = _dimension_sources(self._canonical, dim)
+                try:
+                    self._bind(dim)
+                except ValueError as error:
+                    raise ValueError(
+                        f"{error} (before any data: the dimension {dim} comes from "
+                        f"{_names(self._dimension_sources)})") from None
 
     # ------------------------------------------------------------------ hooks
     def _validate(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +259,19 @@ class ComponentFamily:
             empty = np.ascontiguousarray(self._pack_empty_stats(full), dtype=np.float64)
             self._full, self._params, self._empty_stats = full, params, empty
         self._data_dim = data_dim
+
+    def _dimension_mismatch(self, shape) -> str:
+        """The error for data of ``shape`` whose columns differ from the bound dimension: names
+        the hyperparameters that fixed the dimension, when they did."""
+        name = type(self).__name__
+        if self._dimension_sources:
+            sources = _names(self._dimension_sources)
+            verb = "gives" if len(self._dimension_sources) == 1 else "give"
+            return (f"{name}: the data have {shape[1]} columns (shape {shape}) but {sources} "
+                    f"{verb} dimension {self._data_dim}: give {sources} for "
+                    f"{shape[1]}-dimensional data (or a scalar, broadcast to the data)")
+        return (f"{name}: data rows must have {self._data_dim} entries, got {shape[1]} "
+                f"(shape {shape})")
 
     def _require_ready(self) -> None:
         if self._params is not None:
@@ -396,10 +416,7 @@ class ComponentFamily:
                 raise ValueError(f"{name}: data must have at least one column")
             self._bind(x2d.shape[1])
         elif x2d.shape[1] != self._data_dim:
-            raise ValueError(
-                f"{name}: data rows must have {self._data_dim} entries, got {x2d.shape[1]} "
-                f"(shape {x2d.shape})"
-            )
+            raise ValueError(self._dimension_mismatch(x2d.shape))
         self._check_data(x2d)
         return x2d
 
@@ -657,8 +674,7 @@ class ComponentFamily:
                 f"{column}); remove or impute them"
             )
         if self._data_dim is not None and x2d.shape[1] != self._data_dim:
-            raise ValueError(f"{name}: data rows must have {self._data_dim} entries, got "
-                             f"{x2d.shape[1]}")
+            raise ValueError(self._dimension_mismatch(x2d.shape))
         self._check_data_domain(x2d)
         return x2d
 
@@ -769,3 +785,22 @@ def _check_fraction(family: str, variance_fraction: Any) -> float:
                          f"mean of a cluster's variance relative to the data's), got "
                          f"{variance_fraction!r}")
     return value
+
+
+def _dimension_sources(canonical: dict[str, Any], dim: int) -> tuple[str, ...]:
+    """Names of the hyperparameters whose leading axis has length ``dim`` (those that fix the
+    data dimension of a family)."""
+    names = []
+    for name, value in canonical.items():
+        length = (np.shape(value)[0] if isinstance(value, np.ndarray) and value.ndim >= 1
+                  else len(value) if isinstance(value, list) else None)
+        if length == dim:
+            names.append(name)
+    return tuple(names)
+
+
+def _names(names) -> str:
+    quoted = [repr(name) for name in names]
+    if len(quoted) == 1:
+        return f"the hyperparameter {quoted[0]}"
+    return "the hyperparameters " + ", ".join(quoted[:-1]) + " and " + quoted[-1]

@@ -4,7 +4,9 @@
   variables (:mod:`pymc_splitmerge.sampling.mcmc`);
 * :func:`install_pymc_hooks`: ``pm.sample`` checks partitions with label-invariant
   quantities at the end of a run, checks the user's start of a partition variable before PyMC
-  casts it, and sees the model when it assigns steps automatically
+  casts it, sees the model when it assigns steps automatically, puts the label draws in the
+  group ``"labels"`` (label-invariant quantities in the posterior) and makes
+  ``pm.sample_posterior_predictive`` condition on them
   (:mod:`pymc_splitmerge.sampling.hooks`, the one module of every wrapper of a PyMC name);
 * :func:`splitmerge_start`: start labels for ``pm.sample(initvals=...)`` from a split-merge
   burn-in on a subsample (:mod:`pymc_splitmerge.sampling.start`);
@@ -21,6 +23,7 @@ from pymc_splitmerge.sampling.hooks import (
 from pymc_splitmerge.sampling.mcmc import (
     CHECKED_QUANTITIES,
     label_invariant_convergence_checks,
+    move_labels_out_of_posterior,
     numeric_log_joint,
     partition_convergence_checks,
     sample,
@@ -42,6 +45,7 @@ __all__ = [
     "compare_evidence",
     "install_pymc_hooks",
     "label_invariant_convergence_checks",
+    "move_labels_out_of_posterior",
     "numeric_log_joint",
     "partition_convergence_checks",
     "sample",

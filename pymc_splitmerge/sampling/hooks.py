@@ -1,10 +1,10 @@
 """Every PyMC name this package wraps, in one module.
 
 A step method registered in ``pymc.step_methods.STEP_METHODS`` (``pymc_splitmerge.steps``) is
-how PyMC expects to be extended; for three things a partition variable needs, PyMC 5.28 / 6.4
+how PyMC expects to be extended; for the things a partition variable needs, PyMC 5.28 / 6.4
 offer no extension point, so ``pm.sample`` is reached through the names
-``pymc.sampling.mcmc`` calls.  Each wrapper below does its own small part and then calls
-PyMC's own function (never a copy of its logic); PyMC's functions themselves are untouched:
+``pymc.sampling.mcmc`` calls (and ``pm.sample_posterior_predictive`` through its public
+name).  Each wrapper below does its own small part and then calls PyMC's own function (never a copy of its logic); PyMC's functions themselves are untouched:
 
 =====================================  ==================================================  ======================================================
 name in ``pymc.sampling.mcmc``         PyMC's function                                     the wrapper
@@ -12,7 +12,12 @@ name in ``pymc.sampling.mcmc``         PyMC's function                          
 ``run_convergence_checks``             ``pymc.stats.convergence.run_convergence_checks``   :func:`~pymc_splitmerge.sampling.mcmc.label_invariant_convergence_checks`
 ``make_initial_point_fns_per_chain``   ``pymc.initial_point.make_initial_point_fns_per_chain``  :func:`make_initial_point_fns_per_chain`
 ``assign_step_methods``                ``pymc.sampling.mcmc.assign_step_methods``          :func:`assign_step_methods`
+``_sample_return``                     ``pymc.sampling.mcmc._sample_return``               :func:`sample_return`
+``sample_posterior_predictive`` [*]_   ``pymc.sampling.forward.sample_posterior_predictive``  :func:`sample_posterior_predictive`
 =====================================  ==================================================  ======================================================
+
+.. [*] the name in ``pymc``, ``pymc.sampling`` and ``pymc.sampling.forward`` (what users call),
+   not in ``pymc.sampling.mcmc``.
 
 * **End-of-run checks.** PyMC's R-hat / ESS of a raw label vector mean nothing (relabelling
   the clusters moves them); the wrapper runs PyMC's checks on every other variable and the same
@@ -32,8 +37,21 @@ name in ``pymc.sampling.mcmc``         PyMC's function                          
   PyMC hands ``competence`` the variable alone; ``pm.sample(model=model)`` outside
   ``with model:`` therefore gave the concentration NUTS.  The wrapper calls PyMC's
   ``assign_step_methods`` inside ``with model:``.
+* **Where the labels go.** The raw label vector in the posterior group gives ``az.summary``
+  one row per observation (and NumPy warnings for labels that never move) and ``az.plot_trace``
+  one panel per observation (ArviZ 1.x refuses above 40).  The wrapper of ``_sample_return``
+  (:func:`sample_return`; the last step of ``pm.sample``, which turns the traces into an ``InferenceData`` /
+  ``DataTree`` and runs the convergence checks) moves each partition variable to the group
+  ``"labels"`` and puts its label-invariant quantities (number of clusters, largest-cluster
+  fractions, log joint) in the posterior
+  (:func:`~pymc_splitmerge.sampling.mcmc.move_labels_out_of_posterior`), then runs the
+  label-invariant checks on them.  Because PyMC's ``sample_posterior_predictive`` reads
+  conditioning values from the posterior group only (a partition missing there would be drawn
+  from its prior: a silent wrong answer), ``pm.sample_posterior_predictive`` is wrapped too
+  (:func:`sample_posterior_predictive`): it hands PyMC a view whose posterior includes the
+  labels, and adds PyMC's new groups to the caller's object.
 
-Importing ``pymc_splitmerge`` installs the three wrappers (:func:`install_pymc_hooks`);
+Importing ``pymc_splitmerge`` installs every wrapper (:func:`install_pymc_hooks`);
 ``install_pymc_hooks(False)`` puts PyMC's functions back.  :data:`PYMC_PARAMETERS` lists the
 parameters each wrapper relies on; ``tests/test_pymc_hooks.py`` fails on either PyMC line when
 one of PyMC's functions no longer has them.
@@ -42,9 +60,11 @@ one of PyMC's functions no longer has them.
 from __future__ import annotations
 
 import inspect
+from importlib import import_module, metadata
 
 import numpy as np
 
+from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.distributions.starts import check_partition_start
 
@@ -58,6 +78,8 @@ __all__ = [
     "install_pymc_hooks",
     "make_initial_point_fns_per_chain",
     "pymc_function",
+    "sample_posterior_predictive",
+    "sample_return",
 ]
 
 
@@ -132,12 +154,32 @@ def check_hyperparameter_initvals(model, initvals=None) -> None:
                 ) from None
 
 
-#: the parameters of each wrapped PyMC function, in order, that its wrapper relies on
-#: (the same on pymc 5.28 and 6.4); tests/test_pymc_hooks.py checks them with ``inspect``
+_PYMC_MAJOR = int(metadata.version("pymc").split(".")[0])
+
+#: the parameters of each wrapped PyMC function, in order, that its wrapper relies on (the
+#: same on pymc 5.28 and 6.4 except ``sample_posterior_predictive``, which gained parameters
+#: in pymc 6: its wrapper forwards them all and reads ``extend_inferencedata`` by name);
+#: tests/test_pymc_hooks.py checks them with ``inspect``
 PYMC_PARAMETERS = {
     "run_convergence_checks": ("idata", "model"),
     "make_initial_point_fns_per_chain": ("model", "overrides", "jitter_rvs", "chains"),
     "assign_step_methods": ("model", "step", "methods"),
+    "_sample_return": ("run", "traces", "tune", "t_sampling", "discard_tuned_samples",
+                       "compute_convergence_checks", "return_inferencedata", "keep_warning_stat",
+                       "idata_kwargs", "model", "quiet"),
+    "sample_posterior_predictive": (
+        ("trace", "model", "var_names", "sample_dims", "random_seed", "progressbar",
+         "progressbar_theme", "return_inferencedata", "extend_inferencedata", "predictions",
+         "idata_kwargs", "compile_kwargs") if _PYMC_MAJOR < 6 else
+        ("trace", "model", "var_names", "sample_vars", "freeze_vars", "sample_dims",
+         "random_seed", "progressbar", "progressbar_theme", "return_inferencedata",
+         "extend_inferencedata", "predictions", "idata_kwargs", "backend", "compile_kwargs")),
+}
+
+#: the modules whose name is replaced, when not ``pymc.sampling.mcmc`` (the first one holds
+#: PyMC's function)
+PYMC_MODULES = {
+    "sample_posterior_predictive": ("pymc.sampling.forward", "pymc.sampling", "pymc"),
 }
 
 #: PyMC's own function behind each wrapped name, recorded before the first install
@@ -145,12 +187,11 @@ _PYMC_FUNCTIONS: dict = {}
 
 
 def pymc_function(name: str):
-    """PyMC's own function behind the name ``name`` of ``pymc.sampling.mcmc`` (never a
-    wrapper of this module, installed or not)."""
+    """PyMC's own function behind the name ``name`` of ``pymc.sampling.mcmc`` (or of the
+    modules :data:`PYMC_MODULES` lists), never a wrapper of this module, installed or not."""
     if name not in _PYMC_FUNCTIONS:
-        from pymc.sampling import mcmc as pymc_mcmc
-
-        function = getattr(pymc_mcmc, name)
+        module = import_module(PYMC_MODULES.get(name, ("pymc.sampling.mcmc",))[0])
+        function = getattr(module, name)
         _PYMC_FUNCTIONS[name] = getattr(function, "pymc_function", function)
     return _PYMC_FUNCTIONS[name]
 
@@ -180,25 +221,114 @@ def assign_step_methods(model, step=None, methods=None):
         return pymc_function("assign_step_methods")(model, step, methods)
 
 
+def sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,
+                  **kwargs):
+    """PyMC's ``_sample_return``, then the labels to their own group (see the module doc).
+
+    PyMC's function converts the traces (also a ``ZarrTrace``'s, to an in-memory container)
+    without its checks; the labels then move (:func:`~pymc_splitmerge.sampling.mcmc.
+    move_labels_out_of_posterior`) and the checks run on the result.  A run that returns no
+    ``InferenceData`` / ``DataTree`` (``return_inferencedata=False``: a ``MultiTrace`` or the
+    ``ZarrTrace`` itself, whose store keeps the labels in its posterior) or a model without
+    a partition variable goes through PyMC's function unchanged.  A post-run computation that
+    fails gives a ``RuntimeWarning`` and the trace is returned all the same.
+    """
+    from pymc.sampling import mcmc as pymc_mcmc
+    from pymc.stats.convergence import log_warnings
+
+    from pymc_splitmerge.sampling import mcmc
+
+    function = pymc_function("_sample_return")
+    partition_names = [rv.name for rv in _partition_rvs(model)]
+    if not (return_inferencedata and partition_names):
+        return function(compute_convergence_checks=compute_convergence_checks,
+                        return_inferencedata=return_inferencedata, model=model, quiet=quiet,
+                        **kwargs)
+    result = function(compute_convergence_checks=False, return_inferencedata=True, model=model,
+                      quiet=quiet, **kwargs)
+    if not (compat.is_inference_data(result) or compat.is_datatree(result)):
+        return result
+    checks = pymc_mcmc.run_convergence_checks
+    ours = checks is mcmc.label_invariant_convergence_checks
+    stored = [name for name in partition_names  # not those left out by var_names
+              if name in compat.get_group(result, "posterior")]
+    found = []
+    try:
+        if compute_convergence_checks and not ours:  # PyMC's own (uninstalled): raw labels
+            found = checks(result, model)
+        mcmc.move_labels_out_of_posterior(result, model)
+        if compute_convergence_checks and ours:  # the quantities just stored, not recomputed
+            found = (mcmc._pymc_checks_without_partitions(result, model, partition_names)
+                     + mcmc._posterior_quantity_checks(result, model, stored))
+    except Exception as error:  # noqa: BLE001 - reported, pm.sample returns its trace
+        mcmc._warn_post_run_failure(
+            f"the labels group and the label-invariant convergence checks of "
+            f"{', '.join(map(repr, partition_names))}", error)
+        return result
+    if compute_convergence_checks and not quiet:
+        log_warnings(found)
+    return result
+
+
+def _group_objects(data) -> dict:
+    if compat.is_inference_data(data):
+        return {name: getattr(data, name) for name in data.groups()}
+    return dict(data.children)
+
+
+def sample_posterior_predictive(trace, *args, **kwargs):
+    """PyMC's ``sample_posterior_predictive``, conditioning on the labels of group ``"labels"``.
+
+    Same arguments and result as ``pm.sample_posterior_predictive``.  For a trace that holds
+    the group ``"labels"`` (what ``pm.sample`` returns for a model with a partition variable
+    once this package is imported), PyMC is given a view of the trace whose posterior includes
+    the label draws (no copies), so the partition is read from the trace, not drawn from its
+    prior; with ``extend_inferencedata=True`` the groups PyMC adds to the view are added to
+    ``trace`` (and ``trace`` is returned).  Any other trace goes to PyMC's function unchanged.
+    """
+    function = pymc_function("sample_posterior_predictive")
+    if not ((compat.is_inference_data(trace) or compat.is_datatree(trace))
+            and compat.has_group(trace, compat.LABELS_GROUP)):
+        return function(trace, *args, **kwargs)
+    groups = {name: compat.get_group(trace, name) for name in compat.group_names(trace)
+              if name != compat.LABELS_GROUP}
+    groups["posterior"] = compat.posterior_with_labels(trace)
+    view = compat.from_groups(groups, inference_data=compat.is_inference_data(trace))
+    before = _group_objects(view)
+    result = function(view, *args, **kwargs)
+    bound = inspect.signature(function).bind(trace, *args, **kwargs)
+    if not bound.arguments.get("extend_inferencedata", False) or result is not view:
+        return result
+    for name, group in _group_objects(view).items():
+        if name != "posterior" and before.get(name) is not group:
+            compat.add_group(trace, name, compat.get_group(view, name))
+    return trace
+
+
 def _wrappers() -> dict:
     from pymc_splitmerge.sampling.mcmc import label_invariant_convergence_checks
 
     return {"run_convergence_checks": label_invariant_convergence_checks,
             "make_initial_point_fns_per_chain": make_initial_point_fns_per_chain,
-            "assign_step_methods": assign_step_methods}
+            "assign_step_methods": assign_step_methods,
+            "_sample_return": sample_return,
+            "sample_posterior_predictive": sample_posterior_predictive}
 
 
 def install_pymc_hooks(install: bool = True) -> None:
-    """Put this module's wrappers in ``pymc.sampling.mcmc`` (or, with False, PyMC's functions
-    back).  Idempotent; importing ``pymc_splitmerge`` installs them.
+    """Put this module's wrappers in ``pymc.sampling.mcmc`` (``sample_posterior_predictive``
+    in the modules :data:`PYMC_MODULES` lists), or, with False, PyMC's functions back.
+    Idempotent; importing ``pymc_splitmerge`` installs them.
 
     A PyMC without one of the names gets no wrapper for it.
     """
-    from pymc.sampling import mcmc as pymc_mcmc
-
     for name, wrapper in _wrappers().items():
-        if not hasattr(pymc_mcmc, name):
+        modules = [import_module(module)
+                   for module in PYMC_MODULES.get(name, ("pymc.sampling.mcmc",))]
+        if not hasattr(modules[0], name):
             continue
         original = pymc_function(name)  # recorded before the wrapper is first installed
         wrapper.pymc_function = original
-        setattr(pymc_mcmc, name, wrapper if install else original)
+        for module in modules:
+            if hasattr(module, name):
+                setattr(module, name, wrapper if install else original)

@@ -55,6 +55,7 @@ from pymc_splitmerge.distributions.priors import PartitionPriorRV
 __all__ = [
     "CHECKED_QUANTITIES",
     "label_invariant_convergence_checks",
+    "move_labels_out_of_posterior",
     "numeric_log_joint",
     "partition_convergence_checks",
     "sample",
@@ -83,9 +84,12 @@ def diagnostics_group_name(var_name: str, partition_names) -> str:
     return DIAGNOSTICS_GROUP if len(partition_names) == 1 else f"{DIAGNOSTICS_GROUP}_{var_name}"
 
 
-def _without_variables(data, names):
-    """A light container with the posterior minus ``names`` (and sample_stats), no copies."""
-    groups = {"posterior": compat.get_group(data, "posterior").drop_vars(names, errors="ignore")}
+def _without_variables(data, names, model):
+    """A light container with the posterior's model variables minus ``names`` (and
+    sample_stats), no copies (PyMC's checks never see the label-invariant quantities)."""
+    posterior = compat.get_group(data, "posterior")
+    kept = [name for name in posterior.data_vars if name in model.named_vars and name not in names]
+    groups = {"posterior": posterior[kept]}
     if compat.has_group(data, "sample_stats"):
         groups["sample_stats"] = compat.get_group(data, "sample_stats")
     return compat.from_groups(groups, inference_data=compat.is_inference_data(data))
@@ -104,6 +108,84 @@ def _quantity_rows(dataset: xr.Dataset):
         for index, coordinate in enumerate(dataset.coords[dim].values):
             yield f"{name}[{coordinate}]", np.asarray(variable.isel({dim: index}).values,
                                                       dtype=np.float64)
+
+
+def posterior_quantity_name(quantity: str, var_name: str, partition_names, model) -> str:
+    """Name of a label-invariant ``quantity`` of ``var_name`` in the posterior group.
+
+    The plain name (``"n_clusters"``) for a model with one partition variable, else (or when the
+    model has a variable of that name) ``"<var_name>_<quantity>"``.
+    """
+    if len(partition_names) == 1 and quantity not in model.named_vars:
+        return quantity
+    return f"{var_name}_{quantity}"
+
+
+def move_labels_out_of_posterior(data, model):
+    """Put the label draws of ``data`` in group ``"labels"`` and label-invariant quantities in
+    the posterior, in place; return ``data``.
+
+    What a ``pm.sample`` run returns once this package is imported (see
+    :func:`~pymc_splitmerge.sampling.hooks.install_pymc_hooks`).  The posterior keeps every other variable and
+    gains, for each partition variable, ``n_clusters`` (chain, draw),
+    ``fraction_in_largest_clusters`` (chain, draw, largest; the m = 1, 2, 3 largest clusters,
+    only those m below the largest number of clusters of the trace, as the others are 1 in
+    every draw) and ``log_joint`` (chain, draw; left out when the model has no collapsed
+    likelihood of the partition), named by
+    :func:`posterior_quantity_name`; the labels move to the group
+    :data:`~pymc_splitmerge.analysis._arviz_compat.LABELS_GROUP` (``"labels"``, same dims and
+    coordinates).  So ``az.summary(idata)`` and ``az.plot_trace(idata)`` show the continuous
+    parameters and the label-invariant quantities, not one row or panel per observation, while
+    every analysis function of this package, ``psm.sample_components`` and
+    ``pm.sample_posterior_predictive`` (through
+    :func:`~pymc_splitmerge.sampling.hooks.sample_posterior_predictive`) read the labels from
+    their group.  A container whose posterior holds no partition variable is returned unchanged.
+    """
+    posterior = compat.get_group(data, "posterior")
+    partition_names = [name for name in partition_variable_names(model) if name in posterior]
+    if not partition_names:
+        return data
+    quantities = {}
+    for var_name in partition_names:
+        try:
+            log_joint = numeric_log_joint(data, model, var_name)
+        except (TypeError, ValueError):  # no collapsed likelihood found: the rest only
+            log_joint = None
+        dataset = partition_quantities(data, var_name, num_pairs=0, log_joint=log_joint)
+        # the m largest clusters hold every observation in every draw once m >= the largest
+        # number of clusters: a constant 1 (NaN R-hat, NumPy warnings in az.summary), left out
+        informative = int(dataset["n_clusters"].max()) - 1
+        values = {quantity: dataset[quantity] for quantity in CHECKED_QUANTITIES
+                  if quantity in dataset}
+        values["fraction_in_largest_clusters"] = values["fraction_in_largest_clusters"].isel(
+            largest=slice(0, informative))
+        for quantity, value in values.items():
+            if value.size:
+                name = posterior_quantity_name(quantity, var_name, partition_names, model)
+                if name != quantity and "largest" in value.dims:  # one length per partition
+                    value = value.rename(largest=f"{var_name}_largest")
+                quantities[name] = value
+    labels = posterior[partition_names]
+    remaining = posterior.drop_vars(partition_names)
+    orphans = [name for name in remaining.coords
+               if name not in ("chain", "draw") and name in labels.dims
+               and not any(name in variable.dims for variable in remaining.data_vars.values())]
+    compat.replace_group(data, "posterior", remaining.drop_vars(orphans).assign(quantities))
+    compat.add_group(data, compat.LABELS_GROUP, labels)
+    return data
+
+
+def _posterior_quantity_checks(data, model, partition_names) -> list:
+    """The label-invariant R-hat / ESS checks on the quantities stored in the posterior."""
+    posterior = compat.get_group(data, "posterior")
+    warnings = []
+    for var_name in partition_names:
+        names = {quantity: posterior_quantity_name(quantity, var_name, partition_names, model)
+                 for quantity in CHECKED_QUANTITIES}
+        dataset = xr.Dataset({quantity: posterior[name] for quantity, name in names.items()
+                              if name in posterior})
+        warnings += _quantity_checks(dataset, var_name)
+    return warnings
 
 
 def _format(values: dict[str, float], digits: int) -> str:
@@ -176,13 +258,13 @@ def _quantity_checks(dataset: xr.Dataset, var_name: str) -> list:
 
 def _pymc_checks_without_partitions(data, model, partition_names):
     """PyMC's convergence checks on every variable except the partition variables."""
-    posterior = compat.get_group(data, "posterior")
+    posterior = compat.posterior_with_labels(data)
     others = [rv.name for rv in model.free_RVs
               if rv.name in posterior and rv.name not in partition_names]
     if others:
-        return convergence.run_convergence_checks(_without_variables(data, partition_names), model)
-    # nothing left for PyMC's R-hat / ESS, where PyMC's function fails (max() of no values):
-    # PyMC's divergence and tree-depth checks and its sample-size messages, same wording
+        return convergence.run_convergence_checks(_without_variables(data, partition_names, model),
+                                                 model)
+    # nothing left for PyMC's R-hat / ESS: its other messages, same wording
     warnings = convergence.warn_divergences(data) + convergence.warn_treedepth(data)
     if posterior.sizes["draw"] < 100:
         message = "The number of samples is too small to check convergence reliably."
@@ -205,15 +287,19 @@ def _add_diagnostics_groups(result, model, partition_names, diagnostics_kwargs=N
     instead (the trace is never lost to a post-run computation).
     """
     options = dict(diagnostics_kwargs or {})
-    posterior = compat.get_group(result, "posterior")
+    posterior = compat.posterior_with_labels(result)
     added = []
     for var_name in partition_names:
         if var_name not in posterior:
             continue
         n = posterior[var_name].shape[-1]
         defaults = {"num_pairs": 3 if n <= MAX_OBSERVATIONS_FOR_PAIRS else 0}
+        stored = posterior_quantity_name("log_joint", var_name, partition_names, model)
         if "model" not in options and "log_joint" not in options:
-            defaults["model"] = model  # the log joint, with the numba kernels
+            if stored in posterior and compat.has_group(result, compat.LABELS_GROUP):
+                defaults["log_joint"] = posterior[stored].values  # computed by pm.sample
+            else:
+                defaults["model"] = model  # the log joint, with the numba kernels
         try:
             dataset = partition_quantities(result, var_name, **{**defaults, **options})
         except Exception as error:  # noqa: BLE001 - reported, the trace is returned
@@ -270,9 +356,9 @@ def sample(*args, partition_diagnostics: bool = True, diagnostics_kwargs=None, *
 
     Notes
     -----
-    ``az.summary(idata)`` still gives one row per observation for the label vector: use
-    :func:`~pymc_splitmerge.summary`, ``az.summary(idata, var_names=["~z"])`` or summarise
-    the diagnostics group (see the user guide).
+    As for a plain ``pm.sample``, the label draws are in the group ``"labels"`` and the
+    posterior holds the label-invariant quantities (:func:`move_labels_out_of_posterior`), so
+    ``az.summary(idata)`` gives no row per observation.
     """
     model = modelcontext(kwargs.get("model"))
     kwargs["model"] = model
@@ -315,7 +401,7 @@ def label_invariant_convergence_checks(idata, model) -> list:
     if not partition_names:
         return convergence.run_convergence_checks(idata, model)
     found = _pymc_checks_without_partitions(idata, model, partition_names)
-    posterior = compat.get_group(idata, "posterior")
+    posterior = compat.posterior_with_labels(idata)
     for var_name in partition_names:
         if var_name not in posterior:
             continue

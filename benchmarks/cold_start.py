@@ -1,0 +1,122 @@
+"""First run against later runs: the README's minimal model with an empty numba cache (cold)
+and with the cache that run left (warm), each in a fresh process.
+
+Every repetition makes a new temporary directory, points ``NUMBA_CACHE_DIR`` at it (so the
+package's kernels must be compiled: the state of a first use after installation) and runs, in
+a fresh process, what the README's minimal model does: import pymc and pymc_splitmerge, build
+the model (2-D Normal-inverse-Wishart, Dirichlet process with a Gamma concentration, Gaussian
+blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache now full
+(warm).  Printed per phase, median over repetitions, wall seconds:
+
+* ``imports``: ``import pymc, pymc_splitmerge`` (from the process start);
+* ``model``: building the model;
+* ``pm.sample``: the whole call (set-up, the first-draw kernel loads or compiles, the draws,
+  the conversion to InferenceData / DataTree and the checks);
+* ``process``: the child's wall time seen from the parent (interpreter start to exit,
+  sampler worker processes included);
+* ``numba compile``: seconds inside numba compilations of the package's kernels in the main
+  process (``pymc_splitmerge._compile_notice.compile_seconds``; a kernel compiled inside
+  another's compilation counted once; worker processes of ``cores > 1`` not included),
+  with the number of such compilations;
+* ``notice``: whether the one-line "compiling numba kernels" message was printed.
+
+It also checks that cold and warm runs reached the same draws (same seed, same number of
+clusters in every draw).  The README's settings are ``--n 300 --draws 2000 --tune 500
+--chains 4`` with PyMC's default cores; the defaults below are smaller (a shared machine)::
+
+    PYTHONPATH=$PWD python benchmarks/cold_start.py --repeats 1
+    PYTHONPATH=$PWD python benchmarks/cold_start.py --n 300 --draws 2000 --tune 500 --chains 4 --cores 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CHILD = r"""
+import json, sys, time
+start = time.perf_counter()
+import numpy as np
+import pymc as pm
+import pymc_splitmerge as psm
+from pymc_splitmerge import _compile_notice
+config = json.loads(sys.argv[1])
+imported = time.perf_counter()
+y, _ = psm.datasets.gaussian_blobs(n=config["n"], n_components=4, dim=2, seed=1)
+with pm.Model() as model:
+    alpha = pm.Gamma("alpha", 1.0, 1.0)
+    z = psm.DirichletProcess("z", alpha=alpha, n=len(y))
+    psm.ConjugateMixture("y", partition=z, component=psm.NormalInverseWishart(
+        mu0=y.mean(axis=0), kappa0=0.05, nu0=4.0, psi0=np.eye(2)), observed=y)
+built = time.perf_counter()
+with model:
+    idata = pm.sample(draws=config["draws"], tune=config["tune"], chains=config["chains"],
+                      cores=config["cores"], random_seed=1, progressbar=False)
+sampled = time.perf_counter()
+seconds, count = _compile_notice.compile_seconds()
+n_clusters = np.asarray(idata["posterior"]["n_clusters"].values)
+print(json.dumps({"imports": imported - start, "model": built - imported,
+                  "pm.sample": sampled - built, "numba compile": seconds, "compilations": count,
+                  "kernels": _compile_notice.compiled_kernels(),
+                  "draws_hash": int(n_clusters.sum() * 1000003 + n_clusters[..., ::7].sum())}))
+"""
+
+
+def run(config, cache_dir):
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config)], env=env, cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["process"] = time.perf_counter() - started
+    result["notice"] = "compiling numba kernels" in out.stderr
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--tune", type=int, default=200)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args(argv)
+    config = {key: getattr(args, key) for key in ("n", "draws", "tune", "chains", "cores")}
+    runs = {"cold": [], "warm": []}
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory(prefix="psm-numba-cache-") as cache_dir:
+            runs["cold"].append(run(config, cache_dir))
+            runs["warm"].append(run(config, cache_dir))
+    hashes = {r["draws_hash"] for rs in runs.values() for r in rs}
+    import numba
+    import pymc
+
+    print(f"python {sys.version.split()[0]}, pymc {pymc.__version__}, numba {numba.__version__},"
+          f" {os.cpu_count()} CPUs; config {config}; {args.repeats} repeat(s); "
+          f"same draws cold and warm: {len(hashes) == 1}")
+    print(f"{'phase (wall s, median)':<24}{'cold':>10}{'warm':>10}{'cold/warm':>11}")
+    for phase in ("imports", "model", "pm.sample", "process", "numba compile"):
+        cold = statistics.median(r[phase] for r in runs["cold"])
+        warm = statistics.median(r[phase] for r in runs["warm"])
+        ratio = f"{cold / warm:.2f}" if warm > 0 else "-"
+        print(f"{phase:<24}{cold:>10.2f}{warm:>10.2f}{ratio:>11}")
+    print(f"{'compilations':<24}{statistics.median(r['compilations'] for r in runs['cold']):>10.0f}"
+          f"{statistics.median(r['compilations'] for r in runs['warm']):>10.0f}")
+    print("cold run's outermost compilations (kernel: seconds):")
+    for kernel, seconds in runs["cold"][0]["kernels"]:
+        print(f"  {kernel}: {seconds:.1f}")
+    print(f"{'notice printed':<24}{all(r['notice'] for r in runs['cold'])!s:>10}"
+          f"{any(r['notice'] for r in runs['warm'])!s:>10}")
+
+
+if __name__ == "__main__":
+    main()
