@@ -19,8 +19,8 @@ from pymc_splitmerge.components import (
     NormalInverseWishart,
     NormalKnownCovariance,
     NormalLinearRegression,
+    dispatch,
 )
-from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.gibbs import gibbs_sweep
 from pymc_splitmerge.kernels.state import PartitionState
 
