@@ -35,7 +35,7 @@ prior mean is ``m = 0``; the cached predictive mean is relative to ``T mu0``.
 The third entry is needed for the log marginal likelihood (it is not used by the
 predictive; it cancels in ratios of marginals over the same points).  The last 2D + 1
 entries cache the predictive in whitened coordinates, refreshed by ``add_point`` /
-``remove_point`` from ``sum_x`` (O(D^2), no drift of their own)::
+``remove_point`` from ``sum_y`` (O(D^2), no drift of their own)::
 
     log p(x | .) = constant - sum_d ((T x)_d - mean_d)^2 / (2 variance_d)
 
@@ -95,7 +95,7 @@ def _refresh_cache(params, stats):
     """Recompute the row's cached predictive ``[mean (D), 1/variance (D), constant]`` (O(D^2)).
 
     In whitened coordinates coordinate d has predictive mean ``(m_d/lambda_d + s_d) / P_d``
-    and variance ``1 + 1/P_d`` with ``s = T sum_x``; the constant is
+    and variance ``1 + 1/P_d`` with ``s = T sum_y``; the constant is
     ``-(D log(2 pi) + sum_d log variance_d)/2 - log|C|`` (one logarithm per ~150 orders of
     magnitude of the variances' product).
     """
