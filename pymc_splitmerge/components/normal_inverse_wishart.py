@@ -35,8 +35,14 @@ Layouts
 -------
 Statistics row (``stat_dim = 5 + 2D + 2D^2``)::
 
-    [n, sum_x (D), sum_xxT (D*D, row-major), mu_n (D), W (D*D, lower inverse Cholesky
+    [n, sum_y (D), sum_yyT (D*D, row-major), mu_n (D), W (D*D, lower inverse Cholesky
      factor of Psi_n, upper triangle zero), c_n, e_n, r_n, updates]
+
+with ``y_i = x_i - mu0``: the raw sums are taken about the prior mean, so that
+``Psi_n = psi0 + sum y y^T - S S^T / kappa_n`` (``S = sum y``) loses no digits for data far
+from zero with ``mu0`` near them (the log marginal is invariant when the data and ``mu0``
+move together); rows must be recomputed when ``mu0`` changes.  ``mu_n`` and W are in the
+data's coordinates (the rank-1 updates use ``x - mu_n``, which is coordinate-free).
 
 W is stored row-major (``W_ij`` at ``i D + j``), except for D = ``COLUMN_MAJOR_DIM`` = 16,
 where it is column-major (``W_ij`` at ``j D + i``): the predictive is then a dense 16 x 16
@@ -236,21 +242,22 @@ def niw_recompute(params, stats):
     offset_xx = 1 + dim
     offset_mu = 1 + dim + dim * dim
     offset_factor = offset_mu + dim
+    # the sums are of y = x - mu0: Psi_n = psi0 + sum y y' - S S' / kappa_n with S = sum y
     for i in range(dim):
-        stats[offset_mu + i] = (kappa0 * mu0[i] + stats[1 + i]) / kappa
+        stats[offset_mu + i] = mu0[i] + stats[1 + i] / kappa
     for i in range(dim):
         for j in range(dim):
             stats[offset_factor + i * dim + j] = (
-                psi0[i * dim + j] + stats[offset_xx + i * dim + j] + kappa0 * mu0[i] * mu0[j]
-                - kappa * stats[offset_mu + i] * stats[offset_mu + j]
+                psi0[i * dim + j] + stats[offset_xx + i * dim + j]
+                - stats[1 + i] * stats[1 + j] / kappa
             )
     factor = stats[offset_factor:offset_factor + dim * dim]
     if not _cholesky_in_place(factor, dim):
         raise ValueError(
             "NormalInverseWishart: the posterior scale matrix lost positive definiteness to "
             "rounding error: the data lie far from mu0 compared with psi0 and their own "
-            "spread, so psi0 + sum x x' + kappa0 mu0 mu0' - kappa mu mu' cancels; centre the "
-            "data (subtract their mean) and give mu0 a value near the centred data"
+            "spread, so psi0 + sum y y' - S S' / kappa (y = x - mu0, S = sum y) cancels; "
+            "give mu0 a value near the data"
         )
     _invert_lower_in_place(factor, dim)
     if dim == COLUMN_MAJOR_DIM:  # the row's layout (the upper triangle is zero)
@@ -322,9 +329,10 @@ def _niw_add_point_general(params, stats, x, dim, kappa_new, scale):
         difference = xi - stats[offset_mu + i]
         stats[offset_mu + i] += difference / kappa_new
         vector[i] = scale * difference
-        stats[1 + i] += xi
+        yi = xi - params[_HEADER + i]
+        stats[1 + i] += yi
         for j in range(dim):
-            stats[offset_xx + i * dim + j] += xi * x[j]
+            stats[offset_xx + i * dim + j] += yi * (x[j] - params[_HEADER + j])
     stats[0] += 1.0
     niw_inverse_factor_update(
         stats[offset_factor:offset_factor + dim * dim], vector, dim, 1.0,
@@ -394,7 +402,7 @@ def niw_remove_point(params, stats, x):
         difference_second = second - stats[offset_mu + 1]
         stats[offset_mu] -= difference_first / kappa_old
         stats[offset_mu + 1] -= difference_second / kappa_old
-        _niw_two_raw_sums(stats, None, first, second, -1.0)
+        _niw_two_raw_sums(params, stats, None, first, second, -1.0)
         remaining = count - 1.0
         stats[0] = remaining
         kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
@@ -411,9 +419,10 @@ def niw_remove_point(params, stats, x):
         difference = xi - stats[offset_mu + i]
         stats[offset_mu + i] -= difference / kappa_old
         params[scratch + i] = scale * difference
-        stats[1 + i] -= xi
+        yi = xi - params[_HEADER + i]
+        stats[1 + i] -= yi
         for j in range(dim):
-            stats[offset_xx + i * dim + j] -= xi * x[j]
+            stats[offset_xx + i * dim + j] -= yi * (x[j] - params[_HEADER + j])
     stats[0] = count - 1.0
     if niw_inverse_factor_update(
             stats[offset_factor:offset_factor + dim * dim], params[scratch:scratch + dim],
@@ -512,7 +521,7 @@ def _entry_numba(slot, k):
 
 
 # The D = 2 bodies below serve the row forms (``slot`` None) and the slot-index forms alike.
-# Entries of a D = 2 statistics row: n 0, sum_x 1-2, sum_xxT 3-6, mu_n 7-8, W 9-12 (W_01 = 0
+# Entries of a D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0
 # at 10), c_n 13, e_n 14, r_n 15, updates 16.  The scratch tail of params starts at 15.
 # The removes keep their mean update and downdate call in the two callers: one shared
 # remove body measured 3-5 % slower on a row-form add + remove pair (code layout), this
@@ -520,9 +529,12 @@ def _entry_numba(slot, k):
 
 
 @njit(cache=True, inline="always")
-def _niw_two_raw_sums(stats, slot, first, second, sign):
-    """Raw sums (sum_x, sum_xxT) of a D = 2 row moved by ``sign`` (+1.0 add, -1.0 remove)
-    times the point ``(first, second)`` (``x + (-1.0) y`` is ``x - y`` to the bit)."""
+def _niw_two_raw_sums(params, stats, slot, first, second, sign):
+    """Raw sums (sum_y, sum_yyT, ``y = x - mu0``) of a D = 2 row moved by ``sign`` (+1.0
+    add, -1.0 remove) times the point ``(first, second)`` (``x + (-1.0) y`` is ``x - y`` to
+    the bit)."""
+    first = first - params[_HEADER]
+    second = second - params[_HEADER + 1]
     stats[_entry(slot, 1)] += sign * first
     stats[_entry(slot, 2)] += sign * second
     cross = first * second
@@ -556,7 +568,7 @@ def _niw_two_add_into(params, stats, slot, first, second):
                             stats[_entry(slot, 12)])
     stats[_entry(slot, 7)] = mean_first
     stats[_entry(slot, 8)] = mean_second
-    _niw_two_raw_sums(stats, slot, first, second, 1.0)
+    _niw_two_raw_sums(params, stats, slot, first, second, 1.0)
     stats[_entry(slot, 0)] = count + 1.0
     _niw_two_store(stats, slot, new00, new10, new11, constant, half, shrink)
 
@@ -751,7 +763,7 @@ def niw_remove_point_at(params, stats, slot, x, i):
     difference_second = second - stats[slot, 8]
     stats[slot, 7] -= difference_first / kappa_old
     stats[slot, 8] -= difference_second / kappa_old
-    _niw_two_raw_sums(stats, slot, first, second, -1.0)
+    _niw_two_raw_sums(params, stats, slot, first, second, -1.0)
     remaining = count - 1.0
     stats[slot, 0] = remaining
     kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(

@@ -24,20 +24,29 @@ Layouts
 -------
 Statistics row (``stat_dim = 3D + 3``)::
 
-    [n, sum_x (D), sum_i x_i^T sigma^{-1} x_i, mean (D), 1 / variance (D), constant]
+    [n, sum_y (D), sum_i y_i^T sigma^{-1} y_i, mean (D), 1 / variance (D), constant]
+
+with ``y_i = x_i - mu0``: the sums are taken about the prior mean, so data far from zero
+(with ``mu0`` near them) lose no digits to cancellation in ``sum y^T sigma^{-1} y`` and
+add/remove sequences do not drift (the log marginal is invariant when the data and ``mu0``
+move together; rows must be recomputed when ``mu0`` changes).  In these coordinates the
+prior mean is ``m = 0``; the cached predictive mean is relative to ``T mu0``.
 
 The third entry is needed for the log marginal likelihood (it is not used by the
 predictive; it cancels in ratios of marginals over the same points).  The last 2D + 1
 entries cache the predictive in whitened coordinates, refreshed by ``add_point`` /
-``remove_point`` from ``sum_x`` (O(D^2), no drift of their own)::
+``remove_point`` from ``sum_y`` (O(D^2), no drift of their own)::
 
     log p(x | .) = constant - sum_d ((T x)_d - mean_d)^2 / (2 variance_d)
 
 so a predictive costs the product ``T x`` and D multiply-adds, with no division or log.
 
-Params (``2 + D*D + 3D``)::
+Params (``2 + D*D + 4D``)::
 
-    [D, log|C|, T (D*D row-major), m / lambda (D), 1 / lambda (D), m^2 / lambda (D)]
+    [D, log|C|, T (D*D row-major), m / lambda (D), 1 / lambda (D), m^2 / lambda (D), mu0 (D)]
+
+(``m = 0``, the prior mean in the centred coordinates; the m entries are kept so that the
+formulas read in any coordinates.)
 """
 
 from __future__ import annotations
@@ -70,11 +79,13 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 @njit(cache=True)
 def _whitened_square(params, x, dim):
+    """``|T (x - mu0)|^2``."""
+    centre = 2 + dim * dim + 3 * dim
     total = 0.0
     for d in range(dim):
         z = 0.0
         for j in range(dim):
-            z += params[2 + d * dim + j] * x[j]
+            z += params[2 + d * dim + j] * (x[j] - params[centre + j])
         total += z * z
     return total
 
@@ -84,7 +95,7 @@ def _refresh_cache(params, stats):
     """Recompute the row's cached predictive ``[mean (D), 1/variance (D), constant]`` (O(D^2)).
 
     In whitened coordinates coordinate d has predictive mean ``(m_d/lambda_d + s_d) / P_d``
-    and variance ``1 + 1/P_d`` with ``s = T sum_x``; the constant is
+    and variance ``1 + 1/P_d`` with ``s = T sum_y``; the constant is
     ``-(D log(2 pi) + sum_d log variance_d)/2 - log|C|`` (one logarithm per ~150 orders of
     magnitude of the variances' product).
     """
@@ -116,9 +127,10 @@ def _refresh_cache(params, stats):
 def normal_known_covariance_add_point(params, stats, x):
     """Add one row ``x`` (shape (D,)) to a statistics row, in place (O(D^2))."""
     dim = int(params[0])
+    centre = 2 + dim * dim + 3 * dim
     stats[0] += 1.0
     for j in range(dim):
-        stats[1 + j] += x[j]
+        stats[1 + j] += x[j] - params[centre + j]
     stats[1 + dim] += _whitened_square(params, x, dim)
     _refresh_cache(params, stats)
 
@@ -131,9 +143,10 @@ def normal_known_covariance_remove_point(params, stats, x):
         for j in range(dim + 2):
             stats[j] = 0.0
     else:
+        centre = 2 + dim * dim + 3 * dim
         stats[0] -= 1.0
         for j in range(dim):
-            stats[1 + j] -= x[j]
+            stats[1 + j] -= x[j] - params[centre + j]
         stats[1 + dim] -= _whitened_square(params, x, dim)
     _refresh_cache(params, stats)
 
@@ -147,12 +160,13 @@ def normal_known_covariance_log_predictive(params, stats, x):
     """
     dim = int(params[0])
     offset_cache = 2 + dim
+    centre = 2 + dim * dim + 3 * dim
     quadratic = 0.0
     for d in range(dim):
         z = 0.0
         row = 2 + d * dim
         for j in range(dim):
-            z += params[row + j] * x[j]
+            z += params[row + j] * (x[j] - params[centre + j])
         residual = z - stats[offset_cache + d]
         quadratic += residual * residual * stats[offset_cache + dim + d]
     return stats[offset_cache + 2 * dim] - 0.5 * quadratic
@@ -197,7 +211,7 @@ class NormalKnownCovariance(ComponentFamily):
 
     Notes
     -----
-    Statistics row ``[n, sum_x (D), sum_i x_i^T sigma^{-1} x_i]`` followed by the cached
+    Statistics row ``[n, sum_y (D), sum_i y_i^T sigma^{-1} y_i]`` (``y = x - mu0``) followed by the cached
     predictive form; see the module docstring.
     """
 
@@ -358,7 +372,8 @@ class NormalKnownCovariance(ComponentFamily):
 
     def _pack_params(self, full):
         dim = full["mu0"].shape[0]
-        m = full["transform"] @ full["mu0"]
+        # the statistics are sums of x - mu0, in which the prior mean is m = T (mu0 - mu0) = 0
+        m = np.zeros(dim)
         lam = full["lambda"]
         return np.concatenate(
             [
@@ -367,6 +382,7 @@ class NormalKnownCovariance(ComponentFamily):
                 m / lam,
                 1.0 / lam,
                 m * m / lam,
+                full["mu0"],
             ]
         )
 

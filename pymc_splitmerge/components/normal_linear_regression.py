@@ -462,17 +462,21 @@ class NormalLinearRegression(ComponentFamily):
 
 
 def _posterior(family, x2d):
-    """``(beta0 + m_n, Lambda_n, a_n, b_n)`` from the raw rows (textbook form)."""
+    """``(beta0 + m_n, Lambda_n, a_n, b_n)`` from the raw rows.
+
+    In the residuals ``r = y - X beta0`` (the prior mean moved to zero, as in the numba
+    statistics): ``m_n = Lambda_n^{-1} X' r`` and ``b_n = b0 + (r' r - m_n' Lambda_n m_n) / 2``,
+    the textbook form without its cancellation for responses far from zero.
+    """
     full = family._full
     x2d = np.asarray(x2d, dtype=np.float64).reshape(-1, family.data_dim)
     y, design = x2d[:, 0], x2d[:, 1:]
-    precision0 = np.linalg.inv(full["V0"])
-    precision = precision0 + design.T @ design
-    mean = np.linalg.solve(precision, precision0 @ full["beta0"] + design.T @ y)
+    residual = y - design @ full["beta0"]
+    precision = np.linalg.inv(full["V0"]) + design.T @ design
+    shift = np.linalg.solve(precision, design.T @ residual)
     shape = full["a0"] + 0.5 * y.shape[0]
-    scale = full["b0"] + 0.5 * (y @ y + full["beta0"] @ precision0 @ full["beta0"]
-                                - mean @ precision @ mean)
-    return mean, precision, shape, scale
+    scale = full["b0"] + 0.5 * (residual @ residual - shift @ precision @ shift)
+    return full["beta0"] + shift, precision, shape, scale
 
 
 def reference_log_marginal(family: NormalLinearRegression, x2d: np.ndarray) -> float:
