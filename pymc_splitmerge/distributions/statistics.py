@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.gradient import disconnected_type, grad_not_implemented
+from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 
@@ -106,10 +106,19 @@ class ClusterStatistics(Op):
             for i in range(self.n_values)]
 
     def L_op(self, inputs, outputs, output_gradients):
-        return [disconnected_type()] + [
-            grad_not_implemented(self, i + 1, value,
-                                 "the per-point values of ClusterStatistics are data")
-            for i, value in enumerate(inputs[1:])]
+        # a point's value enters only its cluster's sum: its gradient is that sum's gradient
+        # (per-point values may depend on hyperparameters, e.g. residuals about beta0)
+        labels, *values = inputs
+        safe = pt.clip(labels, 0, self.n_labels - 1)
+        occupied = pt.gt(pt.extra_ops.bincount(safe, minlength=self.n_labels), 0)
+        index = (pt.cumsum(occupied) - 1)[safe]
+        gradients = [disconnected_type()]
+        for value, gradient in zip(values, output_gradients[2:], strict=True):
+            if isinstance(gradient.type, DisconnectedType):
+                gradients.append(pt.zeros_like(value))
+            else:
+                gradients.append(gradient[index])
+        return gradients
 
 
 def _same_inputs(previous, inputs) -> bool:
