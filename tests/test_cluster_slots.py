@@ -372,7 +372,7 @@ def test_trace_analysis_posterior_predictive_and_components():
     assert "n_clusters" in psm.summary(idata).index
     psm.sample_components(idata, model=model)
     components = idata["component_parameters"]
-    labels = np.asarray(idata["posterior"]["z"].values)
+    labels = np.asarray(idata["labels"]["z"].values)
     chain, draw = 1, 39
     first_slot = labels[chain, draw, 0]
     np.testing.assert_allclose(components["mu"].values[chain, draw, 0],

@@ -48,8 +48,8 @@ def _mixture(z):
 
 
 def test_registered_first():
-    assert STEP_METHODS[:3] == [psm.steps.DefaultPartitionStep, psm.ConcentrationGibbs,
-                                psm.PartitionPriorSlice]
+    assert STEP_METHODS[:4] == [psm.steps.DefaultPartitionStep, psm.SlotGibbsStep,
+                                psm.ConcentrationGibbs, psm.PartitionPriorSlice]
     psm.steps.register_step_methods()  # idempotent
     assert STEP_METHODS.count(psm.steps.DefaultPartitionStep) == 1
 

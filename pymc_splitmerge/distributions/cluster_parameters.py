@@ -108,7 +108,7 @@ def _placement_log_density(labels, capacity: int, label_range: int):
     in_range, _, n_clusters = cluster_sizes(labels, label_range)
     in_capacity = pt.all(pt.lt(labels, capacity))
     log_placement = pt.gammaln(capacity - n_clusters + 1.0) - pt.gammaln(capacity + 1.0)
-    return pt.switch(in_range & in_capacity & pt.le(n_clusters, capacity), log_placement,
+    return pt.switch(pt.neq(in_range, 0) & in_capacity & pt.le(n_clusters, capacity), log_placement,
                      -np.inf)
 
 

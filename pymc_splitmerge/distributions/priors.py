@@ -56,7 +56,12 @@ from pymc.pytensorf import normalize_rng_param
 from pytensor.graph.basic import Constant, Variable
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_splitmerge.distributions.statistics import ClusterStatistics, cluster_statistics
+from pymc_splitmerge.distributions.statistics import (
+    BatchedInverse,
+    BatchedLogDet,
+    ClusterStatistics,
+    cluster_statistics,
+)
 from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 from pymc_splitmerge.priors.finite_dirichlet import FiniteDirichletPrior
 from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
@@ -273,9 +278,12 @@ def quiet_object_mode(rv_type: type) -> None:
     warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
 
 
-OBJECT_MODE_PATTERNS: list[str] = [rf"Numba will use object mode to run {ClusterStatistics.__name__}\{{"]
+OBJECT_MODE_PATTERNS: list[str] = [
+    (rf"Numba will use object mode to run ({ClusterStatistics.__name__}\{{|"
+     rf"{BatchedLogDet.__name__}'s|{BatchedInverse.__name__}'s)")]
 """The message patterns :func:`quiet_object_mode` has silenced (for test runners that reset
-the warning filters, e.g. pytest while it collects)."""
+the warning filters, e.g. pytest while it collects); the first covers the NumPy ops of the
+cluster statistics (:mod:`~pymc_splitmerge.distributions.statistics`)."""
 warnings.filterwarnings("ignore", message=OBJECT_MODE_PATTERNS[0], category=UserWarning)
 
 
