@@ -470,7 +470,7 @@ def print_estimator_check(results) -> None:
               f"{len(ratios)} series: 10%/50%/90% quantiles {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f}")
 
 
-# --------------------------------------------------------------------------- ARM (issue 8)
+# --------------------------------------------------------------------------- ARM
 
 ARM_CHAINS = 8
 ARM_SAMPLER = Sampler(f"ARM+Gibbs(S={ARM_CHAINS})", "arm")

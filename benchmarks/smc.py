@@ -3,7 +3,7 @@ r"""SMC over partitions: evidence precision, Bayes factors, Ülker's experiment,
 Usage::
 
     python benchmarks/smc.py            # reduced default (a few minutes on one core)
-    python benchmarks/smc.py --full     # the sizes of issue 9 (20 runs, n up to 1,000, ...)
+    python benchmarks/smc.py --full     # the full sizes (20 runs, n up to 1,000, ...)
 
 Sections (CPU time is ``time.process_time`` of this process, the numba compilation is warmed
 up before timing):
@@ -318,7 +318,7 @@ def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rng):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--full", action="store_true", help="issue 9's full sizes")
+    parser.add_argument("--full", action="store_true", help="the full sizes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", nargs="*", default=(), choices=("1", "3", "4", "5"),
                         help="sections to skip (1 covers sections 1 and 2)")
