@@ -324,7 +324,8 @@ def test_nu0_checked_when_dimension_bound_by_data():
     [
         (NormalInverseWishart(psi0=np.eye(2)), [[0.0, np.nan]], ValueError, "NaN"),
         (NormalInverseWishart(psi0=np.eye(2)), [[0.0, np.inf]], ValueError, "infinite"),
-        (NormalInverseWishart(psi0=np.eye(2)), np.zeros((3, 3)), ValueError, "2 entries"),
+        (NormalInverseWishart(psi0=np.eye(2)), np.zeros((3, 3)), ValueError,
+         "hyperparameter 'psi0' gives dimension 2"),
         (NormalInverseWishart(psi0=np.eye(2)), np.zeros(3), ValueError, "shape"),
         (NormalInverseWishart(psi0=np.eye(2)), np.zeros((2, 2, 2)), ValueError, "2-D"),
         (NormalInverseWishart(psi0=np.eye(2)), np.array([["a", "b"]]), TypeError, "numeric"),
@@ -338,7 +339,8 @@ def test_nu0_checked_when_dimension_bound_by_data():
         (GammaPoisson(shape=[1.0]), [[-1.0]], ValueError, "non-negative integer"),
         (GammaPoisson(shape=[1.0]), [[1.5]], ValueError, "non-negative integer"),
         (GridComponent(np.zeros(3)), [[0.0, -np.inf, 0.0]], ValueError, "infinite"),
-        (GridComponent(np.zeros(3)), [[0.0, 0.0]], ValueError, "3 entries"),
+        (GridComponent(np.zeros(3)), [[0.0, 0.0]], ValueError,
+         "hyperparameter 'log_prior_grid' gives dimension 3"),
     ],
 )
 def test_bad_data(family, data, error, match):
