@@ -14,6 +14,7 @@ in its place.
 
 from __future__ import annotations
 
+import inspect
 import pathlib
 import re
 
@@ -59,7 +60,13 @@ def test_every_skipped_block_has_a_twin():
 
 
 def _capped(function, caps, defaults):
+    positional = [parameter.name for parameter in inspect.signature(function).parameters.values()
+                  if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+
     def run(*args, **kwargs):
+        # leading positional arguments by name (``pm.sample(500, tune=500)``), so they are capped
+        kwargs.update(zip(positional, args))
+        args = args[len(positional):]
         for name, cap in caps.items():
             kwargs[name] = min(kwargs.get(name, defaults[name]), cap)
         kwargs["cores"] = 1
