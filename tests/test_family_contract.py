@@ -387,7 +387,10 @@ def test_validation_errors(family, module, x):
         family.prepare_data(bad)
     with pytest.raises(ValueError, match="NaN"):
         family.check_data_symbolic(bad)
-    with pytest.raises(ValueError, match=f"{family.data_dim} entries"):
+    # the error names the data's width and the dimension (and the hyperparameters fixing it)
+    with pytest.raises(ValueError, match=rf"(data have {family.data_dim + 1} columns .* gives? "
+                                         rf"dimension {family.data_dim}\b|must have "
+                                         rf"{family.data_dim} entries, got {family.data_dim + 1})"):
         family.prepare_data(np.zeros((2, family.data_dim + 1)))
     with pytest.raises(TypeError, match=name):
         family.prepare_data(np.array([["a"] * family.data_dim]))

@@ -158,6 +158,9 @@ class ComponentFamily:
     #: (an update counter for the periodic drift refresh) rather than the cluster: two rows
     #: of the same points may differ there, and only there beyond rounding.
     history_entries: int = 0
+    #: The hyperparameters whose shapes fixed the data dimension (named in dimension errors;
+    #: none for families that bind their dimension otherwise, e.g. ``ProductFamily``).
+    _dimension_sources: tuple[str, ...] = ()
 
     def __init__(self, **hyperparameters: Any) -> None:
         unknown = set(hyperparameters) - set(self.hyperparameter_names)
