@@ -209,9 +209,9 @@ def test_labels_corrupted_by_another_step_name_the_variable(corruption, victim):
 
 
 # --------------------------------------------------------------------------- NIW message
-def test_lost_definiteness_says_to_centre_the_data():
+def test_lost_definiteness_says_to_put_mu0_near_the_data():
     niw = psm.NormalInverseWishart(mu0=np.zeros(2), kappa0=1.0, nu0=4.0, psi0=np.eye(2))
     stats = niw.stats_of(niw.prepare_data(np.array([[1.0, 2.0]]))).copy()
     stats[3:7] = -10.0 * np.eye(2).ravel()  # sum of x x' made indefinite
-    with pytest.raises(ValueError, match=r"rounding error.*centre the data"):
+    with pytest.raises(ValueError, match=r"rounding error.*give mu0 a value near the data"):
         niw_recompute(niw.params, stats)
