@@ -8,6 +8,20 @@ constants are needed because they parametrise tests at collection time.
 
 from __future__ import annotations
 
+import os
+import sys
+
+# One BLAS thread per process. The models here are tiny (2x2 solves in NUTS' gradient), and a
+# multithreaded OpenBLAS spins its threads against the other test process's on a two-core
+# machine: one such test took 570 s with the default threads and 51 s with one. Set before
+# numpy is imported, and inherited by the worker processes of ``cores=2`` sampling.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+if "numpy" in sys.modules:  # a plugin imported numpy first: limit its loaded BLAS at run time
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")
+
 import numpy as np
 import pytest
 from kernel_checks import kernel_chain_draws, one_step_invariance_draws
