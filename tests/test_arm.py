@@ -178,17 +178,27 @@ def test_arm_step_keeps_state_consistent_and_rejects_bad_library():
 # --------------------------------------------------------------------------- invariance
 
 
-def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, num_samples=N_KERNEL_DRAWS):
-    """z, z^a, z^b independent exact draws; one ARM move of z."""
+def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, num_samples=N_KERNEL_DRAWS,
+                        n_sams_updates=0):
+    """z, z^a, z^b independent exact draws; ``n_sams_updates`` SAMS updates, then one ARM move
+    of z (``build_arm_transition(..., n_gibbs_sweeps=0)``).  ``own_state``: z^a is the state
+    the ARM move starts from, the negative control."""
     exact = exact_posterior(prior, family, x)
-    log_v_table, log_w_table = prior.tables(x.shape[0])
+    tables = prior.tables(x.shape[0])
     starts = exact.sample(num_samples, rng)
     library = exact.sample(2 * num_samples, rng)
+    row = 0
+
+    def pair(partition):
+        labels_a = partition.labels.copy() if own_state else library[2 * row]
+        return labels_a, library[2 * row + 1]
+
+    transition = build_arm_transition(pair, n_sams_updates=n_sams_updates, n_gibbs_sweeps=0)
     out = np.empty_like(starts)
     for row in range(num_samples):
         state = PartitionState(family, x, starts[row])
-        labels_a = starts[row] if own_state else library[2 * row]
-        arm_move(state, log_v_table, log_w_table, rng, labels_a, library[2 * row + 1])
+        info = transition(state.model, state.partition, state.tables(*tables), rng)
+        assert (info.sams is None) == (n_sams_updates == 0) and info.gibbs is None
         out[row] = state.labels()
     return out, exact
 
@@ -212,44 +222,19 @@ def test_negative_control_own_state_as_library_is_rejected():
         assert_partition_gof(samples, exact)
 
 
-def _sams_then_arm_draws(prior, family, x, rng, *, own_state, num_samples):
-    """z, z^a, z^b independent exact draws; one SAMS update then one ARM move of z
-    (``build_arm_transition(n_sams_updates=1, n_gibbs_sweeps=0)``).  ``own_state``: z^a is
-    the state the ARM move starts from (after the SAMS update), the negative control."""
-    exact = exact_posterior(prior, family, x)
-    tables = prior.tables(x.shape[0])
-    starts = exact.sample(num_samples, rng)
-    library = exact.sample(2 * num_samples, rng)
-    row = 0
-
-    def pair(partition):
-        labels_a = partition.labels.copy() if own_state else library[2 * row]
-        return labels_a, library[2 * row + 1]
-
-    transition = build_arm_transition(pair, n_sams_updates=1, n_gibbs_sweeps=0)
-    out = np.empty_like(starts)
-    for row in range(num_samples):
-        state = PartitionState(family, x, starts[row])
-        info = transition(state.model, state.partition, state.tables(*tables), rng)
-        assert info.sams is not None and info.gibbs is None
-        out[row] = state.labels()
-    return out, exact
-
-
 @pytest.mark.parametrize(("name", "problem"), [("dp", "niw"), ("py", "bernoulli")])
 def test_sams_then_arm_one_step_invariance(name, problem):
     rng = np.random.default_rng([SEED, 97, len(name)])
     family, x = PROBLEMS[problem]()
-    samples, exact = _sams_then_arm_draws(PRIORS[name], family, x, rng, own_state=False,
-                                          num_samples=N_KERNEL_DRAWS)
+    samples, exact = _arm_one_step_draws(PRIORS[name], family, x, rng, n_sams_updates=1)
     assert_partition_gof(samples, exact)
 
 
 def test_negative_control_sams_then_arm_own_state_is_rejected():
     rng = np.random.default_rng([SEED, 96])
     family, x = PROBLEMS["niw"]()
-    samples, exact = _sams_then_arm_draws(PRIORS["dp"], family, x, rng, own_state=True,
-                                          num_samples=6000)
+    samples, exact = _arm_one_step_draws(PRIORS["dp"], family, x, rng, own_state=True,
+                                         num_samples=6000, n_sams_updates=1)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)
 
