@@ -1,8 +1,10 @@
 r"""PyMC step method: Adaptive Reconfiguration Moves (ARM, Herlau, Mørup, Schmidt & Teh).
 
-Each draw applies one ARM move (:func:`pymc_splitmerge.kernels.arm.build_arm_move`) followed
-by ``n_gibbs_sweeps`` collapsed Gibbs sweeps (the paper's iteration: one ARM move + one Gibbs
-sweep; composed by ``kernels.splitmerge_common.build_moves_then_gibbs``).  An ARM move needs two *library* partitions :math:`z^a \ne z^b`; the move is an exact
+Each draw applies ``n_sams_updates`` SAMS updates (default 0), one ARM move
+(:func:`pymc_splitmerge.kernels.arm.build_arm_move`) and ``n_gibbs_sweeps`` collapsed Gibbs
+sweeps (the paper's iteration: one ARM move + one Gibbs sweep; composed by
+:func:`pymc_splitmerge.kernels.arm.build_arm_transition`).  An ARM move needs two *library*
+partitions :math:`z^a \ne z^b`; the move is an exact
 Metropolis–Hastings move for :math:`\pi` whenever their law does not depend on the chain's
 current state.  Three ways to supply them (``library=``):
 
