@@ -11,8 +11,10 @@ current state.  Three ways to supply them (``library=``):
 ``"ensemble"`` (default, exact)
     Red/black halves of a population of chains (``../shared/specs/arm_and_smc.md`` §1).  At
     draw ``t`` chain ``c`` makes an ARM move when ``c + t`` is even, drawing
-    :math:`z^a, z^b` from the *current* states of the chains with ``c' + t`` odd; those only
-    make Gibbs sweeps this draw.  Each half-step leaves :math:`\pi^{\otimes S}` invariant.
+    :math:`z^a, z^b` from the *current* states of the chains with ``c' + t`` odd; those
+    make no ARM move this draw (only their SAMS updates and Gibbs sweeps).  Each half-step
+    leaves :math:`\pi^{\otimes S}` invariant (the source half's update does not depend on the
+    ARM half, whose law given the source half is invariant).
     Built on PyMC's population sampler (``PopulationArrayStepShared``), which hands every
     chain the other chains' states of the previous draw and updates all chains at once; the
     halves make that simultaneous update exact.  Needs ``chains >= 4`` (each ARM chain needs
@@ -269,7 +271,7 @@ class _PopulationARMStep(ARMStep, PopulationArrayStepShared):
             if (self.this_chain + draw) % 2 == 0:
                 sources = [c for c in range(n_chains) if (c + draw) % 2 == 1]
             else:
-                return None  # the source half: Gibbs sweeps only this draw
+                return None  # the source half: no ARM move this draw (SAMS, Gibbs only)
             return self._pair_from([self._chain_labels(c) for c in sources])
         # adaptive: window floor(t/2)..t-1 of all chains' states, z^a from the own history
         self._window_trim(self._all_history, draw)
