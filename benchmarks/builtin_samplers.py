@@ -7,7 +7,7 @@ chain, every problem below; about two hours per problem set on two cores).
 Problems (training data, held-out data, the package's model):
 
 * ``jn15``, ``jn18``: Jain & Neal (2000) binary data, n = 100, d = 15 / 18
-  (``datasets.jain_neal_bernoulli(d, seed=0)``, as in ``benchmarks/jain_neal.py``), 200 held-out rows from the
+  (``datasets.jain_neal_bernoulli(d, seed=0)``, as in ``benchmarks/mixing.py``), 200 held-out rows from the
   same generator; DP(alpha = 1) partition prior, Beta(1, 1) attributes;
 * ``jn18_fd10``: the d = 18 data with a finite symmetric Dirichlet(1, ..., 1) mixture of k = 10
   components, which this package (``FiniteDirichlet(alpha=1, k=10)``) and PyMC
@@ -86,7 +86,7 @@ MAX_TUNE = 1000
 def make_problem(name: str, data_seed: int = 0) -> dict:
     """Training data, held-out data, truth and the package's model ingredients of a problem.
 
-    ``data_seed`` seeds the Jain & Neal data (0, as in ``benchmarks/jain_neal.py``).
+    ``data_seed`` seeds the Jain & Neal data (0, as in ``benchmarks/mixing.py``).
     """
     if name in ("jn15", "jn18", "jn18_fd10"):
         d = 15 if name == "jn15" else 18
@@ -499,7 +499,7 @@ def main(argv=None):
                         help="draws per chain at which the held-out density is evaluated")
     parser.add_argument("--seed", type=int, default=2000)
     parser.add_argument("--data-seed", type=int, default=0,
-                        help="seed of the Jain & Neal data (0 as in benchmarks/jain_neal.py)")
+                        help="seed of the Jain & Neal data (0 as in benchmarks/mixing.py)")
     parser.add_argument("--plot-dir", default="docs",
                         help="folder of the per-chain largest-fraction plots ('' for none)")
     args = parser.parse_args(argv)

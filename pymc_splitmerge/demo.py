@@ -52,9 +52,12 @@ SAMPLERS: list[DemoSampler] = [
     DemoSampler("pgsm_gibbs", "PGSM + Gibbs",
                 lambda psm, z: [psm.PGSMStep(z, n_gibbs_sweeps=1)]),
     # the "frozen" library (each chain's own tuning history) runs with any number of chains;
-    # library="ensemble" is exact from the first draw but needs >= 4 chains in lockstep
-    DemoSampler("arm_gibbs", "ARM(frozen library) + Gibbs",
-                lambda psm, z: [psm.ARMStep(z, library="frozen", n_gibbs_sweeps=1)]),
+    # library="ensemble" is exact from the first draw but needs >= 4 chains in lockstep.  One
+    # SAMS update per draw moves the chains out of the one-cluster start, so that the library
+    # holds partitions that disagree (without it ARM stays as stuck as Gibbs at d = 18)
+    DemoSampler("arm_sams_gibbs", "ARM(frozen library) + SAMS + Gibbs",
+                lambda psm, z: [psm.ARMStep(z, library="frozen", n_sams_updates=1,
+                                            n_gibbs_sweeps=1)]),
 ]
 
 #: the data set on which the demo also runs PyMC's built-in samplers (issue: what they get
@@ -87,10 +90,14 @@ How to read the comparison: one row per data set (d attributes) and sampler.
   mean K: posterior mean number of clusters (the data have 5 components)
   ARI(point estimate, truth): adjusted Rand index of the SALSO point estimate against the
            generating partition (1: identical)
-ARM(frozen library): the library of the adaptive reconfiguration move is the chain's own
-  partitions during tuning, frozen when tuning ends (exact, any number of chains); a chain that
-  stayed in one mode during tuning proposes nothing new, so at d = 15 and 18 it can be as stuck
-  as plain Gibbs.  library="ensemble" (the other chains' current states) needs >= 4 chains."""
+ARM(frozen library) + SAMS: the library of the adaptive reconfiguration move is the chain's own
+  partitions during tuning, frozen when tuning ends (exact, any number of chains); one SAMS
+  update per draw (n_sams_updates=1) moves the chain out of the one-cluster start and puts
+  split-merge states in the library: without it a chain that stayed in one mode during tuning
+  proposes nothing new and at d = 15 and 18 is as stuck as plain Gibbs.  An ARM move costs
+  several Gibbs sweeps: use ARM where chains disagree on large groups of points (see
+  docs/benchmarks.md, "Mixing on overlapping data"); otherwise SAMS + Gibbs is cheaper per
+  effective draw.  library="ensemble" (the other chains' current states) needs >= 4 chains."""
 
 
 def main(argv=None) -> int:

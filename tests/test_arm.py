@@ -25,6 +25,7 @@ from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.kernels.arm import (
     arm_move,
     arm_transition_log_probabilities,
+    build_arm_transition,
 )
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_NONE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState
@@ -177,17 +178,27 @@ def test_arm_step_keeps_state_consistent_and_rejects_bad_library():
 # --------------------------------------------------------------------------- invariance
 
 
-def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, num_samples=N_KERNEL_DRAWS):
-    """z, z^a, z^b independent exact draws; one ARM move of z."""
+def _arm_one_step_draws(prior, family, x, rng, *, own_state=False, num_samples=N_KERNEL_DRAWS,
+                        n_sams_updates=0):
+    """z, z^a, z^b independent exact draws; ``n_sams_updates`` SAMS updates, then one ARM move
+    of z (``build_arm_transition(..., n_gibbs_sweeps=0)``).  ``own_state``: z^a is the state
+    the ARM move starts from, the negative control."""
     exact = exact_posterior(prior, family, x)
-    log_v_table, log_w_table = prior.tables(x.shape[0])
+    tables = prior.tables(x.shape[0])
     starts = exact.sample(num_samples, rng)
     library = exact.sample(2 * num_samples, rng)
+    row = 0
+
+    def pair(partition):
+        labels_a = partition.labels.copy() if own_state else library[2 * row]
+        return labels_a, library[2 * row + 1]
+
+    transition = build_arm_transition(pair, n_sams_updates=n_sams_updates, n_gibbs_sweeps=0)
     out = np.empty_like(starts)
     for row in range(num_samples):
         state = PartitionState(family, x, starts[row])
-        labels_a = starts[row] if own_state else library[2 * row]
-        arm_move(state, log_v_table, log_w_table, rng, labels_a, library[2 * row + 1])
+        info = transition(state.model, state.partition, state.tables(*tables), rng)
+        assert (info.sams is None) == (n_sams_updates == 0) and info.gibbs is None
         out[row] = state.labels()
     return out, exact
 
@@ -211,6 +222,23 @@ def test_negative_control_own_state_as_library_is_rejected():
         assert_partition_gof(samples, exact)
 
 
+@pytest.mark.parametrize(("name", "problem"), [("dp", "niw"), ("py", "bernoulli")])
+def test_sams_then_arm_one_step_invariance(name, problem):
+    rng = np.random.default_rng([SEED, 97, len(name)])
+    family, x = PROBLEMS[problem]()
+    samples, exact = _arm_one_step_draws(PRIORS[name], family, x, rng, n_sams_updates=1)
+    assert_partition_gof(samples, exact)
+
+
+def test_negative_control_sams_then_arm_own_state_is_rejected():
+    rng = np.random.default_rng([SEED, 96])
+    family, x = PROBLEMS["niw"]()
+    samples, exact = _arm_one_step_draws(PRIORS["dp"], family, x, rng, own_state=True,
+                                         num_samples=6000, n_sams_updates=1)
+    with pytest.raises(AssertionError):
+        assert_partition_gof(samples, exact)
+
+
 # --------------------------------------------------------------------------- through pm.sample
 #
 # Problems, priors and exact posteriors are shared with test_sampler_matrix.  ARM moves are
@@ -226,7 +254,8 @@ ARM_TUNE = 200
 
 
 def _arm_sample(prior_name, family_name, library, *, chains, draws, seed, random_alpha=None,
-                cores=1, n_gibbs_sweeps=1, step_class=None, initvals=None, tune=ARM_TUNE):
+                cores=1, n_gibbs_sweeps=1, step_class=None, initvals=None, tune=ARM_TUNE,
+                n_sams_updates=0):
     import pymc as pm
     from test_sampler_matrix import ALPHA_GAMMA_PRIOR, FAMILIES, FIXED_ALPHA, model_prior
 
@@ -240,7 +269,8 @@ def _arm_sample(prior_name, family_name, library, *, chains, draws, seed, random
             alpha = FIXED_ALPHA.get(prior_name)
         z = model_prior(prior_name, len(data), alpha, family_name)
         psm.ConjugateMixture("y", partition=z, component=make_family(), observed=data)
-        step = (step_class or psm.ARMStep)(z, library=library, n_gibbs_sweeps=n_gibbs_sweeps)
+        step = (step_class or psm.ARMStep)(z, library=library, n_gibbs_sweeps=n_gibbs_sweeps,
+                                           n_sams_updates=n_sams_updates)
         steps = [step, psm.ConcentrationGibbs(alpha)] if random_alpha else step
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=steps,
                           random_seed=seed, progressbar=False, compute_convergence_checks=False,
@@ -302,6 +332,22 @@ def test_ensemble_with_random_concentration_matches_quadrature():
         lambda alpha: psm.priors.DirichletProcessPrior(alpha=alpha), ALPHA_GAMMA_PRIOR,
         make_family(), data)
     assert_partition_gof(thinned_labels(idata, ARM_THIN), exact)
+
+
+@pytest.mark.parametrize("library", ["ensemble", "frozen"])
+def test_arm_with_sams_updates_matches_exact(library):
+    """``ARMStep(n_sams_updates=1)``: every chain one SAMS update, then ARM + Gibbs."""
+    from test_sampler_matrix import exact_fixed
+
+    chains = ENSEMBLE_CHAINS if library == "ensemble" else FROZEN_CHAINS
+    idata, _ = _arm_sample("dirichlet_process", "normal_inverse_wishart", library,
+                           chains=chains, draws=2400 // chains, n_sams_updates=1,
+                           seed=_seed("sams", library))
+    stats = idata["sample_stats"]
+    assert np.asarray(stats["arm_sams_accepted"].values).sum() > 0
+    assert np.asarray(stats["arm_accepted"].values).mean() > 0
+    assert_partition_gof(thinned_labels(idata, ARM_THIN),
+                         exact_fixed("dirichlet_process", "normal_inverse_wishart"))
 
 
 # Pure ARM (no Gibbs sweeps) from four different starting partitions: the exact red/black
@@ -371,6 +417,8 @@ def test_arm_step_construction_errors_and_competence():
             psm.ARMStep(z, n_gibbs_sweeps=-1)
         with pytest.raises(TypeError, match="n_gibbs_sweeps"):
             psm.ARMStep(z, n_gibbs_sweeps=0.5)
+        with pytest.raises(ValueError, match="n_sams_updates"):
+            psm.ARMStep(z, n_sams_updates=-1)
         with pytest.warns(UserWarning, match="not exactly invariant"):
             adaptive = psm.ARMStep(z, library="adaptive")
         from pymc.step_methods.arraystep import PopulationArrayStepShared

@@ -77,10 +77,14 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, sample_weights
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights
+from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.sams import build_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
     MOVE_SPLIT,
+    MovesThenGibbsInfo,
+    build_moves_then_gibbs,
     metropolis_accept,
 )
 from pymc_splitmerge.kernels.state import (
@@ -98,11 +102,14 @@ from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 __all__ = [
     "ARMInfo",
     "ARMProposal",
+    "ARMTransitionInfo",
     "arm_move",
     "arm_run",
     "arm_transition_log_probabilities",
     "build_arm_move",
+    "build_arm_transition",
     "disagreement_pair",
+    "distinct_rows",
 ]
 
 class ARMInfo(NamedTuple):
@@ -631,6 +638,18 @@ def _log_target(model: Model, partition: Partition, tables: PriorTables) -> floa
                       partition.cluster_count)
 
 
+def distinct_rows(rows) -> np.ndarray:
+    """The distinct rows of ``rows`` (label arrays; canonical labels, so equal partitions are
+    equal rows), in order of first appearance, as an int64 array (shape ``(0, 0)`` if none)."""
+    distinct = {}
+    for row in rows:
+        row = np.asarray(row, dtype=np.int64)
+        distinct.setdefault(row.tobytes(), row)
+    if not distinct:
+        return np.empty((0, 0), dtype=np.int64)
+    return np.stack(list(distinct.values()))
+
+
 LibrarySource = Callable[[Partition], "tuple[np.ndarray, np.ndarray] | None"]
 
 
@@ -687,6 +706,69 @@ class _ARMMove:
                 getattr(partition, name)[:] = getattr(candidate, name)
         return ARMInfo(int(proposal.move), bool(accepted), float(proposal.log_accept_ratio),
                        n_moved, int(partition.cluster_count[0]))
+
+
+class ARMTransitionInfo(NamedTuple):
+    """What one draw of :func:`build_arm_transition` did.
+
+    Attributes
+    ----------
+    sams : MovesThenGibbsInfo or None
+        The SAMS updates before the ARM move (``None`` without them).
+    arm : ARMInfo
+        The ARM move.
+    gibbs : GibbsInfo or None
+        The Gibbs sweeps after it (``None`` without them).
+    """
+
+    sams: MovesThenGibbsInfo | None
+    arm: ARMInfo
+    gibbs: object
+
+
+def build_arm_transition(library: LibrarySource, n_sams_updates: int = 0,
+                         n_gibbs_sweeps: int = 1
+                         ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
+                                       ARMTransitionInfo]:
+    """One draw of ``ARMStep``: ``n_sams_updates`` SAMS updates, one ARM move, Gibbs sweeps.
+
+    Each part leaves the posterior invariant (the ARM move whenever the law of ``library``'s
+    pair does not depend on the current partition), so does the composition (Tierney 1994).
+    The SAMS updates (uniform anchors, ``kernels.sams.build_sams_move``) move the chain
+    where the library partitions agree (e.g. all chains still in the one-cluster start) and,
+    in a library collected from the chains' states, put split-merge states in it.
+
+    Parameters
+    ----------
+    library : callable
+        As for :func:`build_arm_move`.
+    n_sams_updates : int, default 0
+    n_gibbs_sweeps : int, default 1
+
+    Returns
+    -------
+    callable
+        ``transition(model, partition, tables, rng) -> ARMTransitionInfo`` (in place).
+    """
+    n_sams_updates = non_negative_integer(n_sams_updates, "n_sams_updates")
+    sams = (build_moves_then_gibbs(build_sams_move(), n_moves=n_sams_updates)
+            if n_sams_updates else None)
+    return _ARMTransition(sams, build_moves_then_gibbs(build_arm_move(library), n_moves=1,
+                                                       n_gibbs_sweeps=n_gibbs_sweeps))
+
+
+class _ARMTransition:
+    """The transition of :func:`build_arm_transition` (a class: copied with its step)."""
+
+    def __init__(self, sams, arm_then_gibbs):
+        self.sams = sams
+        self.arm_then_gibbs = arm_then_gibbs
+
+    def __call__(self, model: Model, partition: Partition, tables: PriorTables,
+                 rng: np.random.Generator) -> ARMTransitionInfo:
+        sams = self.sams(model, partition, tables, rng) if self.sams is not None else None
+        (arm,), gibbs = self.arm_then_gibbs(model, partition, tables, rng)
+        return ARMTransitionInfo(sams, arm, gibbs)
 
 
 def arm_move(state, log_v_table, log_w_table, rng: np.random.Generator, labels_a, labels_b

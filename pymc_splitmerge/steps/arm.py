@@ -1,16 +1,20 @@
 r"""PyMC step method: Adaptive Reconfiguration Moves (ARM, Herlau, Mørup, Schmidt & Teh).
 
-Each draw applies one ARM move (:func:`pymc_splitmerge.kernels.arm.build_arm_move`) followed
-by ``n_gibbs_sweeps`` collapsed Gibbs sweeps (the paper's iteration: one ARM move + one Gibbs
-sweep; composed by ``kernels.splitmerge_common.build_moves_then_gibbs``).  An ARM move needs two *library* partitions :math:`z^a \ne z^b`; the move is an exact
+Each draw applies ``n_sams_updates`` SAMS updates (default 0), one ARM move
+(:func:`pymc_splitmerge.kernels.arm.build_arm_move`) and ``n_gibbs_sweeps`` collapsed Gibbs
+sweeps (the paper's iteration: one ARM move + one Gibbs sweep; composed by
+:func:`pymc_splitmerge.kernels.arm.build_arm_transition`).  An ARM move needs two *library*
+partitions :math:`z^a \ne z^b`; the move is an exact
 Metropolis–Hastings move for :math:`\pi` whenever their law does not depend on the chain's
 current state.  Three ways to supply them (``library=``):
 
 ``"ensemble"`` (default, exact)
     Red/black halves of a population of chains (``../shared/specs/arm_and_smc.md`` §1).  At
     draw ``t`` chain ``c`` makes an ARM move when ``c + t`` is even, drawing
-    :math:`z^a, z^b` from the *current* states of the chains with ``c' + t`` odd; those only
-    make Gibbs sweeps this draw.  Each half-step leaves :math:`\pi^{\otimes S}` invariant.
+    :math:`z^a, z^b` from the *current* states of the chains with ``c' + t`` odd; those
+    make no ARM move this draw (only their SAMS updates and Gibbs sweeps).  Each half-step
+    leaves :math:`\pi^{\otimes S}` invariant (the source half's update does not depend on the
+    ARM half, whose law given the source half is invariant).
     Built on PyMC's population sampler (``PopulationArrayStepShared``), which hands every
     chain the other chains' states of the previous draw and updates all chains at once; the
     halves make that simultaneous update exact.  Needs ``chains >= 4`` (each ARM chain needs
@@ -51,9 +55,8 @@ from pymc.step_methods.compound import Competence
 
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
-from pymc_splitmerge.kernels.arm import build_arm_move
+from pymc_splitmerge.kernels.arm import build_arm_transition, distinct_rows
 from pymc_splitmerge.kernels.options import non_negative_integer
-from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.steps.base import PartitionStep
 
 __all__ = ["LIBRARY_MODES", "ARMStep"]
@@ -61,17 +64,6 @@ __all__ = ["LIBRARY_MODES", "ARMStep"]
 LIBRARY_MODES = ("ensemble", "frozen", "adaptive")
 _POPULATION_MODES = ("ensemble", "adaptive")
 MIN_ENSEMBLE_CHAINS = 4
-
-
-def _distinct_rows(rows) -> np.ndarray:
-    """Distinct label rows (as partitions; rows are canonical labels)."""
-    distinct = {}
-    for row in rows:
-        row = np.asarray(row, dtype=np.int64)
-        distinct.setdefault(row.tobytes(), row)
-    if not distinct:
-        return np.empty((0, 0), dtype=np.int64)
-    return np.stack(list(distinct.values()))
 
 
 class ARMStep(PartitionStep):
@@ -89,13 +81,21 @@ class ARMStep(PartitionStep):
     n_gibbs_sweeps : int, default 1
         Collapsed Gibbs sweeps after the ARM move in each draw (the paper uses 1; with
         ``"ensemble"`` the other half makes these sweeps only).
+    n_sams_updates : int, default 0
+        SAMS split-merge updates (uniform anchors) before the ARM move in each draw, by every
+        chain (``kernels.arm.build_arm_transition``).  They leave the posterior invariant on
+        their own, move the chains where their states agree (ARM proposes only where two
+        library partitions disagree: from the one-cluster start all chains agree), and put
+        split-merge states in a ``"frozen"`` library.  ``1`` is the setting measured by
+        ``benchmarks/mixing.py``.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
 
     Notes
     -----
-    Sampler stats: ``arm_move`` (0 none, 1 split, 2 merge: whether the anchors shared a
+    Sampler stats: ``arm_sams_accepted`` (SAMS updates accepted this draw, int64),
+    ``arm_move`` (0 none, 1 split, 2 merge: whether the anchors shared a
     block), ``arm_accepted`` (bool), ``arm_n_moved`` (points whose block changed, int64),
     ``arm_log_accept_ratio`` (float64; ``nan`` when no move was made this draw) and
     ``arm_n_clusters`` (also the progress-bar column).  ``pm.sample`` never selects ARMStep
@@ -114,14 +114,15 @@ class ARMStep(PartitionStep):
         "arm_n_moved": (np.int64, []),
         "arm_log_accept_ratio": (np.float64, []),
         "arm_n_clusters": (np.int64, []),
+        "arm_sams_accepted": (np.int64, []),
     }
 
     def __new__(cls, *args, library="ensemble", **kwargs):
         target = _PopulationARMStep if cls is ARMStep and library in _POPULATION_MODES else cls
         return super().__new__(target, *args, library=library, **kwargs)
 
-    def __init__(self, vars, library: str = "ensemble", n_gibbs_sweeps: int = 1, model=None,
-                 rng=None, **kwargs):
+    def __init__(self, vars, library: str = "ensemble", n_gibbs_sweeps: int = 1,
+                 n_sams_updates: int = 0, model=None, rng=None, **kwargs):
         if library not in LIBRARY_MODES:
             raise ValueError(
                 f"unknown library {library!r}; choose one of "
@@ -129,6 +130,7 @@ class ARMStep(PartitionStep):
             )
         self.library = library
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+        self.n_sams_updates = non_negative_integer(n_sams_updates, "n_sams_updates")
         self.tune = False  # PyMC sets it to True while tuning
         self.transition = self.build_transition()
         super().__init__(vars, model=model, rng=rng, **kwargs)
@@ -166,7 +168,7 @@ class ARMStep(PartitionStep):
         """End of tuning: freeze the library (``library="frozen"``)."""
         super().stop_tuning()
         if self.library == "frozen" and self._frozen_library is None:
-            self._frozen_library = _distinct_rows(list(self._own_history))
+            self._frozen_library = distinct_rows(list(self._own_history))
             self._own_history = collections.deque()
             if self._frozen_library.shape[0] < 2:
                 warnings.warn(
@@ -187,7 +189,7 @@ class ARMStep(PartitionStep):
 
     def _pair_from(self, candidates):
         """Two distinct partitions drawn uniformly from ``candidates`` (or ``None``)."""
-        distinct = _distinct_rows(candidates)
+        distinct = distinct_rows(candidates)
         if distinct.shape[0] < 2:
             return None
         first, second = self.rng.choice(distinct.shape[0], size=2, replace=False)
@@ -206,8 +208,8 @@ class ARMStep(PartitionStep):
         return None  # population modes: see _PopulationARMStep
 
     def build_transition(self):
-        return build_moves_then_gibbs(build_arm_move(self._library_for_move), n_moves=1,
-                                      n_gibbs_sweeps=self.n_gibbs_sweeps)
+        return build_arm_transition(self._library_for_move, self.n_sams_updates,
+                                    self.n_gibbs_sweeps)
 
     def _library_for_move(self, partition):
         """The library pair of this draw (``None``: no ARM move), given to the ARM move."""
@@ -216,10 +218,12 @@ class ARMStep(PartitionStep):
         return pair
 
     def kernel_step(self, state, prior, tables):
-        (info,) = self.run_transition(state, tables).moves
+        sams, info, _ = self.run_transition(state, tables)
         return {"arm_move": int(info.move), "arm_accepted": bool(info.accepted),
                 "arm_n_moved": int(info.n_moved),
-                "arm_log_accept_ratio": float(info.log_accept_ratio)}
+                "arm_log_accept_ratio": float(info.log_accept_ratio),
+                "arm_sams_accepted": (0 if sams is None
+                                      else sum(int(move.accepted) for move in sams.moves))}
 
 
 class _PopulationARMStep(ARMStep, PopulationArrayStepShared):
@@ -267,7 +271,7 @@ class _PopulationARMStep(ARMStep, PopulationArrayStepShared):
             if (self.this_chain + draw) % 2 == 0:
                 sources = [c for c in range(n_chains) if (c + draw) % 2 == 1]
             else:
-                return None  # the source half: Gibbs sweeps only this draw
+                return None  # the source half: no ARM move this draw (SAMS, Gibbs only)
             return self._pair_from([self._chain_labels(c) for c in sources])
         # adaptive: window floor(t/2)..t-1 of all chains' states, z^a from the own history
         self._window_trim(self._all_history, draw)
@@ -275,8 +279,8 @@ class _PopulationARMStep(ARMStep, PopulationArrayStepShared):
         self._all_history.append(np.stack([self._chain_labels(c) for c in range(n_chains)]))
         if not history:
             return None
-        own = _distinct_rows([states[self.this_chain] for states in history])
-        every = _distinct_rows(np.concatenate(history, axis=0))
+        own = distinct_rows([states[self.this_chain] for states in history])
+        every = distinct_rows(np.concatenate(history, axis=0))
         if every.shape[0] < 2:
             return None
         labels_a = own[self.rng.integers(own.shape[0])]

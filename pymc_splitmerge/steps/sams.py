@@ -120,7 +120,7 @@ class DefaultPartitionStep(SAMSStep):
     step name ``"sams"``: ``pm.sample`` passes a keyword argument named after a step to it,
     e.g. ``pm.sample(sams={"n_gibbs_sweeps": 2})``).  Importing ``pymc_splitmerge`` registers this class first in
     ``pymc.step_methods.STEP_METHODS``.  A split-merge move followed by a Gibbs sweep is the
-    robust choice measured by ``benchmarks/jain_neal.py`` (collapsed Gibbs alone stays stuck
+    robust choice measured by ``benchmarks/mixing.py`` (collapsed Gibbs alone stays stuck
     on the Jain & Neal d = 18 data).
 
     A partition of a single observation has one possible value: the step then leaves it as
