@@ -35,6 +35,7 @@ when 2000 is among ``--sizes``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -76,11 +77,17 @@ def build(closure_size: int, configuration: str, rng: np.random.Generator):
 
 
 def _load_module(source: str, name: str):
-    """Module ``name`` executed from ``source`` (a temporary file used only by this run)."""
-    directory = tempfile.mkdtemp(prefix="pgsm_baseline_")
+    """Module ``name`` executed from ``source``, a file in the temporary directory named
+    after the source's hash (written once, so that numba's cache of it serves later runs)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    directory = os.path.join(tempfile.gettempdir(), f"pgsm_baseline_{digest}")
+    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{name}.py")
-    with open(path, "w") as handle:
-        handle.write(source)
+    if not os.path.exists(path):
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w") as handle:
+            handle.write(source)
+        os.replace(partial, path)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
