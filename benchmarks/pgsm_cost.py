@@ -2,7 +2,8 @@
 
 Usage::
 
-    python benchmarks/pgsm_cost.py [--repeats 20] [--baseline GIT_REF] [--sizes 2000 ...]
+    python benchmarks/pgsm_cost.py [--repeats 20] [--baseline GIT_REF | --switch-cost]
+                                   [--sizes 2000 ...]
 
 With ``--baseline`` the kernel module ``pymc_splitmerge/kernels/pgsm.py`` of ``GIT_REF`` is
 loaded (from ``git show``, into a temporary module used only by this run) and each move is
@@ -13,6 +14,11 @@ printed.  Caveat: if ``GIT_REF``'s ``pgsm.py`` defines numba named tuples of its
 through a slow path costing ~0.4 ms per call, which biases the comparison against the
 baseline (an A/A run read 0.78); compare such refs as whole trees in separate processes.
 Refs up to ``a075fa5`` pass plain arrays and are not affected.
+
+``--switch-cost`` uses the same alternating harness on two temporary copies of this tree's
+``kernels/pgsm.py``: as it is, and with its one negative-control switch (``conditional``:
+``False`` runs plain SMC, which the tests reject) folded to the constant ``True``; a ratio
+of 1 within the noise shows that the switch costs nothing in the production kernel.
 
 The data set holds the closure (two Gaussian clusters of |s̄|/2 points, one anchor in each,
 or a single cluster of |s̄| points holding both anchors) plus 200 other clusters of 5 points
@@ -29,6 +35,7 @@ when 2000 is among ``--sizes``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -69,21 +76,53 @@ def build(closure_size: int, configuration: str, rng: np.random.Generator):
     return family, x, labels, anchors
 
 
+def _load_module(source: str, name: str):
+    """Module ``name`` executed from ``source``, a file in the temporary directory named
+    after the source's hash (written once, so that numba's cache of it serves later runs)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    directory = os.path.join(tempfile.gettempdir(), f"pgsm_baseline_{digest}")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{name}.py")
+    if not os.path.exists(path):
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w") as handle:
+            handle.write(source)
+        os.replace(partial, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_baseline(ref: str):
     """The PGSM entry point of ``pymc_splitmerge/kernels/pgsm.py`` at git ``ref`` (temp module:
     ``pgsm_move``, or ``pgsm_step`` for refs before the rename)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = subprocess.run(["git", "show", f"{ref}:pymc_splitmerge/kernels/pgsm.py"],
                             cwd=root, capture_output=True, text=True, check=True).stdout
-    directory = tempfile.mkdtemp(prefix="pgsm_baseline_")
-    path = os.path.join(directory, "_pgsm_baseline.py")
-    with open(path, "w") as handle:
-        handle.write(source)
-    spec = importlib.util.spec_from_file_location("_pgsm_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["_pgsm_baseline"] = module
-    spec.loader.exec_module(module)
+    module = _load_module(source, "_pgsm_baseline")
     return getattr(module, "pgsm_move", None) or module.pgsm_step
+
+
+SWITCH_LINE = "    conditional = options.conditional\n"
+
+
+def load_switch_pair():
+    """Two temporary copies of this tree's ``kernels/pgsm.py``: as it is, and with the
+    ``conditional`` option (plain SMC, the tests' negative control) replaced by the constant
+    ``True`` so that numba folds the switch away.  Both are temporary modules, so both pay
+    the same unboxing of their own named tuples."""
+    from pymc_splitmerge.kernels import pgsm
+
+    with open(pgsm.__file__) as handle:
+        source = handle.read()
+    if source.count(SWITCH_LINE) != 1:
+        raise SystemExit("kernels/pgsm.py no longer reads options.conditional in one line")
+    with_switch = _load_module(source, "_pgsm_with_switch")
+    folded = _load_module(source.replace(SWITCH_LINE, "    conditional = True\n"),
+                          "_pgsm_switch_folded")
+    return with_switch.pgsm_move, folded.pgsm_move
 
 
 def time_pair(closure_size: int, configuration: str, repeats: int, rng, steps):
@@ -140,18 +179,26 @@ def main() -> None:
                         help="git ref whose kernels/pgsm.py is timed alongside the current one")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(CLOSURE_SIZES),
                         help="closure sizes |s̄| to time (default: %(default)s)")
+    parser.add_argument("--switch-cost", action="store_true",
+                        help="time the move with its negative-control switch against a copy "
+                             "with the switch folded to a constant")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
-    if args.baseline is not None:
-        baseline = load_baseline(args.baseline)
-        print(f"PGSM move CPU ms (median of {args.repeats}), current vs {args.baseline}, "
+    if args.baseline is not None or args.switch_cost:
+        if args.switch_cost:
+            current_move, baseline = load_switch_pair()
+            label = "with the conditional switch vs folded to a constant"
+        else:
+            current_move, baseline = pgsm_move, load_baseline(args.baseline)
+            label = f"current vs {args.baseline}"
+        print(f"PGSM move CPU ms (median of {args.repeats}), {label}, "
               f"alternating in one process; load average {os.getloadavg()[0]:.2f}")
         print(f"{'|closure|':>10} {'config':>8} {'current':>9} {'baseline':>9} {'ratio':>7}")
         ratios = []
         for size in args.sizes:
             for configuration in ("split", "merge"):
                 current, before = time_pair(size, configuration, args.repeats, rng,
-                                            (pgsm_move, baseline))
+                                            (current_move, baseline))
                 ratios.append(current / before)
                 print(f"{size:>10} {configuration:>8} {current:>9.3f} {before:>9.3f} "
                       f"{current / before:>7.3f}")

@@ -107,7 +107,7 @@ def main(argv=None) -> int:
                         help="numbers of binary attributes (the paper's examples: 6 15 18)")
     parser.add_argument("--draws", type=int, default=500)
     # 300: from the all-in-one start at d = 15, 100 tuning draws left ARM's frozen library
-    # with a single partition on 2 of 3 chains (no ARM moves, and a warning); 200 was enough
+    # with a single partition on 2 of 3 chains (no ARM moves, and a warning); 200 suffice
     parser.add_argument("--tune", type=int, default=300)
     parser.add_argument("--chains", type=int, default=3)
     parser.add_argument("--seed", type=int, default=2000)

@@ -424,12 +424,17 @@ def composed_gibbs_sweeps(model, partition, tables, n_gibbs_sweeps, random_scan)
     return n_changed, n_evaluations
 
 
-def composed_cluster_sams_updates(model, partition, tables, n_updates: int, seed: int) -> int:
+def composed_cluster_sams_updates(model, partition, tables, n_updates: int, seed: int, *,
+                                  anchor_law_ratio: bool = True) -> int:
     """Plain-Python twin of ``kernels.sams._sams_updates`` (cluster anchors): the anchor law
     and its log ratio written out here, the proposal from ``sams_proposal_core`` and
     ``merge_surely_rejected`` (each tested on its own), the uniforms in the same order from
     ``np.random.RandomState(seed)`` (numba's generator: the same Mersenne Twister and
-    seeding).  Updates ``partition`` in place; returns the number accepted."""
+    seeding).  Updates ``partition`` in place; returns the number accepted.
+
+    ``anchor_law_ratio=False`` drops the anchor law's log ratio from the acceptance ratio
+    (and from the early merge rejection): not invariant, the negative control of
+    ``tests/broken_kernels.py``."""
     import math
 
     from pymc_splitmerge.kernels.anchors import uniform_anchors
@@ -468,17 +473,20 @@ def composed_cluster_sams_updates(model, partition, tables, n_updates: int, seed
                            - math.log(block_a.size * block_b.size))
             log_reverse = (math.log(1.0 if k - 1 == 1 else 0.5) - math.log(k - 1)
                            - math.log(m * (m - 1)))
+            log_offset = log_reverse - log_forward if anchor_law_ratio else 0.0
             if merge_surely_rejected.py_func(model, partition, tables, anchor_i, anchor_j,
-                                             log_reverse - log_forward, uniform):
+                                             log_offset, uniform):
                 continue
         proposal_uniforms = np.zeros(2 * labels.shape[0])
         proposal_uniforms[:2 * (m - 2)] = stream.random_sample(2 * (m - 2))
         _, log_ratio, moving, target = sams_proposal_core(
-            model, partition, tables, anchor_i, anchor_j, proposal_uniforms, False)
+            model, partition, tables, anchor_i, anchor_j, proposal_uniforms)
         if split_type:
             size_a, size_b = moving.shape[0], m - moving.shape[0]
             log_reverse = math.log(0.5) - math.log((k + 1) * k) - math.log(size_a * size_b)
-        if metropolis_accepts.py_func(log_ratio + log_reverse - log_forward, uniform):
+        if anchor_law_ratio:
+            log_ratio += log_reverse - log_forward
+        if metropolis_accepts.py_func(log_ratio, uniform):
             apply_proposal(model, partition, moving, target)
             accepted += 1
     return accepted
@@ -560,7 +568,7 @@ def propose_sams(state, log_v_table, log_w_table, rng, anchor_proposal=None):
     from pymc_splitmerge.kernels.state import prior_tables
 
     tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal, False)
+    return _sams_proposal(state.model, state.partition, tables, rng, anchor_proposal)
 
 
 def propose_rgsm(state, log_v_table, log_w_table, rng, n_intermediate_scans=5):
@@ -569,7 +577,7 @@ def propose_rgsm(state, log_v_table, log_w_table, rng, n_intermediate_scans=5):
     from pymc_splitmerge.kernels.state import prior_tables
 
     tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans, 0)
+    return _rgsm_proposal(state.model, state.partition, tables, rng, n_intermediate_scans)
 
 
 def propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b):

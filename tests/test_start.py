@@ -19,11 +19,10 @@ Tiny data only: the speed is measured by ``benchmarks/scale.py --vi``.
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import pymc as pm
 import pytest
+from broken_kernels import on_state, sams_cluster_anchors_without_anchor_law_ratio
 from conftest import PRIORS, PROBLEMS, chain_draws, one_step_draws
 
 import pymc_splitmerge as psm
@@ -346,13 +345,13 @@ def test_member_index_gives_the_scanned_members():
                               anchor_clusters_members(labels, i, j)[0])
 
 
-def _cluster_sams(state, log_v_table, log_w_table, rng, anchor_correction=True):
+def _cluster_sams(state, log_v_table, log_w_table, rng):
     from pymc_splitmerge.kernels.rng import numba_seed_from
     from pymc_splitmerge.kernels.sams import _sams_updates
     from pymc_splitmerge.kernels.state import PriorTables
 
     _sams_updates(state.model, state.partition, PriorTables(log_v_table, log_w_table), 1,
-                  numba_seed_from(rng), anchor_correction)
+                  numba_seed_from(rng))
 
 
 @pytest.mark.parametrize("problem", sorted(PROBLEMS))
@@ -378,7 +377,7 @@ def test_stage_one_without_the_anchor_law_term_is_rejected():
     """Negative control: the same chain without the anchor-law ratio is not invariant."""
     rng = np.random.default_rng([33, 1])
     family, x = PROBLEMS["niw"]()
-    samples, exact = chain_draws(partial(_cluster_sams, anchor_correction=False),
+    samples, exact = chain_draws(on_state(sams_cluster_anchors_without_anchor_law_ratio()),
                                  PRIORS["dp"], family, x, 3000, rng)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)
@@ -414,7 +413,7 @@ def _wrong_early_rejections(surely_rejected, prior, family=NIW, raw=None, trials
             continue
         said += 1
         _, log_ratio, _, _ = sams_proposal_core(state.model, state.partition, tables,
-                                                anchor_i, anchor_j, rng.random(2 * n), False)
+                                                anchor_i, anchor_j, rng.random(2 * n))
         wrong += bool(metropolis_accepts.py_func(log_ratio + log_offset, uniform))
     return said, wrong
 

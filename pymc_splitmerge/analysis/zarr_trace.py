@@ -1,7 +1,7 @@
 r"""Reading PyMC's on-disk, chunked trace (``ZarrTrace``) for the analysis functions.
 
 ``pm.sample(trace=pymc.backends.zarr.ZarrTrace(store=...))`` writes every
-``draws_per_chunk`` draws of every chain to a zarr store, so sampling memory no longer grows
+``draws_per_chunk`` draws of every chain to a zarr store, so sampling memory does not grow
 with the number of draws (an in-memory trace holds ``chains x draws x n`` labels: 4 GB for
 1,000 draws of int32 labels at ``n = 10**6``).  Two things stop the trace from going through
 PyMC's own conversion on the installed stack: PyMC's ``ZarrTrace`` uses the zarr 2 API while

@@ -524,8 +524,8 @@ def _entry_numba(slot, k):
 # Entries of a D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0
 # at 10), c_n 13, e_n 14, r_n 15, updates 16.  The scratch tail of params starts at 15.
 # The removes keep their mean update and downdate call in the two callers: one shared
-# remove body measured 3-5 % slower on a row-form add + remove pair (code layout), this
-# split 0-10 % faster.
+# remove body is slower on a row-form add + remove pair (code layout;
+# ``benchmarks/components.py`` times the pair).
 
 
 @njit(cache=True, inline="always")

@@ -293,7 +293,7 @@ def _in_posterior_predictive() -> bool:
 
     A forward-sampling graph cannot tell a partition read from a posterior trace from one
     drawn from its prior (PyMC replaces trace variables by inputs of the same graph, and on
-    the numba backend a fallback node no longer shows where its inputs came from), so the
+    the numba backend a fallback node does not show where its inputs came from), so the
     mode is read from the call stack.
     """
     frame = sys._getframe(1)

@@ -166,8 +166,11 @@ class PGSMOptions(NamedTuple):
     annealing: bool
     """Annealed intermediate targets of §3.4."""
     conditional: bool
-    """Pin the reference path as particle 0 (PGSM's conditional SMC; ``False`` runs plain SMC,
-    which is not an invariant PGSM update)."""
+    """Pin the reference path as particle 0 (PGSM's conditional SMC).  ``False`` runs plain
+    SMC, which is not an invariant PGSM update: only the tests' negative control sets it
+    (``tests/broken_kernels.py``).  The switch is measured free: ``benchmarks/pgsm_cost.py
+    --switch-cost`` times this kernel against a copy with it folded to ``True`` (ratio 1.03,
+    inside the harness's noise; ``docs/benchmarks.md``)."""
     deduplicate: bool = True
     """Reuse the computations of identical particles (exact: changes no number)."""
 

@@ -135,40 +135,18 @@ def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_
 
 
 @numba.njit(cache=True)
-def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermediate_scans,
-                       uniforms, control):
-    """The whole restricted-Gibbs split-merge proposal for given anchors, in one call.
+def _launch_state(model, members, anchor_i, anchor_j, n_intermediate_scans, uniforms,
+                 log_w_table, empty_row):
+    """The launch state of the proposal: the random split of :math:`S` then ``t``
+    intermediate restricted scans (steps 1-2 of the module docstring).
 
-    Parameters
-    ----------
-    model : Model
-    partition : Partition
-        The current state (read only).
-    tables : PriorTables
-    anchor_i, anchor_j : int
-    n_intermediate_scans : int
-        ``t``.
-    uniforms : ndarray of float64, shape (>= (t + 2) |S|,)
-        ``uniforms[:|S|]`` give the random launch split; the next ``t`` blocks of ``|S|``
-        drive the intermediate scans, then one block the final scan.
-    control : int
-        0 (the kernel); 1 multiplies the proposal probability by that of the intermediate
-        scans' path, which the reverse move does not retrace (not invariant: the tests'
-        negative control, ``tests/broken_kernels.py``).
-
-    Returns
-    -------
-    move : int
-    log_accept_ratio : float
-    moving_points : ndarray of int64
-    target_slot : int
+    ``uniforms`` as :func:`rgsm_proposal_core` takes them (the first ``t + 1`` blocks of
+    ``|S|``).  Returns ``(sides, sizes, stats_a, stats_b, log_path)``: the launch split
+    (0: with anchor ``i``), the two blocks' sizes and statistics rows (anchors included),
+    and the log probability of the intermediate scans' path, which does not enter the
+    acceptance ratio (the tests' negative control adds it: ``tests/broken_kernels.py``).
     """
     family_id, params, x = model
-    labels = partition.labels
-    empty_row = partition.empty_row
-    n_clusters = partition.cluster_count[0]
-    log_v_table, log_w_table = tables
-    members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
     size_s = members.shape[0]
     sides = np.empty(size_s, dtype=np.int64)
     stats_a = empty_row.copy()
@@ -193,12 +171,49 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
                                     stats_b, False, sides, uniforms[offset:offset + size_s],
                                     log_w_table)
         offset += size_s
+    return sides, sizes, stats_a, stats_b, log_path
+
+
+@numba.njit(cache=True)
+def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermediate_scans,
+                       uniforms):
+    """The whole restricted-Gibbs split-merge proposal for given anchors, in one call.
+
+    Parameters
+    ----------
+    model : Model
+    partition : Partition
+        The current state (read only).
+    tables : PriorTables
+    anchor_i, anchor_j : int
+    n_intermediate_scans : int
+        ``t``.
+    uniforms : ndarray of float64, shape (>= (t + 2) |S|,)
+        ``uniforms[:|S|]`` give the random launch split; the next ``t`` blocks of ``|S|``
+        drive the intermediate scans, then one block the final scan.
+
+    Returns
+    -------
+    move : int
+    log_accept_ratio : float
+    moving_points : ndarray of int64
+    target_slot : int
+    """
+    family_id, params, x = model
+    labels = partition.labels
+    empty_row = partition.empty_row
+    n_clusters = partition.cluster_count[0]
+    log_v_table, log_w_table = tables
+    members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
+    size_s = members.shape[0]
+    sides, sizes, stats_a, stats_b, _ = _launch_state(
+        model, members, anchor_i, anchor_j, n_intermediate_scans, uniforms, log_w_table,
+        empty_row)
+    offset = (n_intermediate_scans + 1) * size_s
     is_split = labels[anchor_i] == labels[anchor_j]
     if is_split:
         log_q = restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b,
                                 False, sides, uniforms[offset:offset + size_s], log_w_table)
-        if control == 1:
-            log_q += log_path
         log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
                                           stats_a, sizes[0], stats_b, sizes[1], empty_row,
                                           log_v_table, log_w_table, n_clusters)
@@ -207,8 +222,6 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
     # merge: probability that one scan from the launch state gives the current split
     log_q = restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, True,
                             current_sides, uniforms, log_w_table)
-    if control == 1:
-        log_q += log_path
     log_ratio = log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members,
                                       stats_a, sizes[0], stats_b, sizes[1], empty_row,
                                       log_v_table, log_w_table, n_clusters - 1)
@@ -218,8 +231,7 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
 
 @numba.njit(cache=True)
 def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
-                          cluster_count, log_v, log_w, n_intermediate_scans, uniforms,
-                          control):
+                          cluster_count, log_v, log_w, n_intermediate_scans, uniforms):
     """:func:`rgsm_proposal_core` with the structures' fields as arguments (Python entry).
 
     numba unboxes named tuples of arrays ~4 us slower than plain arguments, so the Python
@@ -232,18 +244,17 @@ def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row,
     return rgsm_proposal_core(
         Model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
-        PriorTables(log_v, log_w), anchors[0], anchors[1], n_intermediate_scans, uniforms,
-        control)
+        PriorTables(log_v, log_w), anchors[0], anchors[1], n_intermediate_scans, uniforms)
 
 
-def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans, control):
+def _rgsm_proposal(model, partition, tables, rng, n_intermediate_scans):
     n = model.x.shape[0]
     if n < 2:
         return NO_PROPOSAL
     # |S| <= n - 2: launch + t intermediate + final blocks, and 2 for the anchors
     uniforms = rng.random((n_intermediate_scans + 2) * (n - 2) + 2)
     move, log_ratio, moving, target = _rgsm_proposal_fields(
-        *model, *partition, *tables, n_intermediate_scans, uniforms, control)
+        *model, *partition, *tables, n_intermediate_scans, uniforms)
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
@@ -264,7 +275,7 @@ def build_rgsm_move(n_intermediate_scans: int = 5
         split-merge Metropolis–Hastings update (Algorithm 2), applied in place if accepted.
     """
     return ProposeThenAccept(
-        _rgsm_proposal, non_negative_integer(n_intermediate_scans, "n_intermediate_scans"), 0)
+        _rgsm_proposal, non_negative_integer(n_intermediate_scans, "n_intermediate_scans"))
 
 
 def rgsm_move(state, log_v_table, log_w_table, rng: np.random.Generator,

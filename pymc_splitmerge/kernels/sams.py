@@ -142,8 +142,7 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
 
 
 @numba.njit(cache=True)
-def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
-                       sampled_reverse):
+def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
     """The whole SAMS proposal for given anchors, in one compiled call.
 
     The log posterior ratio of split and merged states
@@ -162,8 +161,6 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
     uniforms : ndarray of float64, shape (>= 2 |S|,)
         ``uniforms[:|S|]`` order :math:`S` (argsort: a uniformly random permutation),
         ``uniforms[|S|:2|S|]`` drive the sampled allocation.
-    sampled_reverse : bool
-        Negative control only: score a merge with a freshly sampled split.
 
     Returns
     -------
@@ -174,12 +171,12 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms,
     """
     members, current_sides = anchor_clusters_members(partition.labels, anchor_i, anchor_j)
     return sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
-                                       current_sides, uniforms, sampled_reverse)
+                                       current_sides, uniforms)
 
 
 @numba.njit(cache=True)
 def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
-                                current_sides, uniforms, sampled_reverse):
+                                current_sides, uniforms):
     """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
     increasing order) and their ``current_sides`` (0: anchor ``i``'s cluster, 1: anchor
     ``j``'s), as ``splitmerge_common.anchor_clusters_members`` returns them (found here
@@ -194,13 +191,11 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     order = members[permutation]
     allocation_uniforms = uniforms[size_s:2 * size_s]
     is_split = labels[anchor_i] == labels[anchor_j]
-    sides = np.empty(size_s, dtype=np.int64)
-    log_q = 0.0
-    if is_split or sampled_reverse:
+    if is_split:  # the merged cluster is the current one: its statistics row as it is
+        sides = np.empty(size_s, dtype=np.int64)
         log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
             family_id, params, x, anchor_i, anchor_j, order, False, sides, allocation_uniforms,
             log_w_table, empty_row)
-    if is_split:  # the merged cluster is the current one: its statistics row as it is
         log_ratio = log_split_merge_ratio_given_merged(
             family_id, params, stats_a, size_a, stats_b, size_b,
             partition.stats[labels[anchor_i]], log_v_table, log_w_table, n_clusters)
@@ -211,13 +206,12 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     log_q_forced, stats_a, stats_b, size_a, size_b = sequential_allocation(
         family_id, params, x, anchor_i, anchor_j, order, True, sides_current, uniforms,
         log_w_table, empty_row)
-    log_q_reverse = log_q if sampled_reverse else log_q_forced
     log_ratio = log_split_merge_ratio_given_merged(
         family_id, params, stats_a, size_a, stats_b, size_b,
         merged_statistics(model, partition, anchor_i, anchor_j, members, current_sides),
         log_v_table, log_w_table, n_clusters - 1)
     moving = anchor_i_side(anchor_i, order, sides_current, size_a)
-    return MOVE_MERGE, log_q_reverse - log_ratio, moving, labels[anchor_j]
+    return MOVE_MERGE, log_q_forced - log_ratio, moving, labels[anchor_j]
 
 
 @numba.njit(cache=True)
@@ -249,7 +243,7 @@ def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
 
 @numba.njit(cache=True)
 def _sams_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
-                          cluster_count, log_v, log_w, anchors, uniforms, sampled_reverse):
+                          cluster_count, log_v, log_w, anchors, uniforms):
     """:func:`sams_proposal_core` with the structures' fields as arguments (Python entry).
 
     numba unboxes named tuples of arrays ~4 us slower than plain arguments, so the Python
@@ -262,10 +256,10 @@ def _sams_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row,
     return sams_proposal_core(
         Model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
-        PriorTables(log_v, log_w), anchors[0], anchors[1], uniforms, sampled_reverse)
+        PriorTables(log_v, log_w), anchors[0], anchors[1], uniforms)
 
 
-def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_reverse):
+def _sams_proposal(model, partition, tables, rng, anchor_proposal):
     n = model.x.shape[0]
     if n < 2:
         return NO_PROPOSAL
@@ -275,7 +269,7 @@ def _sams_proposal(model, partition, tables, rng, anchor_proposal, sampled_rever
     else:
         anchors = np.array(anchor_proposal.sample(n, rng), dtype=np.int64)
     move, log_ratio, moving, target = _sams_proposal_fields(
-        *model, *partition, *tables, anchors, uniforms, sampled_reverse)
+        *model, *partition, *tables, anchors, uniforms)
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
@@ -322,9 +316,9 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         if anchor_proposal is not None:
             raise ValueError("cluster_anchors=True draws its own anchors; anchor_proposal "
                              "must be None")
-        return _ClusterSAMSMove(anchor_correction=True)
+        return _ClusterSAMSMove()
     _check_options(anchor_proposal)
-    return ProposeThenAccept(_sams_proposal, anchor_proposal, False)
+    return ProposeThenAccept(_sams_proposal, anchor_proposal)
 
 
 def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
@@ -477,7 +471,7 @@ def _log_split_type_probability(n_clusters):
 
 
 @numba.njit(cache=True)
-def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair, index):
+def _cluster_sams_update(model, partition, tables, uniforms, pair, index):
     """One cluster-anchor SAMS Metropolis–Hastings update (law: :func:`_sams_updates`),
     drawing from numba's generator (seeded by the caller); ``partition`` changes in place if
     accepted.
@@ -522,10 +516,9 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
     members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i, anchor_j)
     log_offset = 0.0
     if not split_type:
-        if anchor_correction:
-            log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
-                          + math.log(k) + math.log(size_a) + math.log(size_b)
-                          - math.log(m) - math.log(m - 1))
+        log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
+                      + math.log(k) + math.log(size_a) + math.log(size_b)
+                      - math.log(m) - math.log(m - 1))
         if _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
                                           members, current_sides, log_offset,
                                           metropolis_uniform):
@@ -534,8 +527,8 @@ def _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, 
     for t in range(2 * size_s):
         uniforms[t] = np.random.random()
     move, log_ratio, moving, target = sams_proposal_given_members(
-        model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms, False)
-    if split_type and anchor_correction:
+        model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms)
+    if split_type:
         size_a = moving.shape[0]
         size_b = m - size_a
         log_offset = (-math.log(2.0) - _log_split_type_probability(k)
@@ -563,7 +556,7 @@ def _cluster_update_buffers(partition):
 
 
 @numba.njit(cache=True)
-def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=True):
+def _sams_updates(model, partition, tables, n_updates, seed):
     r"""``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
     sweep), in one compiled call, from numba's generator seeded here with ``seed``.
 
@@ -578,8 +571,8 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
       anchor uniformly in each.
 
     Given the anchors, the proposal is SAMS's (:func:`sams_proposal_core`: sequential
-    allocation in a uniform order, the forced reverse split for a merge).  The anchor law
-    now depends on the partition, so the log acceptance ratio gains the log ratio of the
+    allocation in a uniform order, the forced reverse split for a merge).  This anchor law
+    depends on the partition, so the log acceptance ratio gains the log ratio of the
     reverse to the forward anchor probability: for a split of a cluster of ``m`` into
     ``m_A + m_B`` from ``K`` clusters
 
@@ -589,8 +582,7 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
 
     and its negative (with ``K`` the merged count plus one) for the merge, ``t_s, t_m`` the
     kind probabilities.  So the chain leaves the posterior invariant, as uniform-anchor SAMS
-    does (tested by enumeration); ``anchor_correction=False`` (negative control) drops the
-    term.  Merges are settled early where :func:`merge_surely_rejected` can.
+    does (tested by enumeration; the tests' negative control drops the term).  Merges are settled early where :func:`merge_surely_rejected` can.
 
     Each update is :func:`_cluster_sams_update` (the one implementation of the law, also
     the move ``build_sams_move(cluster_anchors=True)`` of
@@ -605,38 +597,33 @@ def _sams_updates(model, partition, tables, n_updates, seed, anchor_correction=T
     uniforms, pair, index = _cluster_update_buffers(partition)
     accepted = 0
     for _ in range(n_updates):
-        if _cluster_sams_update(model, partition, tables, anchor_correction, uniforms, pair,
-                                index)[1]:
+        if _cluster_sams_update(model, partition, tables, uniforms, pair, index)[1]:
             accepted += 1
     return accepted
 
 
 @numba.njit(cache=True)
 def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
-                              where, cluster_count, log_v, log_w, seed, anchor_correction):
+                              where, cluster_count, log_v, log_w, seed):
     """:func:`_cluster_sams_update` from loose fields (cf. :func:`_sams_proposal_fields`),
     numba's generator seeded with ``seed`` first."""
     np.random.seed(seed)
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
     uniforms, pair, index = _cluster_update_buffers(partition)
     return _cluster_sams_update(Model(family_id, params, x), partition,
-                                PriorTables(log_v, log_w), anchor_correction, uniforms, pair,
-                                index)
+                                PriorTables(log_v, log_w), uniforms, pair, index)
 
 
 class _ClusterSAMSMove:
     """The built cluster-anchor SAMS move (a class, as ``ProposeThenAccept``: copied with
     its step)."""
 
-    def __init__(self, anchor_correction: bool):
-        self.anchor_correction = anchor_correction
-
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> SplitMergeInfo:
         if model.x.shape[0] < 2:
             return SplitMergeInfo(MOVE_NONE, False, float("nan"))
         move, accepted, log_ratio = _cluster_sams_move_fields(
-            *model, *partition, *tables, numba_seed_from(rng), self.anchor_correction)
+            *model, *partition, *tables, numba_seed_from(rng))
         return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
     def run_updates(self, model: Model, partition: Partition, tables: PriorTables,
@@ -647,5 +634,5 @@ class _ClusterSAMSMove:
         if model.x.shape[0] < 2:
             raise ValueError("SAMS updates need at least 2 points")
         return int(_sams_updates(model, partition, tables, int(n_updates),
-                                 numba_seed_from(rng), self.anchor_correction))
+                                 numba_seed_from(rng)))
 

@@ -11,7 +11,7 @@ All point moves of every kernel go through ``assign_point`` / ``unassign_point``
 the active-slot list and the family's statistics rows consistent.  The loose-array forms are
 the leaf primitives of the hot loops: a compiled kernel unpacks the structures once at its
 top (``labels, sizes, ... = partition``), because reading a named tuple's fields inside a hot
-loop measured up to 1.5x slower in numba than local arrays.
+loop is up to 1.5x slower in numba than reading local arrays.
 """
 
 from __future__ import annotations

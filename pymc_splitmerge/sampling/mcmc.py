@@ -6,7 +6,7 @@ partition variable these numbers are computed on the raw label vector: they are 
 (relabelling the clusters moves them, and a label vector is only identified up to that), they
 warn for no reason or stay silent when the chain is stuck, and at large ``n`` they cost most of
 the post-processing time (one R-hat and two ESS per observation).  PyMC offers no
-hook to exclude a variable from these checks (measured on pymc 5.28 and 6.4:
+hook to exclude a variable from these checks (pymc 5.28 and 6.4:
 ``run_convergence_checks(idata, model)`` takes every free RV of the model present in the
 posterior; step methods cannot declare anything; ``compute_convergence_checks`` is all or
 nothing), so :func:`sample` calls ``pm.sample(..., compute_convergence_checks=False)`` and
