@@ -332,13 +332,13 @@ def main():
                         help="points of the 2-D mixture in section 5")
     parser.add_argument("--runs", type=int, default=None,
                         help="runs per row of section 5 (default 10 with --full, else 3)")
-    parser.add_argument("--particles", type=int, default=200,
+    parser.add_argument("--particles", type=int, default=20,
                         help="tempered SMC particles in section 5")
     parser.add_argument("--sequential-particles", type=int, default=1000,
                         help="sequential SMC particles in section 5")
     parser.add_argument("--sweeps", type=int, default=2,
                         help="tempered Gibbs sweeps per particle and stage")
-    parser.add_argument("--split-merge", type=int, default=10,
+    parser.add_argument("--split-merge", type=int, default=30,
                         help="tempered SAMS moves per particle and stage")
     parser.add_argument("--ess", type=float, default=0.5,
                         help="relative ESS of each tempering stage")

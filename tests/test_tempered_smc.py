@@ -199,7 +199,8 @@ def test_negative_control_moves_at_wrong_temperature_change_the_law(monkeypatch)
         return original(model, population, empty_row, log_v, log_w, 0.3 * betas, *rest)
 
     monkeypatch.setattr(ts, "tempered_gibbs_sweeps", half_temperature)
-    labels = _final_particles(prior, family, x, np.random.default_rng(8))
+    labels = _final_particles(prior, family, x, np.random.default_rng(8), n_split_merge=2,
+                              max_temperature_step=0.4)
     assert chisquare_partitions(labels, exact_posterior(prior, family, x)).pvalue \
         < GOF_PVALUE_THRESHOLD
 

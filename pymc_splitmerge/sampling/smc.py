@@ -87,7 +87,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
                resampling: str = "systematic", random_seed=None, cores=None,
                progressbar: bool = True, previous=None, method: str = "sequential",
-               n_gibbs_sweeps: int = 2, n_split_merge: int = 10, temperatures=None,
+               n_gibbs_sweeps: int = 2, n_split_merge: int = 30, temperatures=None,
                max_temperature_step: float = 0.05, max_move_rounds: int = 1,
                correlation_threshold: float = 0.1):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
