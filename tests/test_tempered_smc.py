@@ -11,7 +11,10 @@
   the moves at a wrong temperature;
 * the jackknife standard error of ``pooled_log_evidence`` against the spread of repeated pooled
   estimates (tempered runs on enumerable data; log-normal estimates 1-4 nats wide);
-* ``sample_smc(method="tempered")``: layout, evidence, clear errors.
+* ``sample_smc(method="tempered")``: layout, evidence, clear errors;
+* many runs in one population (``tempered_runs``, which the statistical tests use to stay
+  fast): resampling within each run against the reference, each run's own temperatures; the
+  adaptive rounds of moves follow the correlation rule and keep Ẑ unbiased on enumerable data.
 """
 
 from __future__ import annotations
