@@ -23,7 +23,9 @@ up before timing):
 5. **Tempered against sequential SMC.** Likelihood-tempered SMC (``method="tempered"``:
    adaptive temperatures at relative ESS ``--ess`` with steps at most ``--max-step``,
    ``--sweeps`` tempered Gibbs sweeps and
-   ``--split-merge`` tempered SAMS moves per particle and stage) beside the sequential SMC
+   ``--split-merge`` tempered SAMS moves per particle and round of moves, up to ``--rounds``
+   rounds per stage until the correlation of the particles' log likelihoods before and after
+   the moves is at most ``--correlation``) beside the sequential SMC
    with Gibbs rejuvenation (Q = 5) on the 2-D mixture (``--n`` points, default 1,000): mean and
    sd of log Ẑ over ``--runs`` runs, CPU seconds per run, DP(1) against MFM(1, Poisson(3)):
    the per-run log Bayes factor (run r of each prior) and how often its sign agrees with the
@@ -230,7 +232,7 @@ def _runs(function, runs):
 
 
 def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps, split_merge,
-                                ess, max_step, rng):
+                                ess, max_step, rounds, correlation, rng):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -239,22 +241,25 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     x = family.prepare_data(gaussian)
     print(f"## 5. Tempered against sequential SMC: 2-D mixture n = {n}, {runs} runs; tempered "
           f"L = {particles}, ESS {ess}, steps ≤ {max_step}, {sweeps} Gibbs sweeps + "
-          f"{split_merge} SAMS moves per stage; sequential L = {sequential_particles}, Q = 5\n")
+          f"{split_merge} SAMS moves per round, ≤ {rounds} rounds per stage (correlation "
+          f"≤ {correlation}); sequential L = {sequential_particles}, Q = 5\n")
     print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
-          "stages | CPU s / run |")
+          "stages (rounds) | CPU s / run |")
     print("|---|---|---|---|---|---|---|")
     results = {}
     for prior_name in ("DP(1)", "MFM(1, Poisson(3))"):
         prior = PRIORS[prior_name]
         prepared = tempered_smc.prepare_tempered(prior, family, x)
         tempered_smc.run_tempered_smc(prior, family, x[:10], 2, rng)  # warm-up
-        stages = []
+        stages, move_rounds = [], []
 
-        def tempered_run(prior=prior, prepared=prepared, stages=stages):
+        def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds):
             result = tempered_smc.run_tempered_smc(
                 prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step)
+                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step,
+                max_move_rounds=rounds, correlation_threshold=correlation)
             stages.append(result.log_evidence_increments.size)
+            move_rounds.append(result.move_rounds.sum())
             return result.log_evidence
 
         sequential_prepared = smc._prepare_run(prior, family, x, None, None)
@@ -267,7 +272,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
             values, seconds = _runs(function, runs)
             results[(method, prior_name)] = values
             pooled, se = pooled_log_evidence(values)
-            stage_text = f"{np.mean(stages):.0f}" if method == "tempered" else "n"
+            stage_text = (f"{np.mean(stages):.0f} ({np.mean(move_rounds):.0f})"
+                          if method == "tempered" else "n")
             print(f"| {method} | {prior_name} | {values.mean():.2f} | "
                   f"{values.std(ddof=1):.3f} | {pooled:.2f} ({se:.3f}) | {stage_text} | "
                   f"{seconds:.2f} |")
@@ -285,7 +291,7 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     print()
 
 
-def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rng):
+def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rounds, correlation, rng):
     from pymc_splitmerge.components import NormalKnownCovariance
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
@@ -305,8 +311,8 @@ def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rng):
     for method, function in (
             ("tempered", lambda: tempered_smc.run_tempered_smc(
                 prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess,
-                max_temperature_step=max_step).log_evidence),
+                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step,
+                max_move_rounds=rounds, correlation_threshold=correlation).log_evidence),
             ("sequential", lambda: smc.run_smc(prior, family, x, particles, rng,
                                                rejuvenation=5).log_evidence)):
         values, seconds = _runs(function, runs)
@@ -326,18 +332,23 @@ def main():
                         help="points of the 2-D mixture in section 5")
     parser.add_argument("--runs", type=int, default=None,
                         help="runs per row of section 5 (default 10 with --full, else 3)")
-    parser.add_argument("--particles", type=int, default=200,
+    parser.add_argument("--particles", type=int, default=20,
                         help="tempered SMC particles in section 5")
     parser.add_argument("--sequential-particles", type=int, default=1000,
                         help="sequential SMC particles in section 5")
     parser.add_argument("--sweeps", type=int, default=2,
                         help="tempered Gibbs sweeps per particle and stage")
-    parser.add_argument("--split-merge", type=int, default=10,
+    parser.add_argument("--split-merge", type=int, default=30,
                         help="tempered SAMS moves per particle and stage")
     parser.add_argument("--ess", type=float, default=0.5,
                         help="relative ESS of each tempering stage")
     parser.add_argument("--max-step", type=float, default=0.05,
                         help="largest temperature step of the tempered SMC")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of moves per stage at most (tempered SMC)")
+    parser.add_argument("--correlation", type=float, default=0.1,
+                        help="stop moving at a stage once the log likelihoods' correlation "
+                             "with the stage's start is at most this")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.full:
@@ -358,9 +369,10 @@ def main():
     if "5" not in args.skip:
         runs = args.runs or (10 if args.full else 3)
         neal_2000(max(runs, 10), 100, args.sweeps, args.split_merge, args.ess, args.max_step,
-                  rng)
+                  args.rounds, args.correlation, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
-                                    args.sweeps, args.split_merge, args.ess, args.max_step, rng)
+                                    args.sweeps, args.split_merge, args.ess, args.max_step,
+                                    args.rounds, args.correlation, rng)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@
   the moves at a wrong temperature;
 * the jackknife standard error of ``pooled_log_evidence`` against the spread of repeated pooled
   estimates (tempered runs on enumerable data; log-normal estimates 1-4 nats wide);
-* ``sample_smc(method="tempered")``: layout, evidence, clear errors.
+* ``sample_smc(method="tempered")``: layout, evidence, clear errors;
+* many runs in one population (``tempered_runs``, which the statistical tests use to stay
+  fast): resampling within each run against the reference, each run's own temperatures; the
+  adaptive rounds of moves follow the correlation rule and keep Ẑ unbiased on enumerable data.
 """
 
 from __future__ import annotations
@@ -74,14 +77,17 @@ def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=30
     population = _population(prepared, draws)
     n = x.shape[0]
     ts.seed_numba_from(rng)
+    betas = np.full(num_samples, beta_move)
+    moving = np.ones(num_samples, dtype=np.bool_)
+    changes = np.zeros(num_samples, dtype=np.int64)
     if move == "gibbs":
         ts.tempered_gibbs_sweeps(prepared.model, population, prepared.empty_row, prepared.log_v,
-                                 prepared.log_w, beta_move, prepared.log_prior_predictive, 1,
-                                 np.empty(n + 2), np.arange(n))
+                                 prepared.log_w, betas, moving, changes,
+                                 prepared.log_prior_predictive, 1, np.empty(n + 2), np.arange(n))
     else:
         ts.tempered_split_merge(prepared.model, population, prepared.empty_row, prepared.log_v,
-                                prepared.log_w, beta_move, 1, np.empty(n, dtype=np.int64),
-                                np.empty(n, dtype=np.bool_))
+                                prepared.log_w, betas, moving, changes, 1,
+                                np.empty(n, dtype=np.int64), np.empty(n, dtype=np.bool_))
     return population.labels.copy(), exact
 
 
@@ -174,10 +180,8 @@ def test_adaptive_temperatures_bias_shrinks_with_particles():
 
 
 def _final_particles(prior, family, x, rng, runs=1000, num_particles=16, **options):
-    prepared = ts.prepare_tempered(prior, family, x)
-    return np.array([ts.run_tempered_smc(prior, family, x, num_particles, rng,
-                                         prepared=prepared, **options).labels[0]
-                     for _ in range(runs)])
+    return np.array([result.labels[0] for result in
+                     ts.tempered_runs(prior, family, x, num_particles, runs, rng, **options)])
 
 
 @pytest.mark.parametrize("prior_name, family_name", [("dp", "niw"), ("mfm", "bernoulli")])
@@ -194,11 +198,12 @@ def test_negative_control_moves_at_wrong_temperature_change_the_law(monkeypatch)
     prior = PRIORS["dp"]
     original = ts.tempered_gibbs_sweeps
 
-    def half_temperature(model, population, empty_row, log_v, log_w, beta, *rest):
-        return original(model, population, empty_row, log_v, log_w, 0.3 * beta, *rest)
+    def half_temperature(model, population, empty_row, log_v, log_w, betas, *rest):
+        return original(model, population, empty_row, log_v, log_w, 0.3 * betas, *rest)
 
     monkeypatch.setattr(ts, "tempered_gibbs_sweeps", half_temperature)
-    labels = _final_particles(prior, family, x, np.random.default_rng(8))
+    labels = _final_particles(prior, family, x, np.random.default_rng(8), n_split_merge=2,
+                              max_temperature_step=0.4)
     assert chisquare_partitions(labels, exact_posterior(prior, family, x)).pvalue \
         < GOF_PVALUE_THRESHOLD
 
@@ -294,3 +299,43 @@ def test_sample_smc_tempered_clear_errors():
     with pytest.raises(ValueError, match="ess_threshold"):
         psm.sample_smc(draws=8, chains=2, model=model, method="tempered", ess_threshold=1.0,
                        progressbar=False)
+
+
+# ----------------------------------------------------- batched runs, adaptive move rounds
+
+
+def test_grouped_systematic_resampling_matches_the_reference_row_by_row():
+    from pymc_splitmerge.kernels.smc import reference_systematic_resample
+
+    rng = np.random.default_rng(4)
+    log_weights = rng.normal(0.0, 3.0, size=(7, 9))
+    log_weights[2, 3:] = -np.inf  # a row with zero weights
+    flat = ts._grouped_systematic_ancestors(log_weights, np.random.default_rng(11))
+    uniforms = np.random.default_rng(11).random(7)
+    for row in range(7):
+        weights = np.exp(log_weights[row] - log_weights[row].max())
+        expected = reference_systematic_resample(weights / weights.sum(), uniforms[row])
+        np.testing.assert_array_equal(flat[row], expected + row * 9)
+
+
+def test_next_temperature_steps_runs_independently():
+    rng = np.random.default_rng(2)
+    rows = rng.normal(-50.0, 10.0, size=(4, 20))
+    beta = np.array([0.0, 0.3, 0.9, 0.99])
+    together = ts.next_temperature(rows, beta, 0.5, 0.05)
+    alone = [ts.next_temperature(rows[g], beta[g], 0.5, 0.05) for g in range(4)]
+    np.testing.assert_allclose(together, alone)
+
+
+def test_move_rounds_follow_the_correlation_rule_and_keep_the_evidence_unbiased():
+    family, x = _problem("niw")
+    prior = PRIORS["mfm"]
+    rng = np.random.default_rng(23)
+    options = {"temperatures": SCHEDULE, "n_gibbs_sweeps": 1, "max_move_rounds": 3}
+    # threshold 1: every run stops after one round; -1: every run uses all rounds
+    for threshold, expected in ((1.0, 1), (-1.0, 3)):
+        results = ts.tempered_runs(prior, family, x, 4, 5, rng,
+                                   correlation_threshold=threshold, **options)
+        assert all(np.all(r.move_rounds == expected) for r in results)
+    z, mean = _evidence_z(prior, family, x, rng, correlation_threshold=0.1, **options)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)

@@ -26,12 +26,21 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
    ``kernels/gibbs.py`` with the predictive raised to :math:`\beta_t`, since
    :math:`m(y_{b\cup i})/m(y_b) = f(y_i\mid y_b)`), optionally followed by
    ``n_split_merge`` sequentially allocated split-merge moves (SAMS, Dahl 2005) at the same
-   temperature.
+   temperature; this round of moves is repeated, up to ``max_move_rounds`` times, until the
+   correlation across particles between the log likelihoods before the moves and now is at
+   most ``correlation_threshold`` (the stopping rule of :func:`pymc.sample_smc`'s kernels,
+   applied to the partition's log likelihood), so that the moves follow the temperature
+   where the target changes most.
 
-With a fixed schedule :math:`\hat Z = \prod_t \frac1L \sum_p w_t^p` is unbiased for
-:math:`p(y)` (Del Moral 2004); adaptive temperatures make it consistent, with a bias of order
-:math:`1/L` that the tests and the benchmark measure.  The particles after the last stage are
-equally weighted draws whose law tends to the posterior.
+Every stage resamples, so the conditional ESS of Zhou, Johansen & Aston (2016) equals the ESS
+and chooses the same temperatures.  :func:`tempered_runs` runs many independent runs in one
+population (each with its own temperatures, resampling and rounds).
+
+With a fixed schedule and one round of moves per stage :math:`\hat Z = \prod_t \frac1L
+\sum_p w_t^p` is unbiased for :math:`p(y)` (Del Moral 2004); adaptive temperatures and rounds
+make it consistent, with a bias of order :math:`1/L` that the tests and the benchmark measure.
+The particles after the last stage are equally weighted draws whose law tends to the
+posterior.
 
 References
 ----------
@@ -41,6 +50,8 @@ Dahl, D. B. (2005). Sequentially-allocated merge-split sampler for conjugate and
 Dirichlet process mixture models.  Technical report, Texas A&M University.
 Chopin, N. and Papaspiliopoulos, O. (2020). An Introduction to Sequential Monte Carlo.
 Springer, ch. 17 (tempering, adaptive temperatures by bisection on the ESS).
+Zhou, Y., Johansen, A. M. and Aston, J. A. D. (2016). Toward automatic model comparison: an
+adaptive sequential Monte Carlo approach. JCGS 25(3), 701-726.
 """
 
 from __future__ import annotations
@@ -59,7 +70,6 @@ from pymc_splitmerge.kernels.smc import (
     _resample_population,
     empty_population,
     particle,
-    reference_systematic_resample,
 )
 from pymc_splitmerge.kernels.state import Model, add, remove
 from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
@@ -74,6 +84,7 @@ __all__ = [
     "run_tempered_smc",
     "stage_log_increment",
     "tempered_gibbs_sweeps",
+    "tempered_runs",
     "tempered_split_merge",
 ]
 
@@ -116,15 +127,20 @@ def population_log_likelihoods(model, population, out):
 
 
 @numba.njit(cache=True)
-def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, beta,
-                          log_prior_predictive, n_sweeps, scratch, order):
-    """``n_sweeps`` random-scan Gibbs sweeps of every particle, invariant for ``π_β``.
+def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, moving,
+                          changes, log_prior_predictive, n_sweeps, scratch, order):
+    """``n_sweeps`` random-scan Gibbs sweeps of particle ``p``, invariant for ``π_{betas[p]}``,
+    for every ``p`` with ``moving[p]``.
 
-    Returns the number of point updates that changed a point's block.
+    ``changes[p]`` is increased by the number of point updates that changed a block; returns
+    their total.
     """
     n = model.x.shape[0]
     changed = 0
     for p in range(population.labels.shape[0]):
+        if not moving[p]:
+            continue
+        beta = betas[p]
         part = particle(population, empty_row, p)
         for _ in range(n_sweeps):
             np.random.shuffle(order)
@@ -148,6 +164,7 @@ def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, beta,
                     slot = part.active[choice]
                 if not (slot == old or (was_singleton and choice == k)):
                     changed += 1
+                    changes[p] += 1
                 add(model, part, i, slot)
     return changed
 
@@ -191,15 +208,17 @@ def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, log_w, for
 
 
 @numba.njit(cache=True)
-def tempered_split_merge(model, population, empty_row, log_v, log_w, beta, n_moves,
-                         members, forced):
-    """``n_moves`` SAMS split-merge moves (Dahl 2005) per particle, invariant for ``π_β``.
+def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, moving, changes,
+                         n_moves, members, forced):
+    """``n_moves`` SAMS split-merge moves (Dahl 2005) of particle ``p``, invariant for
+    ``π_{betas[p]}``, for every ``p`` with ``moving[p]``.
 
     Two distinct points ``i, j`` uniformly at random.  Same block: split it, the other members
     allocated in a random order to the block of ``i`` or of ``j`` with probability ``∝
     W(m+1)/W(m) f(y | block)^β`` (log probability ``log q``); different blocks: merge, with
     ``log q`` of the forced reverse allocation.  Metropolis–Hastings with
-    ``log π_β(c*) - log π_β(c) ∓ log q``.  Returns the number of accepted moves.
+    ``log π_β(c*) - log π_β(c) ∓ log q``.  ``changes[p]`` is increased by the accepted
+    moves of particle ``p``; returns their total.
     """
     n = model.x.shape[0]
     accepted = 0
@@ -207,6 +226,9 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, beta, n_mov
     if n < 2:
         return 0
     for p in range(population.labels.shape[0]):
+        if not moving[p]:
+            continue
+        beta = betas[p]
         part = particle(population, empty_row, p)
         for _ in range(n_moves):
             i = np.random.randint(n)
@@ -241,6 +263,7 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, beta, n_mov
                 log_ratio = log_after - log_before - log_q
                 if np.log(np.random.random()) < log_ratio:
                     accepted += 1
+                    changes[p] += 1
                 else:  # undo: everything back into slot_i
                     for r in range(count):
                         if part.labels[members[r]] == slot_j_new:
@@ -281,6 +304,7 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, beta, n_mov
                 log_ratio = log_after - log_before + log_q
                 if np.log(np.random.random()) < log_ratio:
                     accepted += 1
+                    changes[p] += 1
                 else:  # undo: j and its former members back into a block of their own
                     remove(model, part, j)
                     slot_back = free_slot(part.where)
@@ -302,35 +326,43 @@ def stage_log_increment(log_incremental_weights) -> float:
     return float(peak + np.log(np.mean(np.exp(values - peak))))
 
 
-def _relative_ess(log_weights) -> float:
-    values = log_weights - log_weights.max()
+def _relative_ess_rows(log_weights):
+    """Relative ESS ``(sum w)^2 / (L sum w^2)`` of every row of ``log_weights`` (G, L)."""
+    values = log_weights - log_weights.max(axis=1, keepdims=True)
     weights = np.exp(values)
-    return float(weights.sum() ** 2 / (weights.size * np.sum(weights**2)))
+    return weights.sum(axis=1) ** 2 / (weights.shape[1] * np.sum(weights**2, axis=1))
 
 
-def next_temperature(log_likelihoods, beta: float, ess_threshold: float,
-                     max_step: float = 1.0) -> float:
+def next_temperature(log_likelihoods, beta, ess_threshold: float, max_step: float = 1.0):
     """The next inverse temperature: relative ESS of ``exp(Δβ ℓ)`` equal to ``ess_threshold``.
 
     Bisection on ``Δβ`` in ``(0, min(1 - β, max_step)]`` as :func:`pymc.sample_smc`; the
     largest step when its ESS stays above the threshold.  ``max_step`` guards against the ESS
     criterion's blind spot: particles that all sit in the same (wrong) region of the partition
     space have nearly equal likelihoods, so the ESS allows a jump to β = 1 that leaves the
-    moves no stages to reach the clusters the colder targets need.
+    moves no stages to reach the clusters the colder targets need.  With ``log_likelihoods``
+    of shape (G, L) and ``beta`` of shape (G,) the G independent runs are stepped at once
+    (an array is returned); with one run (shape (L,)) a float.
+
+    Every stage resamples to equal weights, so the conditional ESS of Zhou, Johansen & Aston
+    (2016) equals this ESS: the two criteria choose the same temperatures here.
     """
-    log_likelihoods = np.asarray(log_likelihoods, dtype=float)
-    largest = min(1.0 - beta, float(max_step))
-    if _relative_ess(largest * log_likelihoods) >= ess_threshold:
-        return 1.0 if largest >= 1.0 - beta else beta + largest
-    low, high = 0.0, largest
+    single = np.ndim(log_likelihoods) == 1
+    rows = np.atleast_2d(np.asarray(log_likelihoods, dtype=float))
+    beta = np.atleast_1d(np.asarray(beta, dtype=float))
+    largest = np.minimum(1.0 - beta, float(max_step))
+    to_end = largest >= 1.0 - beta
+    accept_largest = _relative_ess_rows(largest[:, None] * rows) >= ess_threshold
+    low, high = np.zeros_like(largest), largest.copy()
     for _ in range(40):  # relative precision 1e-12 of the step
         middle = 0.5 * (low + high)
-        if _relative_ess(middle * log_likelihoods) >= ess_threshold:
-            low = middle
-        else:
-            high = middle
-    step = low if low > 0.0 else high
-    return min(1.0, beta + step)
+        good = _relative_ess_rows(middle[:, None] * rows) >= ess_threshold
+        low = np.where(good, middle, low)
+        high = np.where(good, high, middle)
+    step = np.where(low > 0.0, low, high)
+    new = np.where(accept_largest, np.where(to_end, 1.0, beta + largest),
+                   np.minimum(1.0, beta + step))
+    return float(new[0]) if single else new
 
 
 class TemperedPrepared(NamedTuple):
@@ -381,6 +413,8 @@ class TemperedSMCResult(NamedTuple):
     acceptance : ndarray, shape (stages,)
         Fraction of Gibbs point updates that changed a block at each stage (plus accepted
         split-merge moves, counted per move).
+    move_rounds : ndarray of int, shape (stages,)
+        Rounds of moves (``n_gibbs_sweeps`` sweeps + ``n_split_merge`` SAMS moves) per stage.
     """
 
     labels: np.ndarray
@@ -388,10 +422,12 @@ class TemperedSMCResult(NamedTuple):
     temperatures: np.ndarray
     log_evidence_increments: np.ndarray
     acceptance: np.ndarray
+    move_rounds: np.ndarray
 
 
 def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_threshold,
-                              temperatures, max_temperature_step=1.0):
+                              temperatures, max_temperature_step=1.0, max_move_rounds=1,
+                              correlation_threshold=0.1):
     if int(num_particles) != num_particles or num_particles < 1:
         raise ValueError(f"num_particles must be a positive integer; got {num_particles!r}")
     if int(n_gibbs_sweeps) != n_gibbs_sweeps or n_gibbs_sweeps < 0:
@@ -404,6 +440,12 @@ def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_
     if not 0.0 < float(max_temperature_step) <= 1.0:
         raise ValueError(
             f"max_temperature_step must be in (0, 1]; got {max_temperature_step!r}")
+    if int(max_move_rounds) != max_move_rounds or max_move_rounds < 1:
+        raise ValueError(
+            f"max_move_rounds must be a positive integer; got {max_move_rounds!r}")
+    if not -1.0 <= float(correlation_threshold) <= 1.0:
+        raise ValueError(
+            f"correlation_threshold must be in [-1, 1]; got {correlation_threshold!r}")
     if temperatures is not None:
         values = np.asarray(temperatures, dtype=float)
         if (values.ndim != 1 or values.size < 2 or values[0] != 0.0 or values[-1] != 1.0
@@ -412,12 +454,40 @@ def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_
                              f"{temperatures!r}")
 
 
-def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *,
-                     n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
-                     ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
-                     temperatures=None, prepared=None,
-                     max_stages: int = 10_000) -> TemperedSMCResult:
-    """One likelihood-tempered SMC run over the partitions of ``x`` (module docstring).
+def _row_correlations(start, now):
+    """Pearson correlation of every row pair; 0 where a row is constant (nothing to explain)."""
+    a = start - start.mean(axis=1, keepdims=True)
+    b = now - now.mean(axis=1, keepdims=True)
+    denominator = np.sqrt(np.sum(a * a, axis=1) * np.sum(b * b, axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.sum(a * b, axis=1) / denominator
+    return np.where(denominator > 0, values, 0.0)
+
+
+def _grouped_systematic_ancestors(log_incremental, rng):
+    """Systematic resampling within every row of ``log_incremental`` (G, L): flat ancestors."""
+    groups, size = log_incremental.shape
+    weights = np.exp(log_incremental - log_incremental.max(axis=1, keepdims=True))
+    cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+    cumulative[:, -1] = 1.0
+    positions = (rng.random(groups)[:, None] + np.arange(size)) / size
+    offsets = np.arange(groups)[:, None]
+    flat = np.searchsorted((cumulative + offsets).ravel(), (positions + offsets).ravel(),
+                           side="right").reshape(groups, size)
+    return np.minimum(flat, (offsets + 1) * size - 1)
+
+
+def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
+                  rng: np.random.Generator, *, n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
+                  ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
+                  temperatures=None, max_move_rounds: int = 1,
+                  correlation_threshold: float = 0.1, prepared=None,
+                  max_stages: int = 10_000) -> list[TemperedSMCResult]:
+    """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
+
+    The runs share one population (run ``r`` owns particles ``r L .. (r + 1) L - 1``) so that
+    many small runs cost one numba call per stage; each run has its own temperatures,
+    resampling and move rounds, exactly as if it ran alone (module docstring).
 
     Parameters
     ----------
@@ -426,19 +496,27 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
     x : ndarray, shape (n, data_dim)
         Data prepared by ``family.prepare_data``.
     num_particles : int
+        Particles ``L`` per run.
+    num_runs : int
     rng : numpy.random.Generator
     n_gibbs_sweeps : int
-        Tempered Gibbs sweeps per particle and stage.
+        Tempered Gibbs sweeps per particle and round of moves.
     n_split_merge : int
-        Tempered SAMS split-merge moves per particle and stage (after the sweeps).
+        Tempered SAMS split-merge moves per particle and round (after the sweeps).
     ess_threshold : float
         Target relative ESS of each stage's incremental weights (adaptive temperatures).
     max_temperature_step : float
         Largest step of the adaptive schedule (at least ``1 / max_temperature_step`` stages;
         :func:`next_temperature`).
     temperatures : array of float, optional
-        A fixed schedule from 0 to 1 instead of the adaptive one (then ``Ẑ`` is exactly
-        unbiased).
+        A fixed schedule from 0 to 1 instead of the adaptive one (with ``max_move_rounds =
+        1``, ``Ẑ`` is then exactly unbiased).
+    max_move_rounds : int
+        Rounds of moves per stage at most.  After each round the correlation across the
+        run's particles between their log likelihoods before the moves and now is computed;
+        the run stops moving at this stage once it is at most ``correlation_threshold`` (the
+        rule of :func:`pymc.sample_smc`'s kernels, on the partition's log likelihood).
+    correlation_threshold : float
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -446,63 +524,115 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
 
     Returns
     -------
-    TemperedSMCResult
+    list of TemperedSMCResult
     """
     _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_threshold,
-                              temperatures, max_temperature_step)
+                              temperatures, max_temperature_step, max_move_rounds,
+                              correlation_threshold)
+    if int(num_runs) != num_runs or num_runs < 1:
+        raise ValueError(f"num_runs must be a positive integer; got {num_runs!r}")
     if prepared is None:
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
     n = model.x.shape[0]
-    size = int(num_particles)
+    runs, size = int(num_runs), int(num_particles)
+    total = runs * size
     seed_numba_from(rng)
-    population = empty_population(size, n, empty_row)
-    spare = empty_population(size, n, empty_row)
+    population = empty_population(total, n, empty_row)
+    spare = empty_population(total, n, empty_row)
     scratch = np.empty(n + 2)
     prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
-    log_likelihoods = np.empty(size)
+    log_likelihoods = np.empty(total)
     population_log_likelihoods(model, population, log_likelihoods)
     placed = np.arange(n, dtype=np.int64)
     order = np.arange(n, dtype=np.int64)
     members = np.empty(max(n, 1), dtype=np.int64)
     forced = np.empty(max(n, 1), dtype=np.bool_)
     schedule = None if temperatures is None else np.asarray(temperatures, dtype=float)
-    beta = 0.0
-    betas, increments, acceptance = [0.0], [], []
-    while beta < 1.0:
-        stage = len(increments)
+    beta = np.zeros(runs)
+    particle_betas = np.zeros(total)
+    betas = [[0.0] for _ in range(runs)]
+    increments = [[] for _ in range(runs)]
+    acceptance = [[] for _ in range(runs)]
+    rounds_used = [[] for _ in range(runs)]
+    sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
+    updates_per_round = size * (n * sweeps + moves)
+    stage = 0
+    while np.any(beta < 1.0):
         if stage >= max_stages:
             raise RuntimeError(f"tempered SMC needed more than {max_stages} stages")
-        new = (next_temperature(log_likelihoods, beta, ess_threshold, max_temperature_step)
-               if schedule is None else float(schedule[stage + 1]))
-        log_incremental = (new - beta) * log_likelihoods
-        increments.append(stage_log_increment(log_incremental))
-        weights = np.exp(log_incremental - log_incremental.max())
-        weights /= weights.sum()
-        ancestors = reference_systematic_resample(weights, rng.random())
+        active = np.flatnonzero(beta < 1.0)
+        rows = log_likelihoods.reshape(runs, size)[active]
+        new = (next_temperature(rows, beta[active], ess_threshold, max_temperature_step)
+               if schedule is None else np.full(active.size, float(schedule[stage + 1])))
+        log_incremental = (new - beta[active])[:, None] * rows
+        for g, run in enumerate(active):
+            increments[run].append(stage_log_increment(log_incremental[g]))
+        ancestors = np.arange(total)
+        chosen = _grouped_systematic_ancestors(log_incremental, rng)
+        ancestors.reshape(runs, size)[active] = chosen + (active * size - np.arange(
+            active.size) * size)[:, None]
         _resample_population(placed, ancestors, population, spare, empty_row)
         population, spare = spare, population
-        changed = 0
-        if n_gibbs_sweeps:
-            changed += tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
-                                             prepared.log_w, new, prepared.log_prior_predictive,
-                                             int(n_gibbs_sweeps), scratch, order)
-        if n_split_merge:
-            changed += tempered_split_merge(model, population, empty_row, prepared.log_v,
-                                            prepared.log_w, new, int(n_split_merge), members,
-                                            forced)
-        updates = size * (n * int(n_gibbs_sweeps) + int(n_split_merge))
-        acceptance.append(changed / updates if updates else 0.0)
-        population_log_likelihoods(model, population, log_likelihoods)
-        beta = new
-        betas.append(beta)
-    return TemperedSMCResult(canonical_labels(population.labels), float(np.sum(increments)),
-                             np.array(betas), np.array(increments), np.array(acceptance))
+        log_likelihoods = log_likelihoods[ancestors]
+        particle_betas.reshape(runs, size)[active] = new[:, None]
+        moving_runs = np.zeros(runs, dtype=np.bool_)
+        moving_runs[active] = sweeps + moves > 0
+        start = log_likelihoods.reshape(runs, size).copy()
+        changes = np.zeros(total, dtype=np.int64)
+        count = np.zeros(runs, dtype=np.int64)
+        for round_ in range(int(max_move_rounds)):
+            if not moving_runs.any():
+                break
+            moving = np.repeat(moving_runs, size)
+            if sweeps:
+                tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
+                                      prepared.log_w, particle_betas, moving, changes,
+                                      prepared.log_prior_predictive, sweeps, scratch, order)
+            if moves:
+                tempered_split_merge(model, population, empty_row, prepared.log_v,
+                                     prepared.log_w, particle_betas, moving, changes, moves,
+                                     members, forced)
+            count += moving_runs
+            population_log_likelihoods(model, population, log_likelihoods)
+            if round_ + 1 < int(max_move_rounds):
+                correlation = _row_correlations(start, log_likelihoods.reshape(runs, size))
+                moving_runs &= correlation > float(correlation_threshold)
+        changed = changes.reshape(runs, size).sum(axis=1)
+        for g, run in enumerate(active):
+            updates = updates_per_round * count[run]
+            acceptance[run].append(changed[run] / updates if updates else 0.0)
+            rounds_used[run].append(int(count[run]))
+            betas[run].append(float(new[g]))
+        beta[active] = new
+        stage += 1
+    results = []
+    for run in range(runs):
+        labels = population.labels[run * size:(run + 1) * size]
+        results.append(TemperedSMCResult(
+            canonical_labels(labels), float(np.sum(increments[run])), np.array(betas[run]),
+            np.array(increments[run]), np.array(acceptance[run]),
+            np.array(rounds_used[run], dtype=np.int64)))
+    return results
+
+
+def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Generator,
+                     **options) -> TemperedSMCResult:
+    """One likelihood-tempered SMC run over the partitions of ``x`` (module docstring).
+
+    The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
+    ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
+    ``max_move_rounds``, ``correlation_threshold``, ``prepared``, ``max_stages``).
+
+    Returns
+    -------
+    TemperedSMCResult
+    """
+    return tempered_runs(prior, family, x, num_particles, 1, rng, **options)[0]
 
 
 def tempered_log_evidence_runs(prior, family, x, num_particles: int, num_runs: int,
                                rng: np.random.Generator, **options) -> np.ndarray:
-    """Log evidence estimates of ``num_runs`` independent tempered runs."""
-    prepared = prepare_tempered(prior, family, x)
-    return np.array([run_tempered_smc(prior, family, x, num_particles, rng, prepared=prepared,
-                                      **options).log_evidence for _ in range(int(num_runs))])
+    """Log evidence estimates of ``num_runs`` independent tempered runs (one population)."""
+    return np.array([result.log_evidence for result in
+                     tempered_runs(prior, family, x, num_particles, num_runs, rng, **options)])

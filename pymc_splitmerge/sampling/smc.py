@@ -87,8 +87,9 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
                resampling: str = "systematic", random_seed=None, cores=None,
                progressbar: bool = True, previous=None, method: str = "sequential",
-               n_gibbs_sweeps: int = 2, n_split_merge: int = 10, temperatures=None,
-               max_temperature_step: float = 0.05):
+               n_gibbs_sweeps: int = 2, n_split_merge: int = 30, temperatures=None,
+               max_temperature_step: float = 0.05, max_move_rounds: int = 1,
+               correlation_threshold: float = 0.1):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -163,6 +164,14 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         Largest step of the adaptive schedule (``method="tempered"``): the ESS criterion alone
         jumps to β = 1 as soon as the particles agree, even when they agree on too few
         clusters.
+    max_move_rounds : int
+        Rounds of moves (``n_gibbs_sweeps`` sweeps + ``n_split_merge`` SAMS moves) per stage
+        at most (``method="tempered"``): after each round the correlation across particles
+        between their log likelihoods before the moves and now is computed, and the chain
+        moves on to the next temperature once it is at most ``correlation_threshold`` (the
+        rule of :func:`pymc.sample_smc`'s kernels).
+    correlation_threshold : float
+        See ``max_move_rounds``.
 
     Returns
     -------
@@ -171,7 +180,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         (``log_marginal_likelihood`` per chain; per-step ``ess``, ``resampled``,
         ``log_evidence_increment``) and ``observed_data``.  With ``method="tempered"`` the
         per-stage statistics (dimension ``smc_stage``, NaN after a chain's last stage) are
-        ``beta``, ``log_evidence_increment`` and ``acceptance``, with ``stages`` per chain.
+        ``beta``, ``log_evidence_increment``, ``acceptance`` and ``move_rounds``, with
+        ``stages`` per chain.
 
     Examples
     --------
@@ -187,7 +197,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     if method == "tempered":
         return _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
-                                max_temperature_step, order=order, rejuvenation=rejuvenation, anneal=anneal,
+                                max_temperature_step, max_move_rounds, correlation_threshold,
+                                order=order, rejuvenation=rejuvenation, anneal=anneal,
                                 resampling=resampling, previous=previous)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
     partition, described, prior, family, observed_array, x = _model_data(model)
@@ -311,7 +322,7 @@ def _run_tasks(function, tasks, cores):
 
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
                      n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
-                     **sequential_only):
+                     max_move_rounds, correlation_threshold, **sequential_only):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
     defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
                 "previous": None}
@@ -324,7 +335,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}")
     tempered_kernel._check_tempered_arguments(draws, n_gibbs_sweeps, n_split_merge,
-                                              ess_threshold, temperatures, max_temperature_step)
+                                              ess_threshold, temperatures, max_temperature_step,
+                                              max_move_rounds, correlation_threshold)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
     rng = random_seed if isinstance(random_seed, np.random.Generator) else \
@@ -334,7 +346,9 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     chain_seeds = rng.integers(0, 2**63 - 1, size=chains)
     options = {"n_gibbs_sweeps": int(n_gibbs_sweeps), "n_split_merge": int(n_split_merge),
                "ess_threshold": float(ess_threshold), "temperatures": temperatures,
-               "max_temperature_step": float(max_temperature_step)}
+               "max_temperature_step": float(max_temperature_step),
+               "max_move_rounds": int(max_move_rounds),
+               "correlation_threshold": float(correlation_threshold)}
     tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
              for seed in chain_seeds]
     outputs = _run_tasks(_run_tempered_chain, tasks, cores)
@@ -344,6 +358,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     beta = np.full((chains, stages), np.nan)
     increments = np.full((chains, stages), np.nan)
     acceptance = np.full((chains, stages), np.nan)
+    rounds = np.full((chains, stages), np.nan)
     counts = np.empty(chains, dtype=np.int64)
     seconds = np.empty(chains)
     for chain, (output, elapsed) in enumerate(outputs):
@@ -353,6 +368,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         beta[chain, :count] = output.temperatures[1:]
         increments[chain, :count] = output.log_evidence_increments
         acceptance[chain, :count] = output.acceptance
+        rounds[chain, :count] = output.move_rounds
         counts[chain] = count
         seconds[chain] = elapsed
         if progressbar:
@@ -370,6 +386,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
             "beta": (("chain", "smc_stage"), beta),
             "log_evidence_increment": (("chain", "smc_stage"), increments),
             "acceptance": (("chain", "smc_stage"), acceptance),
+            "move_rounds": (("chain", "smc_stage"), rounds),
             "stages": (("chain",), counts),
             "sampling_time": (("chain",), seconds),
         },
@@ -378,6 +395,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "n_gibbs_sweeps": int(n_gibbs_sweeps), "n_split_merge": int(n_split_merge),
                "ess_threshold": float(ess_threshold),
                "max_temperature_step": float(max_temperature_step),
+               "max_move_rounds": int(max_move_rounds),
+               "correlation_threshold": float(correlation_threshold),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
