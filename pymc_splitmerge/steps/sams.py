@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymc_splitmerge.kernels.anchors import ANCHOR_PROPOSALS, AnchorProposal
-from pymc_splitmerge.kernels.options import non_negative_integer
+from pymc_splitmerge.kernels.options import non_negative_integer, positive_integer
 from pymc_splitmerge.kernels.sams import build_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.steps.base import PartitionStep
@@ -69,13 +69,15 @@ class SAMSStep(PartitionStep):
     }
 
     def __init__(self, vars, anchor_proposal: str = "uniform", n_gibbs_sweeps: int = 0,
-                 model=None, rng=None, **kwargs):
+                 n_split_merge_updates: int = 1, model=None, rng=None, **kwargs):
         if anchor_proposal not in SAMS_ANCHOR_PROPOSALS:
             raise ValueError(
                 f"unknown anchor_proposal {anchor_proposal!r}; choose one of "
                 f"{', '.join(repr(kind) for kind in SAMS_ANCHOR_PROPOSALS)}"
             )
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
+        self.n_split_merge_updates = positive_integer(n_split_merge_updates,
+                                                      "n_split_merge_updates")
         self.cluster_anchors = anchor_proposal == "cluster"
         # cluster anchors depend on the partition: their own move, no AnchorProposal to adapt
         self.anchor_proposal = (None if self.cluster_anchors
@@ -90,9 +92,13 @@ class SAMSStep(PartitionStep):
     minimum_points = 2
 
     def build_transition(self):
-        move = (build_sams_move(cluster_anchors=True) if self.cluster_anchors
-                else build_sams_move(self.anchor_proposal))
-        return build_moves_then_gibbs(move, n_moves=1,
+        if self.cluster_anchors:  # all the updates in one compiled call
+            move = build_sams_move(cluster_anchors=True, n_updates=self.n_split_merge_updates)
+            n_moves = 1
+        else:
+            move = build_sams_move(self.anchor_proposal)
+            n_moves = self.n_split_merge_updates
+        return build_moves_then_gibbs(move, n_moves=n_moves,
                                       n_gibbs_sweeps=self.n_gibbs_sweeps)
 
     def reset_chain(self) -> None:
@@ -105,7 +111,7 @@ class SAMSStep(PartitionStep):
             return {"sams_move": 0, "sams_accepted": False, "sams_log_accept_ratio": np.nan}
         if self.tune and self.anchor_proposal is not None:
             self.anchor_proposal.adapt(state, tables[1])
-        (info,) = self.run_transition(state, tables).moves
+        *_, info = self.run_transition(state, tables).moves
         return {
             "sams_move": int(info.move),
             "sams_accepted": bool(info.accepted),
