@@ -120,3 +120,20 @@ def test_sams_step_makes_n_split_merge_updates_per_draw(anchor_proposal):
         point, (stats,) = step.step(point)
         assert stats["sams_move"] in (0, MOVE_SPLIT, MOVE_MERGE)
         assert stats["sams_n_clusters"] == len(np.unique(point["z"]))
+
+
+def test_default_partition_step_is_fifty_cluster_anchor_updates_and_a_sweep():
+    """What plain ``pm.sample()`` runs (chosen by ``benchmarks/default_step.py``); options
+    still pass through (``pm.sample(sams={...})``)."""
+    import pymc_splitmerge as psm
+
+    model = _bernoulli_model()
+    with model:
+        default = psm.steps.DefaultPartitionStep(model["z"])
+        custom = psm.steps.DefaultPartitionStep(model["z"], anchor_proposal="uniform",
+                                                n_split_merge_updates=2, n_gibbs_sweeps=0)
+    assert default.cluster_anchors and default.anchor_proposal is None
+    assert (default.transition.n_moves, default.transition.move.n_updates) == (1, 50)
+    assert default.n_gibbs_sweeps == 1 and default.transition.sweep is not None
+    assert not custom.cluster_anchors and custom.transition.n_moves == 2
+    assert custom.transition.sweep is None
