@@ -16,9 +16,9 @@ from functools import partial
 
 import numpy as np
 import pytest
+from broken_kernels import sams_cluster_anchors_without_anchor_law_ratio
 from conftest import PRIORS, PROBLEMS, chain_draws, niw_problem, one_step_draws
 
-from pymc_splitmerge.kernels import sams
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.sams import _sams_updates, build_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
@@ -28,8 +28,15 @@ from pymc_splitmerge.testing import assert_partition_gof
 SEED = 20261127
 N_UPDATES = 4
 _BATCH = build_sams_move(cluster_anchors=True, n_updates=N_UPDATES)
-_BATCH_WITHOUT_ANCHOR_RATIO = sams._ClusterSAMSMove(anchor_correction=False,
-                                                    n_updates=N_UPDATES)
+_BROKEN_UPDATE = sams_cluster_anchors_without_anchor_law_ratio()
+
+
+def _batch_without_anchor_ratio(model, partition, tables, rng):
+    """The negative control: ``N_UPDATES`` cluster-anchor updates without the anchor law's
+    ratio (``broken_kernels``), one after the other."""
+    for _ in range(N_UPDATES):
+        info = _BROKEN_UPDATE(model, partition, tables, rng)
+    return info
 
 
 def _batch_move(state, log_v_table, log_w_table, rng, move=_BATCH):
@@ -69,8 +76,8 @@ def test_batched_cluster_anchor_updates_one_step_invariance(name, problem):
 def test_negative_control_batch_without_the_anchor_law_ratio_is_rejected():
     rng = np.random.default_rng([SEED, 2])
     family, x = niw_problem()
-    samples, exact = chain_draws(partial(_batch_move, move=_BATCH_WITHOUT_ANCHOR_RATIO),
-                                 PRIORS["dp"], family, x, 3000, rng)
+    samples, exact = chain_draws(partial(_batch_move, move=_batch_without_anchor_ratio),
+                                 PRIORS["dp"], family, x, 1000, rng)
     with pytest.raises(AssertionError):
         assert_partition_gof(samples, exact)
 
