@@ -11,7 +11,7 @@ sequential Monte Carlo with model evidence (:func:`sample_smc`, :func:`compare_e
 :func:`point_estimate`, :func:`sample_components`, ...).
 
 Importing the package registers step methods with PyMC so that a plain ``pm.sample()``
-samples partition variables with SAMS + one Gibbs sweep (``steps.DefaultPartitionStep``), a
+samples partition variables with SAMS updates + one Gibbs sweep (``steps.DefaultPartitionStep``), a
 Dirichlet-process concentration with a Gamma prior with :class:`ConcentrationGibbs` and the
 other partition-prior parameters with :class:`PartitionPriorSlice` (where exact), and makes
 ``pm.sample``'s end-of-run R-hat / ESS checks skip the raw label vectors of partition

@@ -57,6 +57,7 @@ import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
+from pymc_splitmerge.kernels.options import positive_integer
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
@@ -283,7 +284,7 @@ def _check_options(anchor_proposal) -> None:
 
 
 def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
-                    cluster_anchors: bool = False
+                    cluster_anchors: bool = False, n_updates: int = 1
                     ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
@@ -305,18 +306,27 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         (:func:`merge_surely_rejected`; their reported ratio is ``nan``).  Not with
         ``anchor_proposal``.  Each call seeds numba's generator by one draw of ``rng``
         (``kernels.rng.numba_seed_from``).
+    n_updates : int, default 1
+        With ``cluster_anchors`` only: updates per call, all in one compiled call (the
+        updates of :func:`_sams_updates` from the call's seed), so the Python-to-numba cost
+        of a call (tens of microseconds) is paid once.
 
     Returns
     -------
     callable
         ``move(model, partition, tables, rng) -> SplitMergeInfo``: one SAMS
-        Metropolis–Hastings update, applied to ``partition`` in place if accepted.
+        Metropolis–Hastings update (``n_updates`` with cluster anchors; the info is the
+        last one's), applied to ``partition`` in place if accepted.
     """
+    n_updates = positive_integer(n_updates, "n_updates")
     if cluster_anchors:
         if anchor_proposal is not None:
             raise ValueError("cluster_anchors=True draws its own anchors; anchor_proposal "
                              "must be None")
-        return _ClusterSAMSMove()
+        return _ClusterSAMSMove(n_updates=n_updates)
+    if n_updates != 1:
+        raise ValueError("n_updates > 1 needs cluster_anchors=True (compose uniform-anchor "
+                         "moves with splitmerge_common.build_moves_then_gibbs(n_moves=...))")
     _check_options(anchor_proposal)
     return ProposeThenAccept(_sams_proposal, anchor_proposal)
 
@@ -604,26 +614,36 @@ def _sams_updates(model, partition, tables, n_updates, seed):
 
 @numba.njit(cache=True)
 def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
-                              where, cluster_count, log_v, log_w, seed):
-    """:func:`_cluster_sams_update` from loose fields (cf. :func:`_sams_proposal_fields`),
-    numba's generator seeded with ``seed`` first."""
+                              where, cluster_count, log_v, log_w, seed, n_updates):
+    """``n_updates`` :func:`_cluster_sams_update` in one compiled call from loose fields (cf.
+    :func:`_sams_proposal_fields`), numba's generator seeded with ``seed`` first (the
+    updates of :func:`_sams_updates` with that seed).  Returns the last update's ``(move,
+    accepted, log_accept_ratio)``."""
     np.random.seed(seed)
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
+    model = Model(family_id, params, x)
+    tables = PriorTables(log_v, log_w)
     uniforms, pair, index = _cluster_update_buffers(partition)
-    return _cluster_sams_update(Model(family_id, params, x), partition,
-                                PriorTables(log_v, log_w), uniforms, pair, index)
+    move, accepted, log_ratio = MOVE_NONE, False, np.nan
+    for _ in range(n_updates):
+        move, accepted, log_ratio = _cluster_sams_update(model, partition, tables, uniforms,
+                                                         pair, index)
+    return move, accepted, log_ratio
 
 
 class _ClusterSAMSMove:
     """The built cluster-anchor SAMS move (a class, as ``ProposeThenAccept``: copied with
     its step)."""
 
+    def __init__(self, n_updates: int = 1):
+        self.n_updates = n_updates
+
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> SplitMergeInfo:
         if model.x.shape[0] < 2:
             return SplitMergeInfo(MOVE_NONE, False, float("nan"))
         move, accepted, log_ratio = _cluster_sams_move_fields(
-            *model, *partition, *tables, numba_seed_from(rng))
+            *model, *partition, *tables, numba_seed_from(rng), self.n_updates)
         return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
     def run_updates(self, model: Model, partition: Partition, tables: PriorTables,

@@ -3,8 +3,9 @@
 Importing this package registers, first in ``pymc.step_methods.STEP_METHODS`` (so that they
 win PyMC's competence ties, e.g. over ``CategoricalGibbsMetropolis`` and NUTS):
 
-* :class:`DefaultPartitionStep` (``SAMSStep(z, n_gibbs_sweeps=1)``) for every partition
-  variable with a ``ConjugateMixture``;
+* :class:`DefaultPartitionStep` (``SAMSStep(z, anchor_proposal="cluster",
+  n_split_merge_updates=50, n_gibbs_sweeps=1)``) for every partition variable with a
+  ``ConjugateMixture``;
 * :class:`SlotGibbsStep` for every partition variable with cluster parameters
   (``ClusterParameter``);
 * :class:`ConcentrationGibbs` for a Dirichlet-process ``alpha`` with a ``pm.Gamma`` prior;
