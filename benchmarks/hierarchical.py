@@ -126,13 +126,129 @@ def gibbs_sweep_cost(n, repeats):
     return best_time(sweep, 3, repeats)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 100_000])
-    parser.add_argument("--gibbs-n", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=50)
-    args = parser.parse_args()
+# ------------------------------------------------------------------ sampling
+def iris_data():
+    """Standardised Iris (150 x 4), bundled with scikit-learn."""
+    from sklearn.datasets import load_iris
+
+    x = load_iris().data
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+def blob_data(n, dim=2, clusters=8, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=6.0, size=(clusters, dim))
+    return centres[rng.integers(clusters, size=n)] + rng.normal(size=(n, dim))
+
+
+def niw_model(x, random):
+    """DP(alpha = 1) mixture of NIW components, nu0 = D + 2; ``random``: mu0 ~ Normal(0, 1),
+    kappa0 ~ Gamma(2, 2), psi0 = s I with s ~ HalfNormal(2); else mu0 = 0, kappa0 = 1, s = 1."""
+    dim = x.shape[1]
+    with pm.Model() as model:
+        if random:
+            mu0 = pm.Normal("mu0", 0.0, 1.0, shape=dim)
+            kappa0 = pm.Gamma("kappa0", 2.0, 2.0)
+            scale = pm.HalfNormal("scale", 2.0)
+        else:
+            mu0, kappa0, scale = np.zeros(dim), 1.0, 1.0
+        z = psm.DirichletProcess("z", alpha=1.0, n=x.shape[0])
+        psm.ConjugateMixture("y", partition=z, component=NormalInverseWishart(
+            mu0=mu0, kappa0=kappa0, nu0=dim + 2.0, psi0=scale * np.eye(dim)), observed=x)
+    return model
+
+
+HYPERPARAMETER_STEPS = {
+    "default": None,  # what pm.sample() assigns by itself
+    "nuts": pm.NUTS,
+    "slice": pm.Slice,
+    "metropolis": pm.Metropolis,
+}
+
+
+def run(model, hyper_step, draws, tune, chains, cores, seed):
+    """(seconds of pm.sample, trace) with the hyperparameters given ``hyper_step`` (a key of
+    HYPERPARAMETER_STEPS) and the partition left to PyMC's assignment.  With ``cores=1`` the
+    seconds are this process's CPU time (``time.process_time``: on a shared machine wall time
+    includes waiting for a core), else wall time."""
+    with model:
+        step = None
+        if HYPERPARAMETER_STEPS.get(hyper_step) is not None:
+            hyper = [v for v in model.free_RVs if v.name != "z"]
+            step = [HYPERPARAMETER_STEPS[hyper_step](hyper)]
+        clock = time.process_time if cores == 1 else time.perf_counter
+        start = clock()
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=step,
+                          random_seed=seed, progressbar=False,
+                          compute_convergence_checks=False)
+        return clock() - start, idata
+
+
+def mixing(idata, names):
+    """{quantity: (min bulk ESS, max R-hat)} for n_clusters and each named variable (over its
+    components)."""
+    from pymc_splitmerge.analysis._arviz_compat import ess, posterior_with_labels, rhat
+
+    labels = np.asarray(posterior_with_labels(idata)["z"].values)
+    n_clusters = np.apply_along_axis(lambda row: np.unique(row).size, -1, labels)
+    out = {"n_clusters": (ess(n_clusters), rhat(n_clusters))}
+    for name in names:
+        values = np.asarray(idata["posterior"][name].values)
+        values = values.reshape(values.shape[0], values.shape[1], -1)
+        out[name] = (min(ess(values[..., j]) for j in range(values.shape[2])),
+                     max(rhat(values[..., j]) for j in range(values.shape[2])))
+    return out
+
+
+def step_comparison(args):
+    x = iris_data()
+    names = ["mu0", "kappa0", "scale"]
+    print(f"hyperparameter step on hierarchical Iris (n=150, D=4): {args.chains} chains x "
+          f"{args.draws} draws (tune {args.tune}), cores={args.cores}")
+    print(f"{'step':>11} {'CPU s':>7} {'ESS/s n_clusters':>17} "
+          + " ".join(f"{'ESS/s ' + n:>13}" for n in names) + f" {'max R-hat':>9}")
+    for key in args.steps:
+        wall, idata = run(niw_model(x, True), key, args.draws, args.tune, args.chains,
+                          args.cores, seed=24)
+        quality = mixing(idata, names)
+        worst = max(r for _, r in quality.values())
+        print(f"{key:>11} {wall:7.1f} {quality['n_clusters'][0] / wall:17.1f} "
+              + " ".join(f"{quality[n][0] / wall:13.1f}" for n in names) + f" {worst:9.3f}")
+
+
+def iris_goal(args):
+    x = iris_data()
+    walls = {}
+    for random in (False, True):
+        wall, idata = run(niw_model(x, random), "default", args.draws, args.tune, args.chains,
+                          args.cores, seed=24)
+        walls[random] = wall
+        quality = mixing(idata, ["mu0", "kappa0", "scale"] if random else [])
+        print(f"Iris, {'random' if random else 'fixed'} hyperparameters, default pm.sample() "
+              f"({args.chains} chains x {args.draws} draws, tune {args.tune}): {wall:.1f} s; "
+              f"n_clusters ESS {quality['n_clusters'][0]:.0f}, R-hat "
+              f"{quality['n_clusters'][1]:.3f}"
+              + ("; hyperparameters min ESS "
+                 f"{min(q[0] for k, q in quality.items() if k != 'n_clusters'):.0f}, max "
+                 f"R-hat {max(q[1] for k, q in quality.items() if k != 'n_clusters'):.3f}"
+                 if random else ""))
+    print(f"ratio wall time random / fixed: {walls[True] / walls[False]:.2f} (goal <= 3); "
+          "goal R-hat of n_clusters <= 1.01")
+
+
+def large_goal(args):
+    x = blob_data(args.large_n)
+    rates = {}
+    for random in (False, True):
+        wall, _ = run(niw_model(x, random), "default", args.large_draws, args.large_draws, 1,
+                      1, seed=24)
+        rates[random] = 2 * args.large_draws / wall  # tune + draws
+        print(f"n = {args.large_n:,}, 2-D, 8 clusters, {'random' if random else 'fixed'} "
+              f"hyperparameters: {rates[random]:.1f} draws/s ({wall:.1f} s)")
+    print(f"ratio draws/s random / fixed: {rates[True] / rates[False]:.2f} (goal >= 0.5)")
+
+
+def gradient_part(args):
     small, large = args.sizes
     print(f"NIW D={DIM}, {CLUSTERS} clusters; random mu0, kappa0, psi0 scale; CPU time, best "
           f"of {args.repeats}")
@@ -148,6 +264,30 @@ def main():
           f"labels in a user's array {costs[large]['user'] / costs[small]['user']:.2f}")
     print(f"ratio gradient / Gibbs sweep at n={args.gibbs_n:,}: "
           f"{costs[args.gibbs_n]['written'] / sweep:.3f} (goal <= 0.2)")
+
+
+PARTS = {"gradient": gradient_part, "steps": step_comparison, "iris": iris_goal,
+         "large": large_goal}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", choices=sorted(PARTS), default=list(PARTS))
+    parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 100_000])
+    parser.add_argument("--gibbs-n", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--steps", nargs="+", choices=sorted(HYPERPARAMETER_STEPS),
+                        default=["nuts", "slice", "metropolis"])
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--draws", type=int, default=1_000)
+    parser.add_argument("--tune", type=int, default=1_000)
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--large-n", type=int, default=20_000)
+    parser.add_argument("--large-draws", type=int, default=200)
+    args = parser.parse_args()
+    for part in args.parts:
+        PARTS[part](args)
 
 
 if __name__ == "__main__":
