@@ -6,17 +6,36 @@ A DP mixture of Normal-Inverse-Wishart components (D = 4, 10 well-separated clus
 
 * the gradient of the model's log density with respect to the hyperparameters
   (``model.compile_dlogp``) at the smallest and the largest ``--sizes`` (goal: within 1.5x,
-  flat in n), the statistics computed once before timing;
+  flat in n), the statistics computed once before timing, the labels in the read-only array
+  a partition step writes (recognised in O(1)); also the same labels in an ordinary array
+  (compared with the cached labels element by element, O(n));
 * at ``--gibbs-n`` points: the same gradient against one collapsed Gibbs sweep of the
   fixed-hyperparameter twin (``CollapsedGibbsStep.step``; goal: at most 0.2x);
 * the cost of a gradient when the labels change at every call (statistics recomputed), for
   reference.
 
+Sampling parts (``pm.sample``, the partition step assigned by PyMC):
+
+* ``steps``: hierarchical Iris with NUTS, ``pm.Slice`` or ``pm.Metropolis`` on the
+  hyperparameters: ESS per second of the number of clusters and of each hyperparameter, R-hat;
+* ``iris``: hierarchical Iris (``mu0``, ``kappa0``, ``s`` random) against its twin with fixed
+  hyperparameters, default ``pm.sample()`` (goals: time at most 3x, R-hat of the number of
+  clusters at most 1.01);
+* ``large``: n = ``--large-n`` (2-D, 8 clusters) random against fixed hyperparameters, draws
+  per second (goal: at least 0.5x).
+
 Times are the best of ``--repeats`` blocks of CPU time of the thread (``time.thread_time``):
 on a shared machine wall time includes waiting for a core.
 
-Run: ``python benchmarks/hierarchical.py [--sizes 1000 100000] [--gibbs-n 10000]
-[--repeats 5] [--calls 50]``.
+Set ``OPENBLAS_NUM_THREADS=1`` on a small or busy machine: with OpenBLAS's threads competing
+for cores, one 4 x 4 triangular solve (``scipy.linalg.solve_triangular``, which the numeric
+family calls whenever its hyperparameters change, i.e. at every partition step of a
+hierarchical model) took 38 ms instead of 0.3 ms on a 2-core machine under load.
+
+Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hierarchical.py
+[--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
+[--calls 50] [--chains 4 --draws 1000 --tune 1000] [--large-n 20000 --large-draws 200]``;
+quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
 
 from __future__ import annotations
@@ -29,6 +48,7 @@ import pymc as pm
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.components import NormalInverseWishart
+from pymc_splitmerge.distributions.statistics import mark_written_labels
 
 DIM = 4
 CLUSTERS = 10
@@ -62,28 +82,46 @@ def best_time(function, calls, repeats):
     return best
 
 
-def gradient_cost(n, calls, repeats):
-    """(seconds per gradient with the labels fixed, with the labels changed every call)."""
+def gradient_functions(n, calls):
+    """Calls of the gradient: labels fixed and written by a step, fixed in a user's array,
+    changed at every call (each warmed up once)."""
     x, truth = make_data(n)
     model = hierarchical_model(x)
-    dlogp = model.compile_dlogp()
-    point = {**model.initial_point(), "z": truth.astype(model["z"].dtype)}
-    dlogp(point)  # statistics of these labels, computed once
-    fixed = best_time(lambda: dlogp(point), calls, repeats)
+    # one compiled function per kind: each keeps its own cached statistics
+    dlogp_written, dlogp_user, dlogp = (model.compile_dlogp() for _ in range(3))
+    dtype = model["z"].dtype
+    # labels as a partition step writes them (a new read-only array, recognised in O(1))
+    point = {**model.initial_point(), "z": mark_written_labels(truth.astype(dtype))}
+    # the same labels in an ordinary array (a user's point): compared element by element
+    user = {**point, "z": truth.astype(dtype)}
     rng = np.random.default_rng(1)
     moved = [truth.copy() for _ in range(calls)]
     for labels in moved:
         labels[rng.integers(n)] = rng.integers(CLUSTERS)
-    moved = [labels.astype(model["z"].dtype) for labels in moved]
-
+    moved = [labels.astype(dtype) for labels in moved]
     state = {"i": 0}
 
     def changing():
         state["i"] = (state["i"] + 1) % len(moved)
         dlogp({**point, "z": moved[state["i"]]})
 
-    changed = best_time(changing, calls, repeats)
-    return fixed, changed
+    functions = {"written": lambda: dlogp_written(point), "user": lambda: dlogp_user(user),
+                 "changed": changing}
+    for function in functions.values():
+        function()  # statistics of the fixed labels computed before timing
+    return functions
+
+
+def gradient_costs(sizes, calls, repeats):
+    """{n: {kind: seconds}}, the blocks of every size and kind interleaved (a shared
+    machine's load falls on all of them alike)."""
+    functions = {n: gradient_functions(n, calls) for n in sizes}
+    costs = {n: dict.fromkeys(functions[n], np.inf) for n in sizes}
+    for _ in range(repeats):
+        for n in sizes:
+            for kind, function in functions[n].items():
+                costs[n][kind] = min(costs[n][kind], best_time(function, calls, 1))
+    return costs
 
 
 def gibbs_sweep_cost(n, repeats):
@@ -105,29 +143,193 @@ def gibbs_sweep_cost(n, repeats):
     return best_time(sweep, 3, repeats)
 
 
+# ------------------------------------------------------------------ sampling
+def iris_data():
+    """Standardised Iris (150 x 4), bundled with scikit-learn."""
+    from sklearn.datasets import load_iris
+
+    x = load_iris().data
+    return (x - x.mean(axis=0)) / x.std(axis=0)
+
+
+def blob_data(n, dim=2, clusters=8, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=6.0, size=(clusters, dim))
+    return centres[rng.integers(clusters, size=n)] + rng.normal(size=(n, dim))
+
+
+def niw_model(x, random):
+    """DP(alpha = 1) mixture of NIW components, nu0 = D + 2; ``random``: mu0 ~ Normal(0, 1),
+    kappa0 ~ Gamma(2, 2), psi0 = s I with s ~ HalfNormal(2); else mu0 = 0, kappa0 = 1, s = 1."""
+    dim = x.shape[1]
+    with pm.Model() as model:
+        if random:
+            mu0 = pm.Normal("mu0", 0.0, 1.0, shape=dim)
+            kappa0 = pm.Gamma("kappa0", 2.0, 2.0)
+            scale = pm.HalfNormal("scale", 2.0)
+        else:
+            mu0, kappa0, scale = np.zeros(dim), 1.0, 1.0
+        z = psm.DirichletProcess("z", alpha=1.0, n=x.shape[0])
+        psm.ConjugateMixture("y", partition=z, component=NormalInverseWishart(
+            mu0=mu0, kappa0=kappa0, nu0=dim + 2.0, psi0=scale * np.eye(dim)), observed=x)
+    return model
+
+
+HYPERPARAMETER_STEPS = {
+    "default": None,  # what pm.sample() assigns by itself
+    "nuts": pm.NUTS,
+    "slice": pm.Slice,
+    "metropolis": pm.Metropolis,
+}
+
+
+def run(model, hyper_step, draws, tune, chains, cores, seed):
+    """(seconds of pm.sample, trace) with the hyperparameters given ``hyper_step`` (a key of
+    HYPERPARAMETER_STEPS) and the partition left to PyMC's assignment.  With ``cores=1`` the
+    seconds are this process's CPU time (``time.process_time``: on a shared machine wall time
+    includes waiting for a core), else wall time."""
+    with model:
+        step = None
+        if HYPERPARAMETER_STEPS.get(hyper_step) is not None:
+            hyper = [v for v in model.free_RVs if v.name != "z"]
+            step = [HYPERPARAMETER_STEPS[hyper_step](hyper)]
+        clock = time.process_time if cores == 1 else time.perf_counter
+        start = clock()
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=step,
+                          random_seed=seed, progressbar=False,
+                          compute_convergence_checks=False)
+        return clock() - start, idata
+
+
+def mixing(idata, names):
+    """{quantity: (min bulk ESS, max R-hat)} for n_clusters and each named variable (over its
+    components)."""
+    from pymc_splitmerge.analysis._arviz_compat import ess, posterior_with_labels, rhat
+
+    labels = np.asarray(posterior_with_labels(idata)["z"].values)
+    n_clusters = np.apply_along_axis(lambda row: np.unique(row).size, -1, labels)
+    out = {"n_clusters": (ess(n_clusters), rhat(n_clusters))}
+    for name in names:
+        values = np.asarray(idata["posterior"][name].values)
+        values = values.reshape(values.shape[0], values.shape[1], -1)
+        out[name] = (min(ess(values[..., j]) for j in range(values.shape[2])),
+                     max(rhat(values[..., j]) for j in range(values.shape[2])))
+    return out
+
+
+def step_comparison(args):
+    x = iris_data()
+    names = ["mu0", "kappa0", "scale"]
+    print(f"hyperparameter step on hierarchical Iris (n=150, D=4): {args.chains} chains x "
+          f"{args.draws} draws (tune {args.tune}), cores={args.cores}")
+    print(f"{'step':>11} {'CPU s':>7} {'ESS/s n_clusters':>17} "
+          + " ".join(f"{'ESS/s ' + n:>13}" for n in names) + f" {'max R-hat':>9}")
+    for key in args.steps:
+        wall, idata = run(niw_model(x, True), key, args.draws, args.tune, args.chains,
+                          args.cores, seed=24)
+        quality = mixing(idata, names)
+        worst = max(r for _, r in quality.values())
+        print(f"{key:>11} {wall:7.1f} {quality['n_clusters'][0] / wall:17.1f} "
+              + " ".join(f"{quality[n][0] / wall:13.1f}" for n in names) + f" {worst:9.3f}")
+
+
+def sampled(model, draws, tune, chains, cores):
+    """(seconds of the run, seconds of a set-up run, trace, mean NUTS leapfrog steps per draw
+    or None).  The set-up run (1 chain, 1 draw, on the same model, first) pays the
+    compilation of the model's functions and numba's first calls; the timed run after it
+    reuses most of them, so it measures sampling.  A user's single cold ``pm.sample`` costs
+    about the sum of the two."""
+    setup, _ = run(model, "default", 1, 1, 1, 1, seed=23)
+    total, idata = run(model, "default", draws, tune, chains, cores, seed=24)
+    stats = idata["sample_stats"]
+    steps = float(np.mean(stats["n_steps"].values)) if "n_steps" in stats else None
+    return total, setup, idata, steps
+
+
+def _describe(label, total, setup, steps):
+    leapfrog = f", NUTS {steps:.1f} leapfrog steps per draw" if steps is not None else ""
+    return f"{label}: {total:.1f} s (set-up run before it {setup:.1f} s){leapfrog}"
+
+
+def iris_goal(args):
+    x = iris_data()
+    times = {}
+    for random in (False, True):
+        total, setup, idata, steps = sampled(niw_model(x, random), args.draws, args.tune,
+                                             args.chains, args.cores)
+        times[random] = (total, setup)
+        quality = mixing(idata, ["mu0", "kappa0", "scale"] if random else [])
+        print(_describe(f"Iris, {'random' if random else 'fixed'} hyperparameters, default "
+                        f"pm.sample() ({args.chains} chains x {args.draws} draws, tune "
+                        f"{args.tune})", total, setup, steps)
+              + f"; n_clusters ESS {quality['n_clusters'][0]:.0f}, R-hat "
+              f"{quality['n_clusters'][1]:.3f}"
+              + ("; hyperparameters min ESS "
+                 f"{min(q[0] for k, q in quality.items() if k != 'n_clusters'):.0f}, max "
+                 f"R-hat {max(q[1] for k, q in quality.items() if k != 'n_clusters'):.3f}"
+                 if random else ""))
+    cold = {key: sum(value) for key, value in times.items()}
+    print(f"ratio time random / fixed: {times[True][0] / times[False][0]:.2f} (goal <= 3); "
+          f"with the set-up runs {cold[True] / cold[False]:.2f}; goal R-hat of n_clusters "
+          "<= 1.01")
+
+
+def large_goal(args):
+    x = blob_data(args.large_n)
+    rates = {}
+    for random in (False, True):
+        total, setup, _, steps = sampled(niw_model(x, random), args.large_draws,
+                                         args.large_draws, 1, 1)
+        rates[random] = (2 * args.large_draws / total,  # tune + draws
+                         2 * args.large_draws / (total + setup))
+        print(_describe(f"n = {args.large_n:,}, 2-D, 8 clusters, "
+                        f"{'random' if random else 'fixed'} hyperparameters, 1 chain x "
+                        f"{args.large_draws} draws (tune {args.large_draws})", total, setup,
+                        steps) + f": {rates[random][0]:.1f} draws/s")
+    print(f"ratio draws/s random / fixed: {rates[True][0] / rates[False][0]:.2f} (goal >= 0.5); "
+          f"with the set-up runs {rates[True][1] / rates[False][1]:.2f}")
+
+
+def gradient_part(args):
+    small, large = args.sizes
+    print(f"NIW D={DIM}, {CLUSTERS} clusters; random mu0, kappa0, psi0 scale; CPU time, best "
+          f"of {args.repeats}")
+    costs = gradient_costs(sorted({small, large, args.gibbs_n}), args.calls, args.repeats)
+    for n, cost in costs.items():
+        print(f"n = {n:>7,}: gradient {cost['written'] * 1e3:8.3f} ms (labels fixed, written "
+              f"by a step), {cost['user'] * 1e3:8.3f} ms (fixed, a user's array), "
+              f"{cost['changed'] * 1e3:8.3f} ms (changed every call)")
+    sweep = gibbs_sweep_cost(args.gibbs_n, args.repeats)
+    print(f"n = {args.gibbs_n:>7,}: one collapsed Gibbs sweep {sweep * 1e3:8.3f} ms")
+    print(f"ratio gradient n={large:,} / n={small:,}: "
+          f"{costs[large]['written'] / costs[small]['written']:.2f} (goal <= 1.5); "
+          f"labels in a user's array {costs[large]['user'] / costs[small]['user']:.2f}")
+    print(f"ratio gradient / Gibbs sweep at n={args.gibbs_n:,}: "
+          f"{costs[args.gibbs_n]['written'] / sweep:.3f} (goal <= 0.2)")
+
+
+PARTS = {"gradient": gradient_part, "steps": step_comparison, "iris": iris_goal,
+         "large": large_goal}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", choices=sorted(PARTS), default=list(PARTS))
     parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 100_000])
     parser.add_argument("--gibbs-n", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--steps", nargs="+", choices=sorted(HYPERPARAMETER_STEPS),
+                        default=["nuts", "slice", "metropolis"])
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--draws", type=int, default=1_000)
+    parser.add_argument("--tune", type=int, default=1_000)
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--large-n", type=int, default=20_000)
+    parser.add_argument("--large-draws", type=int, default=200)
     args = parser.parse_args()
-    small, large = args.sizes
-    print(f"NIW D={DIM}, {CLUSTERS} clusters; random mu0, kappa0, psi0 scale; CPU time, best "
-          f"of {args.repeats}")
-    costs = {}
-    for n in (small, large, args.gibbs_n):
-        if n not in costs:
-            costs[n] = gradient_cost(n, args.calls, args.repeats)
-            fixed, changed = costs[n]
-            print(f"n = {n:>7,}: gradient {fixed * 1e3:8.3f} ms (labels fixed), "
-                  f"{changed * 1e3:8.3f} ms (labels changed every call)")
-    sweep = gibbs_sweep_cost(args.gibbs_n, args.repeats)
-    print(f"n = {args.gibbs_n:>7,}: one collapsed Gibbs sweep {sweep * 1e3:8.3f} ms")
-    print(f"ratio gradient n={large:,} / n={small:,}: "
-          f"{costs[large][0] / costs[small][0]:.2f} (goal <= 1.5)")
-    print(f"ratio gradient / Gibbs sweep at n={args.gibbs_n:,}: "
-          f"{costs[args.gibbs_n][0] / sweep:.3f} (goal <= 0.2)")
+    for part in args.parts:
+        PARTS[part](args)
 
 
 if __name__ == "__main__":

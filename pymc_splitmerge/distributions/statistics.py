@@ -12,8 +12,19 @@ into
 Its output is cached on the node and reused while the labels (and the per-point values) are
 unchanged, so a sampler that moves only hyperparameters (NUTS, a slice step) pays
 O(K x statistics row) per evaluation instead of O(n): the per-point values of constant
-observed data are folded into constants when the function is compiled, and the cache check
-is a comparison of the label vector with the previous one (identity first, then equality).
+observed data are folded into constants when the function is compiled.
+
+Whether the labels are unchanged is decided in O(1) for labels written by a partition step
+and by an O(n) comparison otherwise:
+
+* a partition step hands every new label vector to :func:`mark_written_labels`, which makes
+  the freshly created array read-only (a later in-place write raises instead of silently
+  changing it) and records it; the same recorded, still read-only array object as the one the
+  statistics were computed from is the same labels (this is what NUTS or a slice step sees
+  between two partition moves: PyMC passes the step's array through unchanged);
+* any other array (a user's point, an initial point, ``compile_logp`` on a fresh point, PyMC's
+  shared-memory point of a parallel chain, which is overwritten in place) is compared with a
+  private copy of the labels of the cached statistics, element by element.
 
 The per-point values are the family's own statement of its sufficient statistics (its
 ``log_marginal_graph``, :class:`pymc_splitmerge.distributions.mixture.SlotGraph`); they must
@@ -22,6 +33,8 @@ not depend on a hyperparameter (the outputs carry no gradient to them).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
@@ -29,7 +42,40 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 
 __all__ = ["BatchedInverse", "BatchedLogDet", "ClusterStatistics", "batched_inverse",
-           "batched_log_det", "cluster_statistics"]
+           "batched_log_det", "cluster_statistics", "mark_written_labels"]
+
+# id -> weak reference of the label arrays recorded by mark_written_labels (an entry leaves
+# when its array is garbage collected, before its id can be reused)
+_WRITTEN: dict[int, weakref.ref] = {}
+
+
+def mark_written_labels(labels: np.ndarray) -> np.ndarray:
+    """Record a label vector a partition step has just created; return it, now read-only.
+
+    ``labels`` must be a new array that owns its data and that nothing else refers to yet (e.g.
+    ``state.labels().astype(dtype, copy=True)``): it is made read-only, so no one can change
+    it in place afterwards, and :class:`ClusterStatistics` recognises it in O(1) (module doc).
+    An array that does not own its data (a view, whose base may be written) is returned
+    unchanged and not recorded.
+    """
+    if not isinstance(labels, np.ndarray) or labels.base is not None:
+        return labels
+    labels.flags.writeable = False
+    key = id(labels)
+
+    def forget(reference, key=key):
+        if _WRITTEN.get(key) is reference:
+            del _WRITTEN[key]
+
+    _WRITTEN[key] = weakref.ref(labels, forget)
+    return labels
+
+
+def _is_written(labels) -> bool:
+    """Whether ``labels`` is an array recorded by :func:`mark_written_labels`, still read-only."""
+    reference = _WRITTEN.get(id(labels))
+    return (reference is not None and reference() is labels
+            and not labels.flags.writeable)
 
 
 class ClusterStatistics(Op):
@@ -69,13 +115,17 @@ class ClusterStatistics(Op):
         # constant data, folded when the function is compiled) never change: not compared
         varying = [value for value, variable in zip(values, node.inputs[1:], strict=True)
                    if not isinstance(variable, Constant)]
-        if cache is not None and _same_inputs(cache[0], [labels, *varying]):
-            results = cache[1]
+        if cache is not None and _same_inputs(cache.values, varying) and (
+                (labels is cache.token and _is_written(labels))  # O(1): see the module doc
+                or _same_inputs([cache.labels], [labels])):
+            results = cache.results
+            cache.token = labels if _is_written(labels) else None
         else:
             results = self._compute(labels, values)
             # copies: the caller (or pytensor's storage reuse) may overwrite its buffers
-            node.tag.cluster_statistics_cache = (
-                [np.array(a, copy=True) for a in (labels, *varying)], results)
+            node.tag.cluster_statistics_cache = _Cache(
+                np.array(labels, copy=True), labels if _is_written(labels) else None,
+                [np.array(value, copy=True) for value in varying], results)
         for storage, result in zip(output_storage, results, strict=True):
             storage[0] = result.copy() if isinstance(result, np.ndarray) else result
 
@@ -121,9 +171,18 @@ class ClusterStatistics(Op):
         return gradients
 
 
+class _Cache:
+    """The statistics of one label vector: a private copy of the labels, the recorded array
+    they came from (``token``, or None), copies of the varying per-point values, results."""
+
+    __slots__ = ("labels", "results", "token", "values")
+
+    def __init__(self, labels, token, values, results):
+        self.labels, self.token, self.values, self.results = labels, token, values, results
+
+
 def _same_inputs(previous, inputs) -> bool:
-    """Whether every input equals its cached copy (an O(n) comparison of the labels, the
-    only per-evaluation cost that grows with n when the data are constant)."""
+    """Whether every input equals its cached copy (element by element: O(n) for labels)."""
     return all(old.shape == np.shape(new) and np.array_equal(old, new)
                for old, new in zip(previous, inputs, strict=True))
 

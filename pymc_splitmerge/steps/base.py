@@ -49,6 +49,7 @@ from pymc_splitmerge.distributions.checks import check_labels
 from pymc_splitmerge.distributions.cluster_parameters import has_cluster_parameters
 from pymc_splitmerge.distributions.mixture import number_of_label_slots
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
+from pymc_splitmerge.distributions.statistics import mark_written_labels
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 
 __all__ = [
@@ -279,8 +280,9 @@ class PartitionStep(BlockedStep):
         labels = state.labels()
         self._cached_labels = labels
         new_point = dict(point)  # never modify the point's arrays in place
-        new_point[self.value_name] = labels.astype(np.asarray(point[self.value_name]).dtype,
-                                                   copy=True)
+        # a new, read-only array the model's cached cluster statistics recognise in O(1)
+        new_point[self.value_name] = mark_written_labels(
+            labels.astype(np.asarray(point[self.value_name]).dtype, copy=True))
         stats[f"{self.name}_n_clusters"] = state.n_clusters
         return new_point, [stats]
 

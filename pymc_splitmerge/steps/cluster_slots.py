@@ -43,6 +43,7 @@ from pymc_splitmerge.distributions.cluster_parameters import (
     slot_partition,
 )
 from pymc_splitmerge.distributions.priors import MixtureOfFiniteMixturesRV, PartitionPriorRV
+from pymc_splitmerge.distributions.statistics import mark_written_labels
 from pymc_splitmerge.kernels.cluster_slots import (
     slot_gibbs_sweeps,
     slot_sizes,
@@ -334,7 +335,8 @@ class SlotGibbsStep(BlockedStep):
         n_clusters = int(np.count_nonzero(sizes))
         if not self.tune:
             self._check_capacity(n_clusters, prior)
-        new_point[self.value_name] = labels.astype(np.asarray(point[self.value_name]).dtype)
+        new_point[self.value_name] = mark_written_labels(  # read-only, recognised in O(1)
+            labels.astype(np.asarray(point[self.value_name]).dtype, copy=True))
         stats = {"slot_gibbs_changed": changed, "slot_split_merge_accepted": accepted,
                  "slot_gibbs_n_clusters": n_clusters}
         return new_point, [stats]
