@@ -25,7 +25,12 @@ from scipy.stats import norm, poisson, t
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.components import NormalKnownCovariance
-from pymc_splitmerge.kernels.cluster_slots import slot_gibbs_sweeps, slot_sizes, slot_split_merge
+from pymc_splitmerge.kernels.cluster_slots import (
+    parameter_split_merge,
+    slot_gibbs_sweeps,
+    slot_sizes,
+    slot_split_merge,
+)
 from pymc_splitmerge.testing import assert_partition_gof, chisquare_partitions, exact_posterior
 from pymc_splitmerge.testing.cluster_slots import (
     BlockParameterSampler,
@@ -380,3 +385,72 @@ def test_trace_analysis_posterior_predictive_and_components():
     np.testing.assert_allclose(components["beta"].values[chain, draw, 0],
                                idata["posterior"]["beta"].values[chain, draw, first_slot])
     assert components["cluster_size"].values[chain, draw].sum() == y.size
+
+
+# --------------------------------------------------------------------------- split-merge with
+# proposed parameters (Laplace proposals, MH on the joint of labels and parameters)
+class ScalarSlotModel:
+    """A :func:`parameter_split_merge` slot model for a one-parameter ``Problem`` (plain
+    numpy; derivatives by central differences -- any deterministic proposal is exact)."""
+
+    dimension = 1
+
+    def __init__(self, problem, capacity):
+        self.problem, self.capacity, self.n_points = problem, capacity, problem.y.size
+
+    def log_likelihood(self, values):
+        return self.problem.log_likelihood(values[:, 0])
+
+    def log_prior(self, values):
+        return self.problem.base_logpdf(values[:, 0])
+
+    def draw_prior(self, rng):
+        return np.array([[self.problem.base_draw(rng)] for _ in range(self.capacity)])
+
+    def _objective(self, theta, weights):
+        return self.problem.base_logpdf(theta) + (weights * self.problem.log_likelihood(theta)
+                                                  ).sum(axis=0)
+
+    def fit_terms(self, values, weights):
+        theta, h = values[:, 0], 1e-4
+        at, up, down = (self._objective(theta + shift, weights) for shift in (0.0, h, -h))
+        return at, ((up - down) / (2 * h))[:, None], ((up - 2 * at + down) / h**2)[:, None, None]
+
+
+def _parameter_split_merge_labels(problem, prior, capacity, num_samples, seed, drop=None):
+    rng = np.random.default_rng(seed)
+    exact = problem.exact(prior, capacity)
+    log_v, log_w = prior.tables(problem.y.size)
+    model = ScalarSlotModel(problem, capacity)
+    out, moves = [], []
+    for labels, theta in slot_state_draws(exact, capacity, problem.draw_parameter,
+                                          num_samples, rng):
+        values = theta[:, None].copy()
+        sizes = slot_sizes(labels, capacity)
+        info = parameter_split_merge(model, values, labels, sizes, log_v, log_w, rng,
+                                     _drop=drop)
+        moves.append((info.move, info.accepted))
+        np.testing.assert_array_equal(sizes, slot_sizes(labels, capacity))
+        out.append(labels.copy())
+    return np.array(out), exact, np.array(moves)
+
+
+@pytest.mark.parametrize(("problem_name", "prior_name"),
+                         [("normal", name) for name in PRIORS]
+                         + [("student_t", "dp"), ("poisson", "py")])
+def test_parameter_split_merge_one_step_invariance(problem_name, prior_name):
+    problem = PROBLEMS[problem_name]
+    labels, exact, moves = _parameter_split_merge_labels(
+        problem, PRIORS[prior_name], _capacity(prior_name, problem.y.size), 1500,
+        seed=hash((problem_name, prior_name, "laplace")) % 2**32)
+    for move in (1, 2):  # both directions proposed and accepted
+        assert moves[moves[:, 0] == move, 1].mean() > 0.02
+    assert_partition_gof(labels, exact)
+
+
+def test_parameter_split_merge_negative_control_without_the_placement_factor():
+    """Dropping the slot placement (C-K)!/C! from the target ratio must fail."""
+    problem = PROBLEMS["normal"]
+    labels, exact, _ = _parameter_split_merge_labels(problem, PRIORS["dp"], 5, 1500, seed=3,
+                                                     drop="placement")
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
