@@ -227,7 +227,7 @@ STUCK_MOVES = {
 }
 
 
-def stuck(n, draws, tune, chains, seed, capacity):
+def stuck(n, draws, tune, chains, seed, capacity, contenders=tuple(STUCK_MOVES)):
     """Two well-separated groups started in one cluster: who separates them, and when."""
     rng = np.random.default_rng(seed)
     group = np.repeat([0, 1], n // 2)
@@ -235,7 +235,8 @@ def stuck(n, draws, tune, chains, seed, capacity):
     print(f"\nstuck: n = {group.size} (two groups at -5 and +5), {chains} chains x {draws} "
           f"draws (+{tune} tuning), all points started in one cluster")
     print(f"{'contender':<15}{'seconds':>9}{'first split':>13}{'separated':>11}{'K':>7}")
-    for name, options in STUCK_MOVES.items():
+    for name in contenders:
+        options = STUCK_MOVES[name]
         with pm.Model():
             z = psm.DirichletProcess("z", alpha=1.0, n=group.size)
             mu = psm.ClusterParameter("mu", pm.Normal.dist(0.0, 10.0), partition=z,
@@ -272,10 +273,12 @@ def main():
                         help="only the stuck case (two separated groups started together)")
     parser.add_argument("--n-stuck", type=int, default=200)
     parser.add_argument("--stuck-tune", type=int, default=50)
+    parser.add_argument("--stuck-contenders", nargs="+", default=list(STUCK_MOVES),
+                        choices=list(STUCK_MOVES))
     args = parser.parse_args()
     if args.stuck:
         stuck(args.n_stuck, args.draws, args.stuck_tune, args.chains, args.seed,
-              min(args.capacity, args.n_stuck))
+              min(args.capacity, args.n_stuck), args.stuck_contenders)
         return
     sizes = {"student_t": args.n_student, "poisson": args.n_poisson}
     for problem in args.problems:
