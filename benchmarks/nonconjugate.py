@@ -18,9 +18,8 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning):
 * ``alg8``: ``psm.SlotGibbsStep(z, n_split_merge=0, n_parameter_split_merge=0)``
   (Algorithm 8 in slot form) + NUTS on the cluster parameters, the exact concentration
   update on alpha;
-* ``alg8+sm``: ``psm.SlotGibbsStep(z)`` (one split-merge update with proposed parameters,
-  one of the labels and one sweep per draw, the step ``pm.sample`` assigns), the same
-  other steps;
+* ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
+  with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
   marginalised with ``pm.Mixture``), NUTS on everything; the labels of a draw are drawn from
   ``p(z | weights, theta, y)`` to compute the partition quantities.
@@ -31,7 +30,7 @@ Normal groups (n/2 points at -5 and n/2 at +5, sd 0.5), Normal likelihood with p
 with all points in one cluster.  Contenders: ``alg8`` (Algorithm 8 alone), ``alg8+label_sm``
 (+ the split-merge of labels given the slots' parameters, new cluster from an empty slot's
 base draw), ``alg8+param_sm`` (+ the split-merge with Laplace-proposed parameters) and
-``default`` (all three moves, what ``pm.sample`` assigns); NUTS on the cluster parameters.
+``all`` (the three moves); NUTS on the cluster parameters.
 Columns: the fraction of the kept draws in which the two groups are separated, the first
 kept draw that separates them per chain (-1: never; ``--stuck-tune`` tuning draws before),
 the mean number of clusters and seconds.
@@ -196,7 +195,7 @@ def run(problem, n, draws, chains, seed, capacity):
             model = slot_model(problem, y, x, capacity)
             with model:
                 step = [psm.SlotGibbsStep(model["z"], **STUCK_MOVES[
-                    "alg8" if contender == "alg8" else "default"])]
+                    "alg8" if contender == "alg8" else "all"])]
         with model:
             start = time.perf_counter()
             idata = pm.sample(draws, tune=draws, chains=chains, cores=1, step=step,
@@ -223,7 +222,7 @@ STUCK_MOVES = {
     "alg8": {"n_split_merge": 0, "n_parameter_split_merge": 0},
     "alg8+label_sm": {"n_split_merge": 1, "n_parameter_split_merge": 0},
     "alg8+param_sm": {"n_split_merge": 0, "n_parameter_split_merge": 1},
-    "default": {},
+    "all": {"n_parameter_split_merge": 1},
 }
 
 

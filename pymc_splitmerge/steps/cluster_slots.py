@@ -315,13 +315,14 @@ class SlotGibbsStep(BlockedStep):
     n_split_merge : int, default 1
         Split-merge updates of the labels given the parameters per draw (before the sweeps;
         a new cluster takes an empty slot's draw from the base distribution).
-    n_parameter_split_merge : int, default 1
+    n_parameter_split_merge : int, default 0
         Split-merge updates of the labels *and* the two clusters' parameters per draw
         (first; Laplace proposals of the parameters, Metropolis-Hastings on the joint:
         :func:`~pymc_splitmerge.kernels.cluster_slots.parameter_split_merge`).  This is the
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
-        cluster parameters (continuous parameters, as NUTS does).
+        cluster parameters (continuous parameters, as NUTS does) and compiles their Hessian
+        blocks once per step (seconds for vector parameters), hence opt-in.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -351,7 +352,7 @@ class SlotGibbsStep(BlockedStep):
     }
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, n_split_merge: int = 1,
-                 n_parameter_split_merge: int = 1, model=None, rng=None, **kwargs):
+                 n_parameter_split_merge: int = 0, model=None, rng=None, **kwargs):
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
         if kwargs:
