@@ -15,13 +15,25 @@ Problems (training data, 25 % more points held out, DP(alpha ~ Gamma(1, 1)) prio
 
 Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning):
 
-* ``alg8``: ``psm.SlotGibbsStep(z, n_split_merge=0)`` (Algorithm 8 in slot form) + NUTS on the
-  cluster parameters and alpha;
-* ``alg8+sm``: ``psm.SlotGibbsStep(z)`` (one split-merge update + one sweep per draw, the
-  step ``pm.sample`` assigns) + NUTS;
+* ``alg8``: ``psm.SlotGibbsStep(z, n_split_merge=0, n_parameter_split_merge=0)``
+  (Algorithm 8 in slot form) + NUTS on the cluster parameters, the exact concentration
+  update on alpha;
+* ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
+  with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
   marginalised with ``pm.Mixture``), NUTS on everything; the labels of a draw are drawn from
   ``p(z | weights, theta, y)`` to compute the partition quantities.
+
+``--stuck`` runs instead the case where one-point moves get stuck: two well-separated
+Normal groups (n/2 points at -5 and n/2 at +5, sd 0.5), Normal likelihood with per-cluster
+``mu ~ Normal(0, 10)`` and ``sigma ~ HalfNormal(5)``, DP(alpha = 1), every chain started
+with all points in one cluster.  Contenders: ``alg8`` (Algorithm 8 alone), ``alg8+label_sm``
+(+ the split-merge of labels given the slots' parameters, new cluster from an empty slot's
+base draw), ``alg8+param_sm`` (+ the split-merge with Laplace-proposed parameters) and
+``all`` (the three moves); NUTS on the cluster parameters.
+Columns: the fraction of the kept draws in which the two groups are separated, the first
+kept draw that separates them per chain (-1: never; ``--stuck-tune`` tuning draws before),
+the mean number of clusters and seconds.
 
 Columns: ``K`` posterior mean number of clusters; ``largest`` posterior mean of the largest
 cluster's fraction; ``ESS/s`` (bulk ESS per second of sampling, tuning included) of both;
@@ -44,6 +56,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import pymc_splitmerge as psm
+from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 
 
 def student_data(n, rng):
@@ -104,7 +117,7 @@ def stick_breaking_model(problem, y, x, components=20):
 
 
 def _posterior(idata, name):
-    return np.asarray(idata["posterior"][name].values)
+    return np.asarray(posterior_with_labels(idata)[name].values)
 
 
 def partition_quantities(labels):
@@ -181,8 +194,8 @@ def run(problem, n, draws, chains, seed, capacity):
         else:
             model = slot_model(problem, y, x, capacity)
             with model:
-                step = [psm.SlotGibbsStep(model["z"],
-                                          n_split_merge=0 if contender == "alg8" else 1)]
+                step = [psm.SlotGibbsStep(model["z"], **STUCK_MOVES[
+                    "alg8" if contender == "alg8" else "all"])]
         with model:
             start = time.perf_counter()
             idata = pm.sample(draws, tune=draws, chains=chains, cores=1, step=step,
@@ -205,6 +218,47 @@ def run(problem, n, draws, chains, seed, capacity):
               f"{lpd:>9.3f}")
 
 
+STUCK_MOVES = {
+    "alg8": {"n_split_merge": 0, "n_parameter_split_merge": 0},
+    "alg8+label_sm": {"n_split_merge": 1, "n_parameter_split_merge": 0},
+    "alg8+param_sm": {"n_split_merge": 0, "n_parameter_split_merge": 1},
+    "all": {"n_parameter_split_merge": 1},
+}
+
+
+def stuck(n, draws, tune, chains, seed, capacity, contenders=tuple(STUCK_MOVES)):
+    """Two well-separated groups started in one cluster: who separates them, and when."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat([0, 1], n // 2)
+    y = np.where(group == 0, -5.0, 5.0) + 0.5 * rng.standard_normal(group.size)
+    print(f"\nstuck: n = {group.size} (two groups at -5 and +5), {chains} chains x {draws} "
+          f"draws (+{tune} tuning), all points started in one cluster")
+    print(f"{'contender':<15}{'seconds':>9}{'first split':>13}{'separated':>11}{'K':>7}")
+    for name in contenders:
+        options = STUCK_MOVES[name]
+        with pm.Model():
+            z = psm.DirichletProcess("z", alpha=1.0, n=group.size)
+            mu = psm.ClusterParameter("mu", pm.Normal.dist(0.0, 10.0), partition=z,
+                                      capacity=capacity)
+            sigma = psm.ClusterParameter("sigma", pm.HalfNormal.dist(5.0), partition=z)
+            pm.Normal("y", mu=mu[z], sigma=sigma[z], observed=y)
+            step = [psm.SlotGibbsStep(z, **options)]
+            start = time.perf_counter()
+            idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=step,
+                              initvals={"z": np.zeros(group.size, dtype=np.int64)},
+                              random_seed=seed, progressbar=False,
+                              compute_convergence_checks=False)
+            seconds = time.perf_counter() - start
+        labels = _posterior(idata, "z").astype(np.int64)
+        separated = np.array([[np.unique(row[group == 0]).size == 1
+                               and np.unique(row[group == 1]).size == 1
+                               and row[0] != row[-1] for row in chain] for chain in labels])
+        first = [int(np.argmax(chain)) if chain.any() else -1 for chain in separated]
+        k, _ = partition_quantities(labels)
+        print(f"{name:<15}{seconds:>9.1f}{first!s:>13}{separated.mean():>11.2f}"
+              f"{k.mean():>7.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -214,7 +268,17 @@ def main():
     parser.add_argument("--capacity", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--problems", nargs="+", default=["student_t", "poisson"])
+    parser.add_argument("--stuck", action="store_true",
+                        help="only the stuck case (two separated groups started together)")
+    parser.add_argument("--n-stuck", type=int, default=200)
+    parser.add_argument("--stuck-tune", type=int, default=50)
+    parser.add_argument("--stuck-contenders", nargs="+", default=list(STUCK_MOVES),
+                        choices=list(STUCK_MOVES))
     args = parser.parse_args()
+    if args.stuck:
+        stuck(args.n_stuck, args.draws, args.stuck_tune, args.chains, args.seed,
+              min(args.capacity, args.n_stuck), args.stuck_contenders)
+        return
     sizes = {"student_t": args.n_student, "poisson": args.n_poisson}
     for problem in args.problems:
         run(problem, sizes[problem], args.draws, args.chains, args.seed, args.capacity)

@@ -25,7 +25,12 @@ from scipy.stats import norm, poisson, t
 
 import pymc_splitmerge as psm
 from pymc_splitmerge.components import NormalKnownCovariance
-from pymc_splitmerge.kernels.cluster_slots import slot_gibbs_sweeps, slot_sizes, slot_split_merge
+from pymc_splitmerge.kernels.cluster_slots import (
+    parameter_split_merge,
+    slot_gibbs_sweeps,
+    slot_sizes,
+    slot_split_merge,
+)
 from pymc_splitmerge.testing import assert_partition_gof, chisquare_partitions, exact_posterior
 from pymc_splitmerge.testing.cluster_slots import (
     BlockParameterSampler,
@@ -266,12 +271,15 @@ def test_pm_sample_reproduces_the_exact_law(prior_name):
     assert_partition_gof(thinned_labels(idata, 2, chains=2), exact)
 
 
-@pytest.mark.parametrize(("n_gibbs_sweeps", "n_split_merge"), [(1, 0), (0, 2)])
-def test_pm_sample_each_move_alone_with_nuts(n_gibbs_sweeps, n_split_merge):
+@pytest.mark.parametrize(("n_gibbs_sweeps", "n_split_merge", "n_parameter_split_merge"),
+                         [(1, 0, 0), (0, 2, 0), (0, 0, 2)])
+def test_pm_sample_each_move_alone_with_nuts(n_gibbs_sweeps, n_split_merge,
+                                             n_parameter_split_merge):
     model = _conjugate_model("dp")
     with model:
         step = psm.SlotGibbsStep(model["z"], n_gibbs_sweeps=n_gibbs_sweeps,
-                                 n_split_merge=n_split_merge)
+                                 n_split_merge=n_split_merge,
+                                 n_parameter_split_merge=n_parameter_split_merge)
     idata = _sample(model, 1500, step=[step], seed=3)
     assert_partition_gof(thinned_labels(idata, 2, chains=2),
                          PROBLEMS["normal"].exact(PRIORS["dp"], NORMAL_Y.size))
@@ -380,3 +388,193 @@ def test_trace_analysis_posterior_predictive_and_components():
     np.testing.assert_allclose(components["beta"].values[chain, draw, 0],
                                idata["posterior"]["beta"].values[chain, draw, first_slot])
     assert components["cluster_size"].values[chain, draw].sum() == y.size
+
+
+# --------------------------------------------------------------------------- split-merge with
+# proposed parameters (Laplace proposals, MH on the joint of labels and parameters)
+class ScalarSlotModel:
+    """A :func:`parameter_split_merge` slot model for a one-parameter ``Problem`` (plain
+    numpy; derivatives by central differences -- any deterministic proposal is exact)."""
+
+    dimension = 1
+
+    def __init__(self, problem, capacity):
+        self.problem, self.capacity, self.n_points = problem, capacity, problem.y.size
+
+    def log_likelihood(self, values):
+        return self.problem.log_likelihood(values[:, 0])
+
+    def log_prior(self, values):
+        return self.problem.base_logpdf(values[:, 0])
+
+    def draw_prior(self, rng):
+        return np.array([[self.problem.base_draw(rng)] for _ in range(self.capacity)])
+
+    def _objective(self, theta, weights):
+        return self.problem.base_logpdf(theta) + (weights * self.problem.log_likelihood(theta)
+                                                  ).sum(axis=0)
+
+    def fit_terms(self, values, weights):
+        theta, h = values[:, 0], 1e-4
+        at, up, down = (self._objective(theta + shift, weights) for shift in (0.0, h, -h))
+        return at, ((up - down) / (2 * h))[:, None], ((up - 2 * at + down) / h**2)[:, None, None]
+
+
+def _parameter_split_merge_labels(problem, prior, capacity, num_samples, seed, drop=None):
+    rng = np.random.default_rng(seed)
+    exact = problem.exact(prior, capacity)
+    log_v, log_w = prior.tables(problem.y.size)
+    model = ScalarSlotModel(problem, capacity)
+    out, moves = [], []
+    for labels, theta in slot_state_draws(exact, capacity, problem.draw_parameter,
+                                          num_samples, rng):
+        values = theta[:, None].copy()
+        sizes = slot_sizes(labels, capacity)
+        info = parameter_split_merge(model, values, labels, sizes, log_v, log_w, rng,
+                                     _drop=drop)
+        moves.append((info.move, info.accepted))
+        np.testing.assert_array_equal(sizes, slot_sizes(labels, capacity))
+        out.append(labels.copy())
+    return np.array(out), exact, np.array(moves)
+
+
+@pytest.mark.parametrize(("problem_name", "prior_name"),
+                         [("normal", name) for name in PRIORS]
+                         + [("student_t", "dp"), ("poisson", "py")])
+def test_parameter_split_merge_one_step_invariance(problem_name, prior_name):
+    problem = PROBLEMS[problem_name]
+    labels, exact, moves = _parameter_split_merge_labels(
+        problem, PRIORS[prior_name], _capacity(prior_name, problem.y.size), 1500,
+        seed=hash((problem_name, prior_name, "laplace")) % 2**32)
+    for move in (1, 2):  # both directions proposed and accepted
+        assert moves[moves[:, 0] == move, 1].mean() > 0.02
+    assert_partition_gof(labels, exact)
+
+
+def test_parameter_split_merge_negative_control_without_the_placement_factor():
+    """Dropping the slot placement (C-K)!/C! from the target ratio must fail."""
+    problem = PROBLEMS["normal"]
+    labels, exact, _ = _parameter_split_merge_labels(problem, PRIORS["dp"], 5, 1500, seed=3,
+                                                     drop="placement")
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+def test_parameter_slot_model_of_a_two_parameter_likelihood():
+    """The compiled slot model (Student-t with location and scale per cluster): its log
+    likelihood, log prior (transformed scale) and Newton terms against scipy / differences."""
+    from pymc_splitmerge.steps.cluster_slots import SlotLikelihood
+
+    y = np.array([-3.1, -2.8, 2.9, 3.2, 3.0])
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=y.size)
+        mu = psm.ClusterParameter("mu", pm.Normal.dist(0, 5), partition=z, capacity=3)
+        sigma = psm.ClusterParameter("sigma", pm.HalfNormal.dist(2.0), partition=z)
+        pm.StudentT("y", nu=4, mu=mu[z], sigma=sigma[z], observed=y)
+    slot_model = SlotLikelihood(z, model).parameter_model()
+    point = model.initial_point()
+    point["mu"] = np.array([-3.0, 0.5, 3.0])
+    point["sigma_log__"] = np.log([0.5, 1.0, 2.0])
+    values = slot_model.bind(point)
+    assert values.shape == (3, 2) and slot_model.dimension == 2
+    np.testing.assert_allclose(slot_model.log_likelihood(values),
+                               t.logpdf(y[:, None], 4, values[:, 0], np.exp(values[:, 1])))
+    sigma_values = np.exp(values[:, 1])
+    np.testing.assert_allclose(slot_model.log_prior(values),
+                               norm.logpdf(values[:, 0], 0, 5)
+                               + norm.logpdf(sigma_values, 0, 2) + np.log(2) + values[:, 1])
+    weights = np.zeros((5, 3))
+    weights[:2, 0] = weights[2:, 2] = weights[0, 1] = 1.0
+    objective, gradient, hessian = slot_model.fit_terms(values, weights)
+    np.testing.assert_allclose(objective, slot_model.log_prior(values) + (
+        weights * slot_model.log_likelihood(values)).sum(axis=0))
+    h = 1e-5
+    for c in range(2):
+        shifted = values.copy()
+        shifted[:, c] += h
+        up, up_gradient, _ = slot_model.fit_terms(shifted, weights)
+        shifted[:, c] -= 2 * h
+        down, down_gradient, _ = slot_model.fit_terms(shifted, weights)
+        np.testing.assert_allclose(gradient[:, c], (up - down) / (2 * h), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(hessian[:, :, c], (up_gradient - down_gradient) / (2 * h),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_parameter_split_merge_separates_two_groups_started_together():
+    """Two well-separated groups in one cluster: the parameter split-merge splits them."""
+    from pymc_splitmerge.kernels.cluster_slots import parameter_split_merge
+    from pymc_splitmerge.steps.cluster_slots import SlotLikelihood
+
+    y = np.concatenate([np.full(6, -4.0), np.full(6, 4.0)]) + np.linspace(-0.3, 0.3, 12)
+    with pm.Model() as model:
+        z = psm.DirichletProcess("z", alpha=1.0, n=y.size)
+        mu = psm.ClusterParameter("mu", pm.Normal.dist(0, 10), partition=z, capacity=4)
+        sigma = psm.ClusterParameter("sigma", pm.HalfNormal.dist(1.0), partition=z)
+        pm.Normal("y", mu=mu[z], sigma=sigma[z], observed=y)
+    slot_model = SlotLikelihood(z, model).parameter_model()
+    point = model.initial_point()
+    point["mu"] = np.array([0.0, 20.0, -20.0, 30.0])
+    point["sigma_log__"] = np.log([4.0, 0.1, 0.1, 0.1])
+    labels = np.zeros(y.size, dtype=np.int64)
+    values, sizes = slot_model.bind(point), slot_sizes(labels, 4)
+    log_v, log_w = PRIORS["dp"].__class__(1.0).tables(y.size)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        parameter_split_merge(slot_model, values, labels, sizes, log_v, log_w, rng)
+    assert np.unique(labels[:6]).size == 1 and np.unique(labels[6:]).size == 1
+    assert labels[0] != labels[-1]
+
+
+def test_alpha_of_a_cluster_parameter_model_gets_the_exact_concentration_step():
+    """Given the labels, alpha's conditional involves only the block sizes: ConcentrationGibbs
+    (assigned by competence) keeps p(alpha | K) of slot labels."""
+    from pymc.step_methods.compound import Competence
+    from scipy import special, stats
+
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=alpha, n=NORMAL_Y.size)
+        theta = psm.ClusterParameter("theta", pm.Normal.dist(0, 1.5), partition=z, capacity=5)
+        pm.Normal("y", mu=theta[z], sigma=NOISE, observed=NORMAL_Y)
+        assert psm.ConcentrationGibbs.competence(alpha) == Competence.IDEAL
+        step = psm.ConcentrationGibbs(alpha, rng=3)
+    point = model.initial_point()
+    point["z"] = np.array([4, 4, 1, 3, 3], dtype=point["z"].dtype)  # K = 3 blocks
+    grid = np.exp(np.linspace(np.log(1e-6), np.log(100.0), 20001))
+    log_density = (stats.gamma.logpdf(grid, 2.0) + 3 * np.log(grid) + special.gammaln(grid)
+                   - special.gammaln(grid + NORMAL_Y.size))
+    density = np.exp(log_density - log_density.max())
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (density[1:] + density[:-1]) * np.diff(grid))])
+    cdf /= cdf[-1]
+    rng = np.random.default_rng(4)
+    draws = []
+    for value in np.interp(rng.random(1500), cdf, grid):
+        point["alpha_log__"] = np.log(value)
+        new_point, _ = step.step(point)
+        draws.append(np.exp(new_point["alpha_log__"]))
+    assert stats.kstest(draws, lambda v: np.interp(v, grid, cdf)).pvalue > 1e-3
+    # negative control: the same test against the conditional of K = 2 blocks rejects
+    log_wrong = log_density - np.log(grid)
+    wrong = np.exp(log_wrong - log_wrong.max())
+    wrong_cdf = np.concatenate([[0.0], np.cumsum(0.5 * (wrong[1:] + wrong[:-1])
+                                                 * np.diff(grid))])
+    wrong_cdf /= wrong_cdf[-1]
+    assert stats.kstest(draws, lambda v: np.interp(v, grid, wrong_cdf)).pvalue < 1e-3
+
+
+def test_cores_one_and_two_give_the_same_draws():
+    from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
+
+    results = []
+    for cores in (1, 2):
+        with pm.Model():
+            alpha = pm.Gamma("alpha", 2.0, 1.0)
+            z = psm.DirichletProcess("z", alpha=alpha, n=NORMAL_Y.size)
+            theta = psm.ClusterParameter("theta", pm.Normal.dist(0, 1.5), partition=z,
+                                         capacity=5)
+            pm.Normal("y", mu=theta[z], sigma=NOISE, observed=NORMAL_Y)
+            results.append(pm.sample(draws=10, tune=10, chains=2, cores=cores, random_seed=11,
+                                     progressbar=False, compute_convergence_checks=False))
+    sequential, parallel = (posterior_with_labels(result) for result in results)
+    for name in ("z", "theta", "alpha"):
+        np.testing.assert_array_equal(sequential[name].values, parallel[name].values)
+    assert not np.array_equal(sequential["theta"].values[0], sequential["theta"].values[1])

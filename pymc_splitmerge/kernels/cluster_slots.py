@@ -65,8 +65,12 @@ from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight, log_split_weight
 
 __all__ = [
+    "LaplaceProposal",
+    "ParameterSplitMergeInfo",
     "SlotGibbsInfo",
     "SlotSplitMergeInfo",
+    "laplace_proposals",
+    "parameter_split_merge",
     "slot_gibbs_sweeps",
     "slot_sizes",
     "slot_split_merge",
@@ -340,3 +344,269 @@ def slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, rn
     move, accepted, log_ratio = _slot_split_merge(log_likelihood, labels, sizes, log_v_table,
                                                   log_w_table, numba_seed_from(rng))
     return SlotSplitMergeInfo(int(move), bool(accepted), float(log_ratio))
+
+
+# ----------------------------------------------------------------------------------------
+# Split-merge with proposed cluster parameters (Laplace proposals, MH on the joint)
+# ----------------------------------------------------------------------------------------
+class ParameterSplitMergeInfo(NamedTuple):
+    """What :func:`parameter_split_merge` did."""
+
+    move: int
+    """0 nothing proposed (no empty slot for a split), 1 split, 2 merge."""
+    accepted: bool
+    log_accept_ratio: float
+    """``nan`` when nothing was proposed."""
+
+
+class LaplaceProposal(NamedTuple):
+    """A Gaussian ``N(mean, precision^-1)`` on the slot's (transformed) parameter vector."""
+
+    mean: np.ndarray
+    """float64 (d,)."""
+    cholesky: np.ndarray
+    """float64 (d, d): lower Cholesky factor of the precision."""
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        noise = rng.standard_normal(self.mean.shape[0])
+        return self.mean + np.linalg.solve(self.cholesky.T, noise)
+
+    def log_density(self, value: np.ndarray) -> float:
+        whitened = self.cholesky.T @ (np.asarray(value, dtype=np.float64) - self.mean)
+        return float(np.log(np.diag(self.cholesky)).sum() - 0.5 * whitened @ whitened
+                     - 0.5 * self.mean.shape[0] * np.log(2 * np.pi))
+
+
+def _positive_precision(negative_hessian: np.ndarray, floor: float) -> np.ndarray:
+    """Symmetrised ``-H`` per slot with its eigenvalues raised to at least ``floor``."""
+    symmetric = 0.5 * (negative_hessian + np.swapaxes(negative_hessian, -1, -2))
+    symmetric = np.where(np.isfinite(symmetric), symmetric, 0.0)
+    if symmetric.shape[-1] == 1:
+        return np.maximum(symmetric, floor)
+    eigenvalues, vectors = np.linalg.eigh(symmetric)
+    eigenvalues = np.maximum(eigenvalues, floor)
+    return np.einsum("...ij,...j,...kj->...ik", vectors, eigenvalues, vectors)
+
+
+def laplace_proposals(model, weights: np.ndarray, n_newton: int = 8, floor: float = 1e-4,
+                      scale: float = 1.0) -> list[LaplaceProposal]:
+    r"""Laplace approximations of weighted block posteriors, one per column of ``weights``.
+
+    Column ``m`` defines :math:`h_m(\theta) = \log G_0(\theta) + \sum_i w_{im}
+    \log f(y_i \mid \theta)` on the transformed scale; its mode is found by damped Newton
+    steps from :math:`\theta = 0` (a fixed start: the result is a deterministic function of
+    the weights, which the exactness of :func:`parameter_split_merge` needs) and the
+    proposal is :math:`N(\hat\theta, \mathrm{scale}^2 (-\nabla^2 h)^{-1})` with the
+    precision's eigenvalues raised to ``floor`` (non-concave ``h``).  The columns are fitted
+    ``C`` at a time in the model's slots (``model.fit_terms``).
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    n, m = weights.shape
+    capacity, dimension = model.capacity, model.dimension
+    proposals = []
+    for first in range(0, m, capacity):
+        width = min(capacity, m - first)
+        block = np.zeros((n, capacity))
+        block[:, :width] = weights[:, first:first + width]
+        x = np.zeros((capacity, dimension))
+        objective, gradient, hessian = model.fit_terms(x, block)
+        for _ in range(n_newton):
+            precision = _positive_precision(-hessian, floor)
+            if dimension == 1:
+                step = gradient / precision[:, :, 0]
+            else:
+                step = np.linalg.solve(precision, gradient[..., None])[..., 0]
+            step = np.where(np.isfinite(step), step, 0.0)
+            if np.max(np.abs(step)) < 1e-6:
+                break
+            length = np.ones(capacity)
+            pending = np.ones(capacity, dtype=bool)
+            for _ in range(8):  # backtracking, per slot
+                candidate = np.where(pending[:, None], x + length[:, None] * step, x)
+                new_objective, new_gradient, new_hessian = model.fit_terms(candidate, block)
+                improved = pending & (new_objective >= objective - 1e-12)
+                x = np.where(improved[:, None], candidate, x)
+                objective = np.where(improved, new_objective, objective)
+                gradient = np.where(improved[:, None], new_gradient, gradient)
+                hessian = np.where(improved[:, None, None], new_hessian, hessian)
+                pending &= ~improved
+                if not pending.any():
+                    break
+                length = np.where(pending, 0.5 * length, length)
+        precision = _positive_precision(-hessian, floor) / scale**2
+        cholesky = np.linalg.cholesky(precision)
+        proposals.extend(LaplaceProposal(x[s].copy(), cholesky[s].copy())
+                         for s in range(width))
+    return proposals
+
+
+@numba.njit(cache=True)
+def _sequential_allocation(log_a, log_b, order, side_b, forced, uniforms):
+    """SAMS allocation of ``order`` to side a / b (sizes start at 1: the anchors), weights
+    ``size * exp(log)``.  ``forced``: compute the probability of the sides in ``side_b``."""
+    size_a = 1
+    size_b = 1
+    log_prob = 0.0
+    for position in range(order.shape[0]):
+        point = order[position]
+        log_pa, log_pb = _log_two_way(log_a[point], log_b[point], size_a, size_b)
+        if forced:
+            goes_b = side_b[point]
+        else:
+            goes_b = np.log(uniforms[position]) < log_pb
+            side_b[point] = goes_b
+        if goes_b:
+            size_b += 1
+            log_prob += log_pb
+        else:
+            size_a += 1
+            log_prob += log_pa
+    return size_a, size_b, log_prob
+
+
+def _split_proposals(model, members, i, j, n_newton):
+    """``(q_a, q_b, q_merged)`` for the block ``members`` with anchors ``i`` (side a) and
+    ``j`` (side b): a deterministic function of the block and the anchors."""
+    n = model.n_points
+    anchors = np.zeros((n, 2))
+    anchors[i, 0] = anchors[j, 1] = 1.0
+    anchor_a, anchor_b = laplace_proposals(model, anchors, n_newton)
+    values = np.zeros((model.capacity, model.dimension))
+    values[0], values[1] = anchor_a.mean, anchor_b.mean
+    log_likelihood = model.log_likelihood(values)
+    closer_to_b = log_likelihood[members, 1] > log_likelihood[members, 0]
+    weights = np.zeros((n, 3))
+    weights[members, 0] = ~closer_to_b
+    weights[members, 1] = closer_to_b
+    weights[i, 0], weights[i, 1] = 1.0, 0.0
+    weights[j, 0], weights[j, 1] = 0.0, 1.0
+    weights[members, 2] = 1.0
+    return laplace_proposals(model, weights, n_newton)
+
+
+def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table, rng,
+                          log_likelihood=None, n_newton: int = 8,
+                          _drop: str | None = None) -> ParameterSplitMergeInfo:
+    r"""Split-merge of a partition *and* its cluster parameters: MH on the joint target.
+
+    Two distinct points ``i, j`` (ordered, uniform).
+
+    * Same slot ``k`` (block ``S``): **split**.  An empty slot ``s`` is chosen uniformly;
+      Laplace proposals :math:`q_a, q_b` (:func:`laplace_proposals`) are fitted to a
+      deterministic preliminary split of ``S`` (each member to the anchor ``i`` or ``j``
+      whose one-point fit gives it the larger likelihood), :math:`\theta_k' \sim q_a`,
+      :math:`\theta_s' \sim q_b`, then the members other than ``i, j`` are allocated in a
+      random order to ``k`` or ``s`` with probabilities :math:`\propto m_a f(y \mid
+      \theta_k')` and :math:`m_b f(y \mid \theta_s')` (SAMS).
+    * Different slots ``k`` (of ``i``) and ``o``: **merge** ``o`` into ``k``,
+      :math:`\theta_k' \sim q_m` (the Laplace fit of the union) and the emptied slot's
+      parameter drawn from :math:`G_0`.
+
+    The ratio of a split from ``K`` occupied slots (a merge uses its inverse) is
+
+    .. math::
+
+        \frac{p_\mathrm{slot}(z')}{p_\mathrm{slot}(z)} (C-K)\,
+        \frac{G_0(\theta_k') G_0(\theta_s') \prod_{l \in A} f(y_l \mid \theta_k')
+        \prod_{l \in B} f(y_l \mid \theta_s')}{G_0(\theta_k) \prod_{l \in S}
+        f(y_l \mid \theta_k)}\,
+        \frac{q_m(\theta_k)}{q_a(\theta_k')\, q_b(\theta_s')\, P_\mathrm{alloc}(A, B)},
+
+    (the old empty value's :math:`G_0(\theta_s)` cancels against the merge's draw of it);
+    :math:`q_a, q_b, q_m` depend only on ``S``, ``i`` and ``j``, which split and merge share,
+    so the move is an exact Metropolis-Hastings update of :math:`(z, \theta)`.
+
+    Parameters
+    ----------
+    model
+        The slot model: attributes ``capacity``, ``dimension`` (parameter length per slot),
+        ``n_points`` and methods ``log_likelihood(values) -> (n, C)``,
+        ``log_prior(values) -> (C,)`` (:math:`\log G_0` per slot, on the scale of
+        ``values``), ``draw_prior(rng) -> (C, d)`` and ``fit_terms(values, weights) ->
+        (objective (C,), gradient (C, d), hessian (C, d, d))`` of
+        :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid \theta_s)`.
+    values : ndarray of float64, shape (C, d)
+        The slots' parameters; updated in place when accepted.
+    labels, sizes : ndarray of int64
+        As in :func:`slot_gibbs_sweeps`; updated in place when accepted.
+    log_v_table, log_w_table : ndarray
+    rng : numpy.random.Generator
+    log_likelihood : ndarray (n, C), optional
+        ``model.log_likelihood(values)`` if already computed.
+    n_newton : int, default 8
+        Newton iterations of the Laplace fits.
+
+    Returns
+    -------
+    ParameterSplitMergeInfo
+    """
+    n, capacity = labels.shape[0], model.capacity
+    if n < 2:
+        return ParameterSplitMergeInfo(0, False, np.nan)
+    i = int(rng.integers(n))
+    j = int(rng.integers(n - 1))
+    j += j >= i
+    n_occupied = int(np.count_nonzero(sizes))
+    k = int(labels[i])
+    if log_likelihood is None:
+        log_likelihood = model.log_likelihood(values)
+    old_prior = model.log_prior(values)
+    new_values = values.copy()
+    if labels[j] == k:  # --------------------------------------------------------- split
+        n_empty = capacity - n_occupied
+        if n_empty == 0:
+            return ParameterSplitMergeInfo(0, False, np.nan)
+        other = int(rng.choice(np.flatnonzero(sizes == 0)))
+        members = np.flatnonzero(labels == k)
+        q_a, q_b, q_merged = _split_proposals(model, members, i, j, n_newton)
+        new_values[k], new_values[other] = q_a.sample(rng), q_b.sample(rng)
+    else:  # ------------------------------------------------------------------------ merge
+        other = int(labels[j])
+        members = np.flatnonzero((labels == k) | (labels == other))
+        q_a, q_b, q_merged = _split_proposals(model, members, i, j, n_newton)
+        new_values[k] = q_merged.sample(rng)
+        new_values[other] = model.draw_prior(rng)[other]
+    order = rng.permutation(members[(members != i) & (members != j)])
+    uniforms = rng.random(order.shape[0])
+    new_likelihood = model.log_likelihood(new_values)
+    new_prior = model.log_prior(new_values)
+    split = labels[j] == k
+    # the split state's parameters and allocation
+    split_values = new_values if split else values
+    split_likelihood = new_likelihood if split else log_likelihood
+    side_b = np.zeros(n, dtype=np.bool_)
+    if not split:
+        side_b[members] = labels[members] == other
+    side_b[j] = True
+    size_a, size_b, log_allocation = _sequential_allocation(
+        split_likelihood[:, k], split_likelihood[:, other], order, side_b, not split, uniforms)
+    in_b = members[side_b[members]]
+    in_a = members[~side_b[members]]
+    merged_theta = values[k] if split else new_values[k]
+    merged_likelihood = log_likelihood if split else new_likelihood
+    merged_prior = old_prior if split else new_prior
+    split_prior = new_prior if split else old_prior
+    log_split = (
+        log_split_weight(log_v_table, log_w_table, n_occupied - (0 if split else 1),
+                         size_a, size_b)
+        + split_likelihood[in_a, k].sum() + split_likelihood[in_b, other].sum()
+        - merged_likelihood[members, k].sum()
+        + split_prior[k] + split_prior[other] - merged_prior[k]
+        + q_merged.log_density(merged_theta)
+        - q_a.log_density(split_values[k]) - q_b.log_density(split_values[other])
+        - log_allocation)
+    if _drop == "placement":  # negative control of the tests: (C-K)!/C! left out
+        log_split += np.log(capacity - n_occupied + (0 if split else 1))
+    log_ratio = float(log_split if split else -log_split)
+    if np.isnan(log_ratio):
+        log_ratio = -np.inf
+    accepted = bool(np.log(rng.random()) < log_ratio)
+    if accepted:
+        values[k], values[other] = new_values[k], new_values[other]
+        if split:
+            labels[in_b] = other
+            sizes[k], sizes[other] = size_a, size_b
+        else:
+            labels[members] = k
+            sizes[k], sizes[other] = size_a + size_b, 0
+    return ParameterSplitMergeInfo(1 if split else 2, accepted, log_ratio)

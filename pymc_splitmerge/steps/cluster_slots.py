@@ -45,6 +45,7 @@ from pymc_splitmerge.distributions.cluster_parameters import (
 from pymc_splitmerge.distributions.priors import MixtureOfFiniteMixturesRV, PartitionPriorRV
 from pymc_splitmerge.distributions.statistics import mark_written_labels
 from pymc_splitmerge.kernels.cluster_slots import (
+    parameter_split_merge,
     slot_gibbs_sweeps,
     slot_sizes,
     slot_split_merge,
@@ -109,6 +110,7 @@ class SlotLikelihood:
             if per_slot.ndim > 2:
                 per_slot = per_slot.sum(axis=tuple(range(2, per_slot.ndim)))
             total = per_slot if total is None else total + per_slot
+        self._total = total
         self._log_likelihood = compile_pytensor(self.value_vars, total,
                                                 on_unused_input="ignore")
         # forward draws of every slot of every cluster parameter, on the transformed scale
@@ -145,6 +147,7 @@ class SlotLikelihood:
                                 if symbolic else None)
         self._cached_prior_values = None
         self._prior = self._tables = None
+        self._parameter_model = None
 
     def _inputs(self, point):
         return [point[var.name] for var in self.value_vars]
@@ -175,6 +178,13 @@ class SlotLikelihood:
             values[name] = value
         return values
 
+    def parameter_model(self) -> ParameterSlotModel:
+        """The slot model of :func:`~pymc_splitmerge.kernels.cluster_slots.parameter_split_merge`
+        (compiled at the first call)."""
+        if self._parameter_model is None:
+            self._parameter_model = ParameterSlotModel(self)
+        return self._parameter_model
+
     def prior_and_tables(self, point):
         """The numeric prior of the point and its ``(log_v, log_w)`` tables (cached)."""
         values = dict(self._constant_prior)
@@ -192,6 +202,98 @@ class SlotLikelihood:
             self._tables = prior.tables(self.n_points)
             self._cached_prior_values = values
         return self._prior, self._tables
+
+
+class ParameterSlotModel:
+    r"""The cluster parameters of all slots as one float64 array (C, d) on the transformed
+    scale, with the compiled functions :func:`~pymc_splitmerge.kernels.cluster_slots.
+    parameter_split_merge` needs (``bind(point)`` first: the other variables' values).
+
+    ``fit_terms`` gives :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid
+    \theta_s)` per slot with its gradient and its (C, d, d) Hessian blocks: the slots do not
+    interact, so ``d`` second-derivative passes give every slot's block.
+    """
+
+    def __init__(self, slots: SlotLikelihood):
+        model = slots.model
+        self.slots = slots
+        self.capacity = capacity = slots.capacity
+        self.n_points = slots.n_points
+        self.names = slots.parameter_value_names
+        parameter_values = [model.rvs_to_values[p] for p in slots.spec.parameters]
+        prior = None
+        for parameter in slots.spec.parameters:
+            (term,) = model.logp(vars=[parameter], sum=False, jacobian=True)
+            if term.ndim > 1:
+                term = term.sum(axis=tuple(range(1, term.ndim)))
+            prior = term if prior is None else prior + term
+        self.shapes = [_slot_shape(parameter) for parameter in slots.spec.parameters]
+        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+        self.dimension = int(sum(self.sizes))
+        weights = pt.matrix("slot_weights")
+        objective = prior + (slots._total * weights.T).sum(axis=1)
+
+        def flat(gradients):
+            return pt.concatenate([g.reshape((capacity, -1)) for g in gradients], axis=1)
+
+        gradient = flat(pt.grad(objective.sum(), parameter_values))
+        hessian = pt.stack([flat(pt.grad(gradient[:, c].sum(), parameter_values))
+                            for c in range(self.dimension)], axis=1)
+        inputs = slots.value_vars
+        self._prior = compile_pytensor(inputs, prior, on_unused_input="ignore")
+        self._fit = compile_pytensor([*inputs, weights], [objective, gradient, hessian],
+                                     on_unused_input="ignore")
+        self.point = None
+
+    def bind(self, point) -> np.ndarray:
+        """Use ``point`` for the other variables; returns its parameters as (C, d)."""
+        self.point = dict(point)
+        return self.pack(point)
+
+    def pack(self, point) -> np.ndarray:
+        return np.concatenate([np.asarray(point[name], dtype=np.float64).reshape(
+            self.capacity, -1) for name in self.names], axis=1)
+
+    def unpack(self, values) -> dict:
+        out, first = {}, 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
+            dtype = np.asarray(self.point[name]).dtype
+            out[name] = values[:, first:first + size].reshape(
+                (self.capacity, *shape)).astype(dtype)
+            first += size
+        return out
+
+    def _inputs(self, values):
+        point = dict(self.point)
+        point.update(self.unpack(values))
+        return [point[var.name] for var in self.slots.value_vars]
+
+    def log_likelihood(self, values) -> np.ndarray:
+        point = dict(self.point)
+        point.update(self.unpack(values))
+        return self.slots.log_likelihood(point)
+
+    def log_prior(self, values) -> np.ndarray:
+        return np.asarray(self._prior(*self._inputs(values)), dtype=np.float64)
+
+    def draw_prior(self, rng) -> np.ndarray:
+        draws = self.slots._draw(*self._inputs(self.pack(self.point)))
+        return np.concatenate([np.asarray(d, dtype=np.float64).reshape(self.capacity, -1)
+                               for d in draws], axis=1)
+
+    def fit_terms(self, values, weights):
+        objective, gradient, hessian = self._fit(*self._inputs(values),
+                                                 np.asarray(weights, dtype=np.float64))
+        return (np.asarray(objective, dtype=np.float64), np.asarray(gradient, dtype=np.float64),
+                np.asarray(hessian, dtype=np.float64))
+
+
+def _slot_shape(parameter) -> tuple:
+    """Shape of one slot of a cluster parameter (its static shape after the slot axis)."""
+    shape = parameter.type.shape[1:]
+    if any(size is None for size in shape):
+        raise ValueError(f"cluster parameter {parameter.name!r} needs a static shape")
+    return tuple(int(size) for size in shape)
 
 
 class SlotGibbsStep(BlockedStep):
@@ -212,7 +314,16 @@ class SlotGibbsStep(BlockedStep):
     n_gibbs_sweeps : int, default 1
         Algorithm 8 sweeps per draw.
     n_split_merge : int, default 1
-        Split-merge updates per draw (before the sweeps).
+        Split-merge updates of the labels given the parameters per draw (before the sweeps;
+        a new cluster takes an empty slot's draw from the base distribution).
+    n_parameter_split_merge : int, default 0
+        Split-merge updates of the labels *and* the two clusters' parameters per draw
+        (first; Laplace proposals of the parameters, Metropolis-Hastings on the joint:
+        :func:`~pymc_splitmerge.kernels.cluster_slots.parameter_split_merge`).  This is the
+        move that splits a cluster whose parameters no single base draw fits (several or
+        vector parameters, tight clusters); it needs the gradient of the log density in the
+        cluster parameters (continuous parameters, as NUTS does) and compiles their Hessian
+        blocks once per step (seconds for vector parameters), hence opt-in.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -237,19 +348,23 @@ class SlotGibbsStep(BlockedStep):
     stats_dtypes_shapes = {
         "slot_gibbs_changed": (np.int64, []),
         "slot_split_merge_accepted": (np.int64, []),
+        "slot_parameter_split_merge_accepted": (np.int64, []),
         "slot_gibbs_n_clusters": (np.int64, []),
     }
 
-    def __init__(self, vars, n_gibbs_sweeps: int = 1, n_split_merge: int = 1, model=None,
-                 rng=None, **kwargs):
+    def __init__(self, vars, n_gibbs_sweeps: int = 1, n_split_merge: int = 1,
+                 n_parameter_split_merge: int = 0, model=None, rng=None, **kwargs):
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
         if kwargs:
             raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         self.n_gibbs_sweeps = non_negative_integer(n_gibbs_sweeps, "n_gibbs_sweeps")
         self.n_split_merge = non_negative_integer(n_split_merge, "n_split_merge")
-        if self.n_gibbs_sweeps + self.n_split_merge == 0:
-            raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1 or n_split_merge >= 1")
+        self.n_parameter_split_merge = non_negative_integer(n_parameter_split_merge,
+                                                            "n_parameter_split_merge")
+        if self.n_gibbs_sweeps + self.n_split_merge + self.n_parameter_split_merge == 0:
+            raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1, n_split_merge >= 1 or "
+                             "n_parameter_split_merge >= 1")
         model = modelcontext(model)
         value_var, rv = partition_value_and_random_variable(vars, model)
         self.model = model
@@ -324,6 +439,18 @@ class SlotGibbsStep(BlockedStep):
         log_likelihood = self.slots.log_likelihood(new_point)
         prior, (log_v, log_w) = self.slots.prior_and_tables(point)
         sizes = slot_sizes(labels, self.capacity)
+        parameters_accepted = 0
+        if self.n_parameter_split_merge:
+            slot_model = self.slots.parameter_model()
+            values = slot_model.bind(new_point)
+            for _ in range(self.n_parameter_split_merge):
+                info = parameter_split_merge(slot_model, values, labels, sizes, log_v, log_w,
+                                             self.rng, log_likelihood=log_likelihood)
+                if info.accepted:
+                    parameters_accepted += 1
+                    log_likelihood = slot_model.log_likelihood(values)
+            if parameters_accepted:
+                new_point.update(slot_model.unpack(values))
         accepted = 0
         for _ in range(self.n_split_merge):
             accepted += slot_split_merge(log_likelihood, labels, sizes, log_v, log_w,
@@ -338,5 +465,6 @@ class SlotGibbsStep(BlockedStep):
         new_point[self.value_name] = mark_written_labels(  # read-only, recognised in O(1)
             labels.astype(np.asarray(point[self.value_name]).dtype, copy=True))
         stats = {"slot_gibbs_changed": changed, "slot_split_merge_accepted": accepted,
+                 "slot_parameter_split_merge_accepted": parameters_accepted,
                  "slot_gibbs_n_clusters": n_clusters}
         return new_point, [stats]

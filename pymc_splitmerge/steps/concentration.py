@@ -37,6 +37,7 @@ from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import GammaRV
 
 from pymc_splitmerge.distributions.checks import check_labels
+from pymc_splitmerge.distributions.cluster_parameters import has_cluster_parameters
 from pymc_splitmerge.distributions.discovery import discover
 from pymc_splitmerge.distributions.priors import DirichletProcessRV, PartitionPriorRV
 from pymc_splitmerge.kernels.concentration import (
@@ -77,6 +78,22 @@ def _value_and_rv(var, model):
     return value_var, model.values_to_rvs[value_var]
 
 
+def _prior_parameter_roles(partition_rv, model) -> dict:
+    """``{"alpha": rv or None, "discount": rv or None}``: the free variables that are the
+    partition prior's concentration / discount themselves (a partition with cluster
+    parameters: its slot placement potential does not involve them)."""
+    op = partition_rv.owner.op
+    params = _dist_params(partition_rv)
+    roles = {}
+    for name in ("alpha", "discount"):
+        var = None
+        if name in op.parameter_names:
+            candidate = _strip_casts(params[op.parameter_names.index(name)])
+            var = candidate if any(candidate is free for free in model.free_RVs) else None
+        roles[name] = var
+    return roles
+
+
 def _find_parameter_role(rv, model):
     """Return ``(partition_rv, parameter_name)`` of the partition prior that uses ``rv``.
 
@@ -87,19 +104,20 @@ def _find_parameter_role(rv, model):
     for candidate in model.free_RVs:
         if candidate.owner is None or not isinstance(candidate.owner.op, PartitionPriorRV):
             continue
-        try:
-            described = discover(candidate, model)
-        except (TypeError, ValueError):  # no ConjugateMixture: not sampled by this package
-            continue
-        if described.concentration_var is rv:
-            found.append((candidate, "alpha"))
-        if described.discount_var is rv:
-            found.append((candidate, "discount"))
+        if has_cluster_parameters(candidate):  # slot form: the EPPF is the partition's term
+            roles = _prior_parameter_roles(candidate, model)
+        else:
+            try:
+                described = discover(candidate, model)
+            except (TypeError, ValueError):  # no ConjugateMixture: not sampled by this package
+                continue
+            roles = {"alpha": described.concentration_var, "discount": described.discount_var}
+        found.extend((candidate, name) for name, var in roles.items() if var is rv)
     if not found:
         raise ValueError(
             f"{rv.name!r} is not directly a parameter (alpha / discount) of a partition prior "
-            "(DirichletProcess, PitmanYor, FiniteDirichlet) used by a ConjugateMixture in this "
-            "model"
+            "(DirichletProcess, PitmanYor, FiniteDirichlet) used by a ConjugateMixture or by "
+            "cluster parameters in this model"
         )
     if len(found) > 1:
         raise ValueError(f"{rv.name!r} is a parameter of more than one partition prior")
