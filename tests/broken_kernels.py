@@ -9,13 +9,14 @@ the real kernel rejects the variant.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from kernel_references import composed_cluster_sams_updates
 
-from pymc_splitmerge.kernels import pgsm, rgsm, sams
+from pymc_splitmerge.kernels import arm, pgsm, rgsm, sams, smc
 from pymc_splitmerge.kernels.anchors import uniform_anchors
 from pymc_splitmerge.kernels.pgsm import PGSMOptions
-from pymc_splitmerge.kernels.rng import numba_seed_from
+from pymc_splitmerge.kernels.rng import numba_seed_from, seed_numba_from
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
@@ -31,11 +32,16 @@ from pymc_splitmerge.steps.arm import _PopulationARMStep
 
 __all__ = [
     "JacobiARMStep",
+    "arm_transition_log_probabilities_without_eq17",
     "on_state",
     "pgsm_plain_smc_move",
     "rgsm_path_probability_move",
     "sams_cluster_anchors_without_anchor_law_ratio",
     "sams_sampled_reverse_split_move",
+    "smc_cumulative_weights_evidence_runs",
+    "smc_drop_first_term_evidence_runs",
+    "smc_weight_after_move_evidence_runs",
+    "smc_weight_after_move_run",
 ]
 
 
@@ -143,6 +149,14 @@ def pgsm_plain_smc_move(*, num_particles=20, resampling_threshold=0.5, n_anchors
     return pgsm._PGSMMove(options, int(n_anchors), None)
 
 
+def arm_transition_log_probabilities_without_eq17(state, labels_a, labels_b, anchor_i, anchor_j,
+                                                  rank, targets, log_v_table, log_w_table):
+    """``arm.arm_transition_log_probabilities`` with the kernel's eq. (17) switch off: the last
+    original member of a block that gained points may leave, so paths are not unique."""
+    return arm._transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor_j,
+                                             rank, targets, log_v_table, log_w_table, False)
+
+
 class JacobiARMStep(_PopulationARMStep):
     """ARM ensemble in which every chain moves every draw, its library drawn from all other
     chains' previous states (a "Jacobi" update): not invariant for the product target."""
@@ -151,3 +165,108 @@ class JacobiARMStep(_PopulationARMStep):
         if self.population is None or self.library != "ensemble":
             return super()._library_pair(current_labels)
         return self._pair_from([self._chain_labels(c) for c in self.other_chains])
+
+
+# --------------------------------------------------------------------- SMC over partitions
+def _smc_correct_runs(prior, family, x, num_particles, num_runs, rng, **kwargs):
+    """The real ``smc_partition_run`` ``num_runs`` times after one seeding (the random
+    stream of ``smc.log_evidence_runs``): each run's evidence increments and resampling
+    flags."""
+    prepared = smc._prepare_run(prior, family, x, None, None)
+    options = smc._options(num_particles, **kwargs)
+    seed_numba_from(rng)
+    for _ in range(int(num_runs)):
+        result = smc.smc_partition_run(*prepared, options, 0, np.zeros((1, 1), dtype=np.int64))
+        yield result[5], result[4]
+
+
+def smc_cumulative_weights_evidence_runs(prior, family, x, num_particles, num_runs, rng,
+                                         **kwargs):
+    """Log evidences whose step term is ``log mean_p w_cum`` (the weights accumulated since
+    the last resampling) instead of ``log sum_p W_{t-1}^p v_t^p``, from the increments and
+    resampling flags of the real runs (the particles do not depend on the evidence)."""
+    out = np.empty(int(num_runs))
+    for r, (increments, resampled) in enumerate(
+            _smc_correct_runs(prior, family, x, num_particles, num_runs, rng, **kwargs)):
+        since_resampling = 0.0  # log mean_p w_cum before the step's weighting
+        total = 0.0
+        for t in range(resampled.shape[0]):
+            total += since_resampling + increments[t]
+            since_resampling = 0.0 if resampled[t] else since_resampling + increments[t]
+        out[r] = total + increments[-1]
+    return out
+
+
+def smc_drop_first_term_evidence_runs(prior, family, x, num_particles, num_runs, rng,
+                                      **kwargs):
+    """Log evidences without the first point's term ``log f(y_1)``."""
+    return np.array([increments.sum() - increments[0] for increments, _ in
+                     _smc_correct_runs(prior, family, x, num_particles, num_runs, rng,
+                                       **kwargs)])
+
+
+@numba.njit(cache=True)
+def _weight_after_move_run(model, empty_row, order, log_prior_predictive, tables, options):
+    """``smc.smc_partition_run`` (fresh run, no annealing) that proposes and moves each
+    particle first and then weights it with the moved state,
+    ``target(after) / (target(before) q)``, composed from the kernel's private pieces."""
+    n = model.x.shape[0]
+    L = options.num_particles
+    population = smc.empty_population(L, n, empty_row)
+    spare = smc.empty_population(L, n, empty_row)
+    log_weights = np.zeros(L)
+    weights = np.empty(L)
+    increments = np.empty(L)
+    ancestors = np.arange(L)
+    alloc = np.empty((L, n + 2))
+    counts = np.zeros(L, dtype=np.int64)
+    scratch = np.empty(n + 2)
+    log_evidence = 0.0
+    cursor = 0
+    for t in range(1, n + 1):
+        seating = smc._allocation_step(model, tables, population, t, order[t - 1],
+                                       log_prior_predictive, counts, alloc, increments)
+        for p in range(L):
+            part = smc.particle(population, empty_row, p)
+            choice = smc._draw_option(alloc[p], counts[p] + 1, scratch)
+            log_q = alloc[p, choice] - increments[p]
+            before = smc._log_target(part, seating.log_v_prev, seating.log_w_prev, model)
+            smc._move_particle(model, part, order, t, cursor, options.rejuvenation,
+                               log_prior_predictive, seating, choice, counts[p], scratch)
+            after = smc._log_target(part, seating.log_v_now, seating.log_w_now, model)
+            increments[p] = after - before - log_q
+        increment, _, did = smc.reweight_and_resample(log_weights, increments,
+                                                      options.ess_threshold, options.scheme,
+                                                      weights, ancestors)
+        if did:
+            smc._resample_population(order[:t], ancestors, population, spare, empty_row)
+            population, spare = spare, population
+        if options.rejuvenation > 0 and t > 1:
+            cursor = (cursor + options.rejuvenation) % (t - 1)
+        log_evidence += increment
+    return population.labels, log_weights, log_evidence
+
+
+def smc_weight_after_move_run(prior, family, x, num_particles, rng, *, rejuvenation=0,
+                              ess_threshold=0.5, resampling="systematic", prepared=None):
+    """One SMC run weighting after the move: ``(canonical labels, normalised log weights,
+    log evidence)`` as the fields of ``smc.run_smc``'s result."""
+    if prepared is None:
+        prepared = smc._prepare_run(prior, family, x, None, None)
+    options = smc._options(num_particles, rejuvenation, ess_threshold, resampling)
+    seed_numba_from(rng)
+    labels, log_weights, log_evidence = _weight_after_move_run(*prepared, options)
+    normalised, _ = smc.reference_normalise_log_weights(log_weights)
+    return smc.SMCResult(smc.canonical_labels(labels), np.log(normalised), float(log_evidence),
+                         None, None, None)
+
+
+def smc_weight_after_move_evidence_runs(prior, family, x, num_particles, num_runs, rng,
+                                        **kwargs):
+    """Log evidences of ``num_runs`` runs weighting after the move (one seeding, as
+    ``smc.log_evidence_runs``)."""
+    prepared = smc._prepare_run(prior, family, x, None, None)
+    options = smc._options(num_particles, **kwargs)
+    seed_numba_from(rng)
+    return np.array([_weight_after_move_run(*prepared, options)[2]
+                     for _ in range(int(num_runs))])

@@ -27,7 +27,7 @@ layers.
    propagate, optional Gibbs rejuvenation of a rotating block of past labels) on a
    :class:`Population` of :class:`~pymc_splitmerge.kernels.state.Partition` particles;
    ``run_smc`` / ``log_evidence_runs`` are the Python entry points, ``step_tables`` builds the
-   tables, ``VARIANTS`` holds the negative controls used by the tests.  Evidence:
+   tables.  Evidence:
    ``log Ẑ = sum_t log sum_p W_{t-1}^p v_t^p`` (+ the final reweight), whose first term is
    ``log f(y_1)`` (the corrected weights of ``specs/arm_and_smc.md`` §2-3).
 
@@ -465,10 +465,6 @@ def _log_target(partition, log_v_table, log_w_table, model):
 
 
 # ============================================================================ the SMC sampler
-VARIANTS = {"correct": 0, "cumulative_weights": 1, "drop_first_term": 2,
-            "weight_after_move": 3}
-
-
 class StepTables(NamedTuple):
     """Per-step prior tables of :func:`smc_partition_run` (built by :func:`step_tables`)."""
 
@@ -495,9 +491,6 @@ class SMCOptions(NamedTuple):
     ess_threshold: float
     scheme: int
     """``RESAMPLING_SCHEMES`` code."""
-    variant: int
-    """``VARIANTS`` code: 0 correct; negative controls: 1 evidence from the cumulative weights
-    (``log mean_p w_cum``), 2 the first point's term dropped, 3 weighting after the move."""
 
 
 @numba.njit(cache=True)
@@ -510,6 +503,34 @@ def _seating(tables, t):
     return SeatingStep(tables.log_v_steps[t], tables.log_v_steps[t - 1],
                        _row(tables.log_w_steps, t), _row(tables.log_w_steps, t - 1), 0,
                        tables.log_w_steps.shape[0] > 1)
+
+
+@numba.njit(cache=True)
+def _allocation_step(model, tables, population, t, i, log_prior_predictive, counts, alloc,
+                     increments):
+    """Step ``t`` (adding point ``i``): each particle's allocation log weights into ``alloc``,
+    its block count into ``counts`` and its incremental log weight (their log-sum) into
+    ``increments``; returns the step's :class:`SeatingStep`."""
+    seating = _seating(tables, t)
+    for p in range(counts.shape[0]):
+        counts[p] = population.cluster_count[p, 0]
+    allocation_log_weights(model, seating, population.stats, population.sizes,
+                           population.active, counts, model.x[i], log_prior_predictive[i],
+                           True, alloc)
+    for p in range(counts.shape[0]):
+        increments[p] = log_sum_exp(alloc[p], counts[p] + 1)
+    return seating
+
+
+@numba.njit(cache=True)
+def _move_particle(model, part, order, t, cursor, rejuvenation, log_prior_predictive,
+                   seating, choice, k, scratch):
+    """Place point ``order[t - 1]`` in block ``choice`` of ``part`` (``k`` blocks), then the
+    Gibbs rejuvenation of ``rejuvenation`` past labels from ``cursor``."""
+    _place(model, part, order[t - 1], choice, k)
+    if rejuvenation > 0 and t > 1:
+        _rejuvenate(model, part, order, t, cursor, rejuvenation, log_prior_predictive,
+                    seating.log_v_now, seating.log_w_now, scratch)
 
 
 @numba.njit(cache=True)
@@ -552,11 +573,9 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
     resampled : ndarray of bool, shape (n,)
     log_evidence_increments : ndarray, shape (n + 1,)
     """
-    x = model.x
-    n = x.shape[0]
+    n = model.x.shape[0]
     L = options.num_particles
     rejuvenation = options.rejuvenation
-    variant = options.variant
     cap = n + 2
     population = empty_population(L, n, empty_row)
     spare = empty_population(L, n, empty_row)
@@ -578,62 +597,23 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
             i = order[position]
             add(model, part, i, initial_labels[p, i])
     for t in range(start + 1, n + 1):
-        i = order[t - 1]
-        seating = _seating(tables, t)
+        seating = _allocation_step(model, tables, population, t, order[t - 1],
+                                   log_prior_predictive, counts, alloc, increments)
+        increment, ess, did = reweight_and_resample(log_weights, increments,
+                                                    options.ess_threshold, options.scheme,
+                                                    weights, ancestors)
+        if did:
+            _resample_population(order[: t - 1], ancestors, population, spare, empty_row)
+            population, spare = spare, population
         for p in range(L):
-            counts[p] = population.cluster_count[p, 0]
-        allocation_log_weights(model, seating, population.stats, population.sizes,
-                               population.active, counts, x[i],
-                               log_prior_predictive[i], True, alloc)
-        for p in range(L):
-            increments[p] = log_sum_exp(alloc[p], counts[p] + 1)
-        placed = order[: t - 1]
-        if variant == 3:
-            # Negative control: propose, move, then weight with the moved state.
-            for p in range(L):
-                k = counts[p]
-                part = particle(population, empty_row, p)
-                choice = _draw_option(alloc[p], k + 1, scratch)
-                log_q = alloc[p, choice] - increments[p]
-                before = _log_target(part, seating.log_v_prev, seating.log_w_prev, model)
-                _place(model, part, i, choice, k)
-                if rejuvenation > 0 and t > 1:
-                    _rejuvenate(model, part, order, t, cursor, rejuvenation,
-                                log_prior_predictive, seating.log_v_now, seating.log_w_now,
-                                scratch)
-                after = _log_target(part, seating.log_v_now, seating.log_w_now, model)
-                increments[p] = after - before - log_q
-            increment, ess, did = reweight_and_resample(log_weights, increments,
-                                                        options.ess_threshold, options.scheme,
-                                                        weights, ancestors)
-            if did:
-                _resample_population(order[:t], ancestors, population, spare, empty_row)
-                population, spare = spare, population
-        else:
-            before_all = log_sum_exp(log_weights, L)
-            increment, ess, did = reweight_and_resample(log_weights, increments,
-                                                        options.ess_threshold, options.scheme,
-                                                        weights, ancestors)
-            if variant == 1:
-                # Negative control: log of the mean cumulative weight since the last resampling.
-                increment = before_all + increment - np.log(L)
-            if did:
-                _resample_population(placed, ancestors, population, spare, empty_row)
-                population, spare = spare, population
-            for p in range(L):
-                a = ancestors[p]
-                k = counts[a]
-                part = particle(population, empty_row, p)
-                choice = _draw_option(alloc[a], k + 1, scratch)
-                _place(model, part, i, choice, k)
-                if rejuvenation > 0 and t > 1:
-                    _rejuvenate(model, part, order, t, cursor, rejuvenation,
-                                log_prior_predictive, seating.log_v_now, seating.log_w_now,
-                                scratch)
+            a = ancestors[p]
+            choice = _draw_option(alloc[a], counts[a] + 1, scratch)
+            _move_particle(model, particle(population, empty_row, p), order, t, cursor,
+                           rejuvenation, log_prior_predictive, seating, choice, counts[a],
+                           scratch)
         if rejuvenation > 0 and t > 1:
             cursor = (cursor + rejuvenation) % (t - 1)
-        if not (variant == 2 and t == 1):
-            log_evidence += increment
+        log_evidence += increment
         log_increments[t - 1] = increment
         ess_history[t - 1] = ess
         resampled[t - 1] = did
@@ -792,9 +772,10 @@ def step_tables(prior, n: int, anneal: dict | None = None, start: int = 0):
     return StepTables(log_v_steps, log_w_steps, final_log_v, final_log_w, True)
 
 
-def _options(num_particles, rejuvenation, ess_threshold, resampling, variant) -> SMCOptions:
+def _options(num_particles, rejuvenation=0, ess_threshold=0.5, resampling="systematic"
+             ) -> SMCOptions:
     return SMCOptions(int(num_particles), int(rejuvenation), float(ess_threshold),
-                      RESAMPLING_SCHEMES[resampling], VARIANTS[variant])
+                      RESAMPLING_SCHEMES[resampling])
 
 
 def _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling, anneal):
@@ -849,8 +830,7 @@ def _prepare_run(prior, family, x, order, anneal, start=0) -> PreparedRun:
 
 def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, order=None,
             rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
-            resampling: str = "systematic", variant: str = "correct",
-            prepared=None, start: int = 0, initial_labels=None) -> SMCResult:
+            resampling: str = "systematic", prepared=None, start: int = 0, initial_labels=None) -> SMCResult:
     """One SMC run over the partitions of ``x`` (Lomeli 2017; Ülker, Günsel & Cemgil 2010).
 
     Parameters
@@ -871,8 +851,6 @@ def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, o
     ess_threshold : float
         Resample when the relative ESS falls below this (1: every step, 0: never).
     resampling : {"systematic", "multinomial"}
-    variant : str
-        ``"correct"`` or a negative control (``VARIANTS``), for tests only.
     prepared : tuple, optional
         ``_prepare_run(prior, family, x, order, anneal, start)`` computed once for many runs.
     start : int
@@ -902,7 +880,7 @@ def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, o
             raise ValueError(f"initial_labels must have shape ({num_particles}, {x.shape[0]})")
     else:
         initial_labels = np.zeros((1, 1), dtype=np.int64)
-    options = _options(num_particles, rejuvenation, ess_threshold, resampling, variant)
+    options = _options(num_particles, rejuvenation, ess_threshold, resampling)
     seed_numba_from(rng)
     labels, log_weights, log_evidence, ess, resampled, increments = smc_partition_run(
         prepared.model, prepared.empty_row, prepared.order, prepared.log_prior_predictive,
@@ -915,11 +893,11 @@ def run_smc(prior, family, x, num_particles: int, rng: np.random.Generator, *, o
 def log_evidence_runs(prior, family, x, num_particles: int, num_runs: int,
                       rng: np.random.Generator, *, order=None, rejuvenation: int = 0,
                       anneal: dict | None = None, ess_threshold: float = 0.5,
-                      resampling: str = "systematic", variant: str = "correct") -> np.ndarray:
+                      resampling: str = "systematic") -> np.ndarray:
     """Log evidence estimates of ``num_runs`` independent runs (one numba call)."""
     _check_run_arguments(num_particles, rejuvenation, ess_threshold, resampling, anneal)
     prepared = _prepare_run(prior, family, x, order, anneal)
-    options = _options(num_particles, rejuvenation, ess_threshold, resampling, variant)
+    options = _options(num_particles, rejuvenation, ess_threshold, resampling)
     seed_numba_from(rng)
     return smc_partition_log_evidence_runs(
         int(num_runs), prepared.model, prepared.empty_row, prepared.order,
