@@ -227,7 +227,7 @@ def leaf_add_point_at(family_id, params, stats, slot, x, i):
 
     Families with an ``add_point_at`` leaf run it here (inlined, numba IR, into
     ``dispatch.add_point_at``); the others go through ``leaf_add_point`` on views, which
-    for them measured faster than an inlined call of their row leaf.
+    for them is faster than an inlined call of their row leaf.
     """
     if family_id == FAMILY_NORMAL_INVERSE_WISHART:
         niw_add_point_at(params, stats, slot, x, i)

@@ -177,7 +177,7 @@ _SLOT_SWITCHES = (
      ("``leaf_add_point(family_id, params, stats[slot], x[i])`` without the row views.",
       "Families with an ``add_point_at`` leaf run it here (inlined, numba IR, into",
       "``dispatch.add_point_at``); the others go through ``leaf_add_point`` on views, which",
-      "for them measured faster than an inlined call of their row leaf.")),
+      "for them is faster than an inlined call of their row leaf.")),
     ("leaf_remove_point_at", "remove_point_at", "leaf_remove_point",
      ("``leaf_remove_point(family_id, params, stats[slot], x[i])`` without the row views.",
       "Families with a ``remove_point_at`` leaf run it here (inlined, numba IR, into",
