@@ -10,6 +10,8 @@ does not set the thread variables) before it loads numpy itself.
   (``docs/benchmarks.md``, "BLAS threads").  Call it before numpy loads, or on the
   environment of a subprocess.
 * :func:`peak_rss_mb`: the process's peak resident memory.
+* :func:`load_temporary_module`: a module executed from a source text (a kernel module with a
+  switch folded, or a git ref's copy), for side-by-side timings in one process.
 * The scale problem (``docs/benchmarks.md``, "Scale"): :func:`make_data` (20 unit Gaussians),
   :func:`unequal_data` (15 unit Gaussians of geometric weights), the model
   (:func:`build_model`, DP(1) + :func:`family`), and the held-out log predictive density of
@@ -19,8 +21,12 @@ does not set the thread variables) before it loads numpy itself.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import resource
+import sys
+import tempfile
 from collections.abc import MutableMapping
 
 __all__ = [
@@ -31,6 +37,7 @@ __all__ = [
     "family",
     "heldout_running_lpd",
     "limit_blas_threads",
+    "load_temporary_module",
     "make_data",
     "peak_rss_mb",
     "subprocess_environment",
@@ -158,3 +165,22 @@ def heldout_running_lpd(y, y_test, labels_list):
 def _pooled_lpd(rows):
     peak = rows.max(0)
     return float(np.mean(peak + np.log(np.exp(rows - peak).mean(0))))
+
+
+def load_temporary_module(source: str, name: str):
+    """Module ``name`` executed from ``source``, a file in the temporary directory named
+    after the source's hash (written once, so that numba's cache of it serves later runs)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    directory = os.path.join(tempfile.gettempdir(), f"benchmark_module_{digest}")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{name}.py")
+    if not os.path.exists(path):
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w") as handle:
+            handle.write(source)
+        os.replace(partial, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

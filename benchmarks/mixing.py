@@ -53,6 +53,13 @@ Run::
     python benchmarks/mixing.py                      # full: 20,000 draws, reference 20,000
     python benchmarks/mixing.py --draws 2000 --reference-draws 2000      # ~3 min
     python benchmarks/mixing.py --datasets jn18 --samplers "SAMS+Gibbs,ARM ens+SAMS+Gibbs"
+    python benchmarks/mixing.py --switch-cost 300 --datasets blobs,jn15      # ~2 min
+
+``--switch-cost REPEATS`` only times ARM's proposal (``kernels.arm._arm_proposal``: a sampled
+forward run and the forced reverse run) in two temporary copies of ``kernels/arm.py``, as it
+is and with the tests' negative-control switch (``enforce_eq17``) folded to ``True``,
+alternately from the same seeds on random 4-block states and libraries; a ratio of 1 within
+the noise shows that the switch costs nothing in the production kernel.
 
 References
 ----------
@@ -71,7 +78,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import limit_blas_threads
+from _common import limit_blas_threads, load_temporary_module
 
 limit_blas_threads()  # before numpy loads: idle BLAS threads spin into process_time
 
@@ -392,6 +399,44 @@ def print_table(problem, reference, rows, draws):
     sys.stdout.flush()
 
 
+# ------------------------------------------------------------ the eq. (17) switch of ARM
+ARM_SWITCH = "if enforce_eq17 and remaining_original[home] == 1"
+
+
+def arm_switch_cost(name: str, repeats: int, seed: int) -> None:
+    """CPU-median ms of one ARM proposal (a sampled forward run and the forced reverse run of
+    ``kernels.arm``) with the kernel's eq. (17) switch as it is and folded to ``True``, in two
+    temporary copies of ``kernels/arm.py`` timed alternately from the same seeds."""
+    from pymc_splitmerge.kernels import arm
+
+    with open(arm.__file__) as handle:
+        source = handle.read()
+    if source.count(ARM_SWITCH) != 1:
+        raise SystemExit("kernels/arm.py no longer tests enforce_eq17 in one line")
+    modules = (load_temporary_module(source, "_arm_with_switch"),
+               load_temporary_module(source.replace(ARM_SWITCH,
+                                                    "if remaining_original[home] == 1"),
+                                     "_arm_switch_folded"))
+    problem = make_problem(name)
+    tables = problem.tables()
+    rng = np.random.default_rng(seed)
+    cpu = ([], [])
+    for repeat in range(repeats + 1):  # the first repeat compiles / warms up
+        labels, labels_a, labels_b = rng.integers(4, size=(3, problem.n))
+        state = PartitionState(problem.family, problem.x, labels)
+        draw_seed = int(rng.integers(2**63))
+        for module, times in zip(modules, cpu):
+            start = time.thread_time()
+            module._arm_proposal(state.model, state.partition, tables,
+                                 np.random.default_rng(draw_seed), labels_a, labels_b)
+            if repeat:
+                times.append(time.thread_time() - start)
+    with_switch, folded = (float(np.median(times)) * 1e3 for times in cpu)
+    print(f"ARM proposal on {name} (n = {problem.n}, 4-block random start and library), "
+          f"CPU median of {repeats}: with the eq. (17) switch {with_switch:.3f} ms, folded "
+          f"{folded:.3f} ms, ratio {with_switch / folded:.3f}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--draws", type=int, default=20_000, help="draws per chain")
@@ -403,7 +448,15 @@ def main(argv=None) -> None:
                         help="comma-separated sampler names (default: all, and the default "
                              f"step: '{DEFAULT_SAMPLER}')")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--switch-cost", type=int, default=0, metavar="REPEATS",
+                        help="only time ARM's negative-control switch (eq. 17) against a "
+                             "copy with it folded to a constant, REPEATS proposals per data "
+                             "set")
     args = parser.parse_args(argv)
+    if args.switch_cost:
+        for name in args.datasets.split(","):
+            arm_switch_cost(name.strip(), args.switch_cost, args.seed)
+        return
     if args.draws < 40 or args.reference_draws < 10:
         raise SystemExit("need --draws >= 40 and --reference-draws >= 10")
     samplers = make_samplers()

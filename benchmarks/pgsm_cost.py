@@ -35,15 +35,12 @@ when 2000 is among ``--sizes``.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib.util
 import os
 import subprocess
-import sys
-import tempfile
 import time
 
 import numpy as np
+from _common import load_temporary_module
 
 from pymc_splitmerge.components import NormalInverseWishart
 from pymc_splitmerge.kernels.pgsm import pgsm_move
@@ -76,32 +73,13 @@ def build(closure_size: int, configuration: str, rng: np.random.Generator):
     return family, x, labels, anchors
 
 
-def _load_module(source: str, name: str):
-    """Module ``name`` executed from ``source``, a file in the temporary directory named
-    after the source's hash (written once, so that numba's cache of it serves later runs)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    directory = os.path.join(tempfile.gettempdir(), f"pgsm_baseline_{digest}")
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{name}.py")
-    if not os.path.exists(path):
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w") as handle:
-            handle.write(source)
-        os.replace(partial, path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def load_baseline(ref: str):
     """The PGSM entry point of ``pymc_splitmerge/kernels/pgsm.py`` at git ``ref`` (temp module:
     ``pgsm_move``, or ``pgsm_step`` for refs before the rename)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     source = subprocess.run(["git", "show", f"{ref}:pymc_splitmerge/kernels/pgsm.py"],
                             cwd=root, capture_output=True, text=True, check=True).stdout
-    module = _load_module(source, "_pgsm_baseline")
+    module = load_temporary_module(source, "_pgsm_baseline")
     return getattr(module, "pgsm_move", None) or module.pgsm_step
 
 
@@ -119,8 +97,8 @@ def load_switch_pair():
         source = handle.read()
     if source.count(SWITCH_LINE) != 1:
         raise SystemExit("kernels/pgsm.py no longer reads options.conditional in one line")
-    with_switch = _load_module(source, "_pgsm_with_switch")
-    folded = _load_module(source.replace(SWITCH_LINE, "    conditional = True\n"),
+    with_switch = load_temporary_module(source, "_pgsm_with_switch")
+    folded = load_temporary_module(source.replace(SWITCH_LINE, "    conditional = True\n"),
                           "_pgsm_switch_folded")
     return with_switch.pgsm_move, folded.pgsm_move
 

@@ -586,7 +586,7 @@ def propose_arm(state, log_v_table, log_w_table, rng, labels_a, labels_b):
     from pymc_splitmerge.kernels.state import prior_tables
 
     tables = prior_tables(state.n, log_v_table, log_w_table)
-    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b, True)
+    return _arm_proposal(state.model, state.partition, tables, rng, labels_a, labels_b)
 
 
 # ---------------------------------------------------- cluster slots (kernels.cluster_slots)

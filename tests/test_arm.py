@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from broken_kernels import arm_transition_log_probabilities_without_eq17
 from conftest import PRIORS, PROBLEMS, bernoulli_problem, thinned_labels
 from kernel_references import propose_arm, reference_arm_run
 
@@ -41,7 +42,8 @@ def _disagreeing_pairs(labels_a, labels_b):
             if (labels_a[p] == labels_a[q]) != (labels_b[p] == labels_b[q])]
 
 
-def _path_sums(family, x, prior, triples, rng, enforce_eq17=True):
+def _path_sums(family, x, prior, triples, rng,
+               transition_log_probabilities=arm_transition_log_probabilities):
     n = x.shape[0]
     partitions = enumerate_partitions(n)
     log_v_table, log_w_table = prior.tables(n)
@@ -50,9 +52,9 @@ def _path_sums(family, x, prior, triples, rng, enforce_eq17=True):
         state = PartitionState(family, x, z)
         for anchor_i, anchor_j in _disagreeing_pairs(labels_a, labels_b):
             rank = rng.permutation(n)
-            log_t = arm_transition_log_probabilities(
+            log_t = transition_log_probabilities(
                 state, labels_a, labels_b, anchor_i, anchor_j, rank, partitions, log_v_table,
-                log_w_table, enforce_eq17=enforce_eq17)
+                log_w_table)
             sums.append(np.exp(log_t).sum())
     return np.array(sums)
 
@@ -87,7 +89,8 @@ def test_reverse_path_identity_fails_without_eq17():
     rng = np.random.default_rng([SEED, 17])
     partitions = enumerate_partitions(6)
     triples = partitions[rng.integers(len(partitions), size=(20, 3))]
-    sums = _path_sums(family, x, PRIORS["dp"], triples, rng, enforce_eq17=False)
+    sums = _path_sums(family, x, PRIORS["dp"], triples, rng,
+                      arm_transition_log_probabilities_without_eq17)
     assert np.mean(np.abs(sums - 1.0) > 1e-6) > 0.3
 
 

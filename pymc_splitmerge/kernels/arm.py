@@ -265,7 +265,10 @@ def arm_run(model, partition, tables, labels_a, labels_b, anchor_i, anchor_j, ra
     uniforms : ndarray of float64, shape (>= n,)
         Uniform(0, 1) draws, one per sampled decision (unused when ``forced``).
     enforce_eq17 : bool
-        ``False`` only for the negative control that drops eq. (17).
+        ``True`` in every production call; ``False`` drops eq. (17) (the negative control of
+        ``tests/test_arm.py``, through ``tests/broken_kernels.py``).  The switch is one test per
+        settled point, measured free against a copy with it folded to ``True``
+        (``benchmarks/mixing.py --switch-cost``).
 
     Returns
     -------
@@ -546,8 +549,7 @@ def _library_labels(labels, n, name):
 
 
 def arm_transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor_j, rank,
-                                     targets, log_v_table, log_w_table, *,
-                                     enforce_eq17=True):
+                                     targets, log_v_table, log_w_table):
     """``log T(target | z)`` of a forced run from ``state`` to each target partition.
 
     ``state`` is not modified.  With the path unique, these sum to 1 over all partitions
@@ -569,6 +571,12 @@ def arm_transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor
     -------
     ndarray of float64, shape (num_targets,)
     """
+    return _transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor_j, rank,
+                                         targets, log_v_table, log_w_table, True)
+
+
+def _transition_log_probabilities(state, labels_a, labels_b, anchor_i, anchor_j, rank,
+                                  targets, log_v_table, log_w_table, enforce_eq17):
     tables = prior_tables(state.n, log_v_table, log_w_table)
     n = state.n
     labels_a = _library_labels(labels_a, n, "labels_a")
@@ -604,7 +612,7 @@ def _n_moved(old_labels, new_labels, capacity) -> int:
 
 
 def _arm_proposal(model: Model, partition: Partition, tables: PriorTables, rng, labels_a,
-                  labels_b, enforce_eq17: bool) -> ARMProposal:
+                  labels_b) -> ARMProposal:
     n = model.x.shape[0]
     labels_a = _library_labels(labels_a, n, "labels_a")
     labels_b = _library_labels(labels_b, n, "labels_b")
@@ -620,10 +628,10 @@ def _arm_proposal(model: Model, partition: Partition, tables: PriorTables, rng, 
     move = MOVE_SPLIT if current[anchor_i] == current[anchor_j] else MOVE_MERGE
     candidate = _copy_partition(partition)
     log_forward = arm_run(model, candidate, tables, labels_a, labels_b, anchor_i, anchor_j,
-                          rank, False, current, uniforms, enforce_eq17)
+                          rank, False, current, uniforms, True)
     reverse = _copy_partition(candidate)
     log_reverse = arm_run(model, reverse, tables, labels_a, labels_b, anchor_i, anchor_j, rank,
-                          True, current, uniforms, enforce_eq17)
+                          True, current, uniforms, True)
     log_ratio = (log_reverse + _log_target(model, candidate, tables) - log_forward
                  - _log_target(model, partition, tables))
     if math.isnan(log_ratio):
@@ -676,24 +684,22 @@ def build_arm_move(library: LibrarySource
     """
     if not callable(library):
         raise TypeError("library must be a callable partition -> (labels_a, labels_b) or None")
-    return _ARMMove(library, True)
+    return _ARMMove(library)
 
 
 class _ARMMove:
     """The transition of :func:`build_arm_move` (a class: copied with its step, whose bound
     method is usually the ``library``)."""
 
-    def __init__(self, library: LibrarySource, enforce_eq17: bool):
+    def __init__(self, library: LibrarySource):
         self.library = library
-        self.enforce_eq17 = enforce_eq17
 
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> ARMInfo:
         pair = self.library(partition)
         proposal = None
         if pair is not None:
-            proposal = _arm_proposal(model, partition, tables, rng, pair[0], pair[1],
-                                     self.enforce_eq17)
+            proposal = _arm_proposal(model, partition, tables, rng, pair[0], pair[1])
         if proposal is None or proposal.move == MOVE_NONE:
             return ARMInfo(MOVE_NONE, False, float("nan"), 0,
                            int(partition.cluster_count[0]))
