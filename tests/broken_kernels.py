@@ -231,8 +231,11 @@ def _weight_after_move_run(model, empty_row, order, log_prior_predictive, tables
             choice = smc._draw_option(alloc[p], counts[p] + 1, scratch)
             log_q = alloc[p, choice] - increments[p]
             before = smc._log_target(part, seating.log_v_prev, seating.log_w_prev, model)
-            smc._move_particle(model, part, order, t, cursor, options.rejuvenation,
-                               log_prior_predictive, seating, choice, counts[p], scratch)
+            smc._place(model, part, order[t - 1], choice, counts[p])
+            if options.rejuvenation > 0 and t > 1:
+                smc._rejuvenate(model, part, order, t, cursor, options.rejuvenation,
+                                log_prior_predictive, seating.log_v_now, seating.log_w_now,
+                                scratch)
             after = smc._log_target(part, seating.log_v_now, seating.log_w_now, model)
             increments[p] = after - before - log_q
         increment, _, did = smc.reweight_and_resample(log_weights, increments,

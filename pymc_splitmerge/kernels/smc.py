@@ -523,17 +523,6 @@ def _allocation_step(model, tables, population, t, i, log_prior_predictive, coun
 
 
 @numba.njit(cache=True)
-def _move_particle(model, part, order, t, cursor, rejuvenation, log_prior_predictive,
-                   seating, choice, k, scratch):
-    """Place point ``order[t - 1]`` in block ``choice`` of ``part`` (``k`` blocks), then the
-    Gibbs rejuvenation of ``rejuvenation`` past labels from ``cursor``."""
-    _place(model, part, order[t - 1], choice, k)
-    if rejuvenation > 0 and t > 1:
-        _rejuvenate(model, part, order, t, cursor, rejuvenation, log_prior_predictive,
-                    seating.log_v_now, seating.log_w_now, scratch)
-
-
-@numba.njit(cache=True)
 def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, options, start,
                       initial_labels):
     """Sequential Monte Carlo over partitions (Lomeli's StandardSMC, Ülker's SMC-G/SMC-A).
@@ -607,10 +596,12 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
             population, spare = spare, population
         for p in range(L):
             a = ancestors[p]
-            choice = _draw_option(alloc[a], counts[a] + 1, scratch)
-            _move_particle(model, particle(population, empty_row, p), order, t, cursor,
-                           rejuvenation, log_prior_predictive, seating, choice, counts[a],
-                           scratch)
+            part = particle(population, empty_row, p)
+            _place(model, part, order[t - 1], _draw_option(alloc[a], counts[a] + 1, scratch),
+                   counts[a])
+            if rejuvenation > 0 and t > 1:
+                _rejuvenate(model, part, order, t, cursor, rejuvenation, log_prior_predictive,
+                            seating.log_v_now, seating.log_w_now, scratch)
         if rejuvenation > 0 and t > 1:
             cursor = (cursor + rejuvenation) % (t - 1)
         log_evidence += increment
