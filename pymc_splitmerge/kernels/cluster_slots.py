@@ -388,7 +388,7 @@ def _positive_precision(negative_hessian: np.ndarray, floor: float) -> np.ndarra
     return np.einsum("...ij,...j,...kj->...ik", vectors, eigenvalues, vectors)
 
 
-def laplace_proposals(model, weights: np.ndarray, n_newton: int = 8, floor: float = 1e-4,
+def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: float = 1e-4,
                       scale: float = 1.0) -> list[LaplaceProposal]:
     r"""Laplace approximations of weighted block posteriors, one per column of ``weights``.
 
@@ -417,11 +417,11 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 8, floor: floa
             else:
                 step = np.linalg.solve(precision, gradient[..., None])[..., 0]
             step = np.where(np.isfinite(step), step, 0.0)
-            if np.max(np.abs(step)) < 1e-6:
+            if np.max(np.abs(step)) < 1e-7:
                 break
             length = np.ones(capacity)
             pending = np.ones(capacity, dtype=bool)
-            for _ in range(8):  # backtracking, per slot
+            for _ in range(25):  # backtracking, per slot
                 candidate = np.where(pending[:, None], x + length[:, None] * step, x)
                 new_objective, new_gradient, new_hessian = model.fit_terms(candidate, block)
                 improved = pending & (new_objective >= objective - 1e-12)
@@ -485,7 +485,7 @@ def _split_proposals(model, members, i, j, n_newton):
 
 
 def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table, rng,
-                          log_likelihood=None, n_newton: int = 8,
+                          log_likelihood=None, n_newton: int = 12,
                           _drop: str | None = None) -> ParameterSplitMergeInfo:
     r"""Split-merge of a partition *and* its cluster parameters: MH on the joint target.
 
@@ -533,7 +533,7 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     rng : numpy.random.Generator
     log_likelihood : ndarray (n, C), optional
         ``model.log_likelihood(values)`` if already computed.
-    n_newton : int, default 8
+    n_newton : int, default 12
         Newton iterations of the Laplace fits.
 
     Returns
