@@ -12,18 +12,16 @@ tests/test_defaults.py.
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import pytest
-from broken_kernels import sams_cluster_anchors_without_anchor_law_ratio
-from conftest import PRIORS, PROBLEMS, chain_draws, niw_problem, one_step_draws
+from broken_kernels import on_state, sams_cluster_anchors_without_anchor_law_ratio
+from conftest import PRIORS, PROBLEMS, niw_problem
+from kernel_checks import exactness_tests
 
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.sams import _sams_updates, build_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import MOVE_MERGE, MOVE_SPLIT
 from pymc_splitmerge.kernels.state import PartitionState, PriorTables
-from pymc_splitmerge.testing import assert_partition_gof
 
 SEED = 20261127
 N_UPDATES = 4
@@ -39,8 +37,9 @@ def _batch_without_anchor_ratio(model, partition, tables, rng):
     return info
 
 
-def _batch_move(state, log_v_table, log_w_table, rng, move=_BATCH):
-    return move(state.model, state.partition, PriorTables(log_v_table, log_w_table), rng)
+(test_batched_cluster_anchor_updates_one_step_invariance,
+ test_negative_control_batch_without_the_anchor_law_ratio_is_rejected) = exactness_tests(
+    on_state(_BATCH), on_state(_batch_without_anchor_ratio), PRIORS, PROBLEMS, SEED)
 
 
 def test_batched_cluster_anchor_updates_are_the_stage_one_updates():
@@ -62,24 +61,6 @@ def test_batched_cluster_anchor_updates_are_the_stage_one_updates():
     built.check()
     assert {MOVE_SPLIT, MOVE_MERGE} <= moves
     assert 0 < changed < 100
-
-
-@pytest.mark.parametrize("problem", sorted(PROBLEMS))
-@pytest.mark.parametrize("name", sorted(PRIORS))
-def test_batched_cluster_anchor_updates_one_step_invariance(name, problem):
-    rng = np.random.default_rng([SEED, 1, len(name), len(problem)])
-    family, x = PROBLEMS[problem]()
-    samples, exact = one_step_draws(_batch_move, PRIORS[name], family, x, 3000, rng)
-    assert_partition_gof(samples, exact)
-
-
-def test_negative_control_batch_without_the_anchor_law_ratio_is_rejected():
-    rng = np.random.default_rng([SEED, 2])
-    family, x = niw_problem()
-    samples, exact = chain_draws(partial(_batch_move, move=_batch_without_anchor_ratio),
-                                 PRIORS["dp"], family, x, 1000, rng)
-    with pytest.raises(AssertionError):
-        assert_partition_gof(samples, exact)
 
 
 def test_bad_update_counts_raise():

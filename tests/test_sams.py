@@ -9,8 +9,6 @@ without the anchor-law ratio.
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import pytest
 from broken_kernels import (
@@ -27,6 +25,7 @@ from conftest import (
     one_step_draws,
     thinned_labels,
 )
+from kernel_checks import exactness_tests
 from kernel_references import (
     propose_sams,
     reference_log_split_weight,
@@ -219,10 +218,12 @@ def test_cluster_anchor_move_is_the_stage_one_update_seeded_per_call():
     for _ in range(300):
         before = looped.labels()
         infos.append(_CLUSTER_MOVE(built.model, built.partition, tables, rng_built))
-        accepted = _sams_updates(looped.model, looped.partition, tables, 1,
-                                 numba_seed_from(rng_looped))
+        n_accepted, move, accepted, log_ratio = _sams_updates(
+            looped.model, looped.partition, tables, 1, numba_seed_from(rng_looped))
         np.testing.assert_array_equal(built.labels(), looped.labels())
-        assert infos[-1].accepted == bool(accepted)
+        assert infos[-1].accepted == accepted == bool(n_accepted)
+        assert infos[-1].move == move
+        np.testing.assert_equal(infos[-1].log_accept_ratio, log_ratio)
         assert infos[-1].accepted == (not np.array_equal(before, looped.labels()))
     built.check()
     moves = {info.move for info in infos}
@@ -230,23 +231,10 @@ def test_cluster_anchor_move_is_the_stage_one_update_seeded_per_call():
     assert all(np.isfinite(info.log_accept_ratio) for info in infos if info.accepted)
 
 
-@pytest.mark.parametrize("problem", sorted(PROBLEMS))
-@pytest.mark.parametrize("name", sorted(PRIORS))
-def test_cluster_anchor_move_one_step_invariance(name, problem):
-    rng = np.random.default_rng([SEED, 41, len(name), len(problem)])
-    family, x = PROBLEMS[problem]()
-    samples, exact = one_step_draws(_cluster_anchor_move, PRIORS[name], family, x, 3000, rng)
-    assert_partition_gof(samples, exact)
-
-
-def test_negative_control_cluster_anchors_without_the_anchor_law_ratio_is_rejected():
-    rng = np.random.default_rng([SEED, 42])
-    family, x = niw_problem()
-    samples, exact = chain_draws(partial(_cluster_anchor_move,
-                                         move=_CLUSTER_MOVE_WITHOUT_ANCHOR_RATIO),
-                                 PRIORS["dp"], family, x, 1000, rng)  # plain Python: p ~ 1e-20 here
-    with pytest.raises(AssertionError):
-        assert_partition_gof(samples, exact)
+(test_cluster_anchor_move_one_step_invariance,
+ test_negative_control_cluster_anchors_without_the_anchor_law_ratio_is_rejected) = \
+    exactness_tests(on_state(_CLUSTER_MOVE), on_state(_CLUSTER_MOVE_WITHOUT_ANCHOR_RATIO),
+                    PRIORS, PROBLEMS, [SEED, 41])
 
 
 def test_cluster_anchor_bad_options_raise():

@@ -302,7 +302,7 @@ def test_compiled_stage_one_matches_the_composed_reference(prior):
     family, x, numeric_prior, tables = _stage_one_setup(prior)
     start = np.zeros(x.shape[0], dtype=np.int64)
     compiled = PartitionState(family, x, start)
-    accepted = _sams_updates(compiled.model, compiled.partition, tables, 300, 11)
+    accepted = _sams_updates(compiled.model, compiled.partition, tables, 300, 11)[0]
     plain = PartitionState(family, x, start)
     accepted_plain = composed_cluster_sams_updates(plain.model, plain.partition, tables, 300, 11)
     assert accepted == accepted_plain > 3

@@ -592,43 +592,47 @@ def _sams_updates(model, partition, tables, n_updates, seed):
 
     and its negative (with ``K`` the merged count plus one) for the merge, ``t_s, t_m`` the
     kind probabilities.  So the chain leaves the posterior invariant, as uniform-anchor SAMS
-    does (tested by enumeration; the tests' negative control drops the term).  Merges are settled early where :func:`merge_surely_rejected` can.
+    does (tested by enumeration; the tests' negative control drops the term).  Merges are
+    settled early where :func:`merge_surely_rejected` can.
 
-    Each update is :func:`_cluster_sams_update` (the one implementation of the law, also
-    the move ``build_sams_move(cluster_anchors=True)`` of
-    ``SAMSStep(z, anchor_proposal="cluster")``).  Uniforms, in order, per update: the kind;
-    for a split-type the cluster, then two for the anchors (``kernels.anchors.uniform_anchors``
+    Each update is :func:`_cluster_sams_update` (the one implementation of the law).  This
+    loop serves both stage 1 of ``splitmerge_start`` (which reads the count) and the move
+    ``build_sams_move(cluster_anchors=True, n_updates=...)`` of ``SAMSStep(z,
+    anchor_proposal="cluster")`` (which reports the last update, through
+    :func:`_cluster_sams_move_fields`).  Uniforms, in order, per update: the kind; for a
+    split-type the cluster, then two for the anchors (``kernels.anchors.uniform_anchors``
     over its points); for a merge-type two for the clusters (``uniform_anchors`` over the
     ``K``), then one per anchor; the Metropolis uniform; then, unless the update ended
-    early, the ``2 |S|`` uniforms of the proposal (order, then allocation).  Returns the
-    number of accepted updates.
+    early, the ``2 |S|`` uniforms of the proposal (order, then allocation).
+
+    Returns
+    -------
+    n_accepted : int
+        Number of accepted updates.
+    move, accepted, log_accept_ratio : int, bool, float
+        The last update's (``MOVE_NONE``, False, ``nan`` if ``n_updates`` is 0).
     """
     np.random.seed(seed)
     uniforms, pair, index = _cluster_update_buffers(partition)
-    accepted = 0
+    n_accepted = 0
+    move, accepted, log_ratio = MOVE_NONE, False, np.nan
     for _ in range(n_updates):
-        if _cluster_sams_update(model, partition, tables, uniforms, pair, index)[1]:
-            accepted += 1
-    return accepted
+        move, accepted, log_ratio = _cluster_sams_update(model, partition, tables, uniforms,
+                                                         pair, index)
+        if accepted:
+            n_accepted += 1
+    return n_accepted, move, accepted, log_ratio
 
 
 @numba.njit(cache=True)
 def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
                               where, cluster_count, log_v, log_w, seed, n_updates):
-    """``n_updates`` :func:`_cluster_sams_update` in one compiled call from loose fields (cf.
-    :func:`_sams_proposal_fields`), numba's generator seeded with ``seed`` first (the
-    updates of :func:`_sams_updates` with that seed).  Returns the last update's ``(move,
-    accepted, log_accept_ratio)``."""
-    np.random.seed(seed)
-    partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
-    model = Model(family_id, params, x)
-    tables = PriorTables(log_v, log_w)
-    uniforms, pair, index = _cluster_update_buffers(partition)
-    move, accepted, log_ratio = MOVE_NONE, False, np.nan
-    for _ in range(n_updates):
-        move, accepted, log_ratio = _cluster_sams_update(model, partition, tables, uniforms,
-                                                         pair, index)
-    return move, accepted, log_ratio
+    """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
+    slowly: cf. :func:`_sams_proposal_fields`); returns its result."""
+    return _sams_updates(Model(family_id, params, x),
+                         Partition(labels, sizes, stats, empty_row, active, where,
+                                   cluster_count),
+                         PriorTables(log_v, log_w), n_updates, seed)
 
 
 class _ClusterSAMSMove:
@@ -642,7 +646,7 @@ class _ClusterSAMSMove:
                  rng: np.random.Generator) -> SplitMergeInfo:
         if model.x.shape[0] < 2:
             return SplitMergeInfo(MOVE_NONE, False, float("nan"))
-        move, accepted, log_ratio = _cluster_sams_move_fields(
+        _, move, accepted, log_ratio = _cluster_sams_move_fields(
             *model, *partition, *tables, numba_seed_from(rng), self.n_updates)
         return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
@@ -653,6 +657,6 @@ class _ClusterSAMSMove:
         (``kernels.rng.numba_seed_from``); returns the number accepted.  Needs ``n >= 2``."""
         if model.x.shape[0] < 2:
             raise ValueError("SAMS updates need at least 2 points")
-        return int(_sams_updates(model, partition, tables, int(n_updates),
-                                 numba_seed_from(rng)))
+        return int(_cluster_sams_move_fields(*model, *partition, *tables,
+                                             numba_seed_from(rng), int(n_updates))[0])
 
