@@ -15,10 +15,22 @@ summed CPU time is at most B; the first half is discarded as burn-in and the ran
 split R-hat of the number of clusters (the label-invariant ``n_clusters`` of the posterior)
 is computed over draws t/2..t of the four chains.  "ESS / CPU s" is the bulk ESS of the
 number of clusters over the second half of the whole run divided by the CPU seconds of
-those draws.
+those draws.  "IAT" is the integrated autocorrelation time of the number of clusters over
+the second half (draws per independent draw: draws / bulk ESS); "leaves 1" the last chain's
+first draw with more than one cluster (the burn-in from the one-cluster start).
+
+``--profile`` runs the default step under cProfile (4 chains, ``--profile-draws`` draws) and
+prints where a draw's CPU time goes: the compiled split-merge updates, the compiled Gibbs
+sweep, the concentration update, the partition step's per-draw work (current state, tables,
+labels), and the rest (PyMC's loop and trace).  cProfile inflates Python-level costs.
+
+``--kernel-only`` runs the same transition as the default step (50 cluster-anchor SAMS updates,
+one Gibbs sweep) as a plain loop over a ``PartitionState`` with alpha fixed at
+``--alpha`` (no PyMC, no concentration update): the cost and the IAT of a draw of the kernel
+alone, beside the ``pm.sample`` figures of the comparison table.
 
 Run: ``python benchmarks/default_step.py [--cpu 8] [--seeds 4] [--budgets 1 2 4]
-[--candidates default ...]``
+[--candidates default ...] [--profile [--profile-draws 500]] [--kernel-only [--alpha 0.7]]``
 """
 
 from __future__ import annotations
@@ -137,12 +149,86 @@ def at_budget(n_clusters, cpu, budget):
 def summarise(n_clusters, cpu, budgets):
     half = n_clusters.shape[1] // 2
     tail_cpu = cpu[:, -1].sum() - cpu[:, half - 1].sum()
+    tail_ess = ess(n_clusters[:, half:])
+    left_one = [int(np.argmax(chain > 1)) if (chain > 1).any() else chain.size
+                for chain in n_clusters]
     return {
         "rhat": [at_budget(n_clusters, cpu, b) for b in budgets],
-        "ess_per_cpu": ess(n_clusters[:, half:]) / tail_cpu,
+        "ess_per_cpu": tail_ess / tail_cpu,
+        "iat": n_clusters[:, half:].size / tail_ess,
+        "leaves_one": max(left_one),
         "ms_per_draw": 1e3 * cpu[:, -1].sum() / cpu.size,
         "mean_k": float(n_clusters[:, half:].mean()),
     }
+
+
+#: cProfile entries (file suffix, function name) -> the part of a draw they measure
+PROFILE_PARTS = {
+    "split-merge updates (compiled)": ("kernels/sams.py", "_cluster_sams_move_fields"),
+    "Gibbs sweep (compiled)": ("kernels/gibbs.py", "_gibbs_sweeps_fields"),
+    "concentration update (ConcentrationGibbs.step)": ("steps/concentration.py", "step"),
+    "partition step: current state and tables": ("steps/base.py", "current_state"),
+    "partition step: whole step": ("steps/base.py", "step"),
+    "PyMC chain (_sample: draw loop and trace)": ("sampling/mcmc.py", "_sample"),
+}
+
+
+def profile(model, draws):
+    """Cumulative CPU time per draw of the parts of a default-step draw (cProfile)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile(time.process_time)  # CPU time: the machine is shared
+    profiler.enable()
+    run(model, None, draws, 1)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+    n_draws = 4 * draws
+    print(f"# cProfile of the default step, 4 chains x {draws} draws: microseconds per draw\n")
+    print("| part | us / draw |")
+    print("|---|---|")
+    parts = {}
+    for label, (suffix, function) in PROFILE_PARTS.items():
+        parts[label] = 1e6 / n_draws * sum(
+            cumulative for (path, _, name), (_, _, _, cumulative, _) in stats.items()
+            if path.endswith(suffix) and name == function)
+        print(f"| {label} | {parts[label]:.0f} |")
+    labels = list(PROFILE_PARTS)
+    rest = parts[labels[5]] - parts[labels[4]] - parts[labels[2]]
+    print(f"| PyMC's own per-draw work (loop minus the two steps) | {rest:.0f} |")
+
+
+def kernel_only(y, draws, seeds, alpha):
+    """The default step's transition alone, 4 chains per seed: (ms / draw, IAT, ESS / CPU s)."""
+    from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+    from pymc_splitmerge.kernels.sams import build_sams_move
+    from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
+    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+    from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+
+    dim = y.shape[1]
+    family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=0.05, nu0=dim + 2.0,
+                                  psi0=0.3 * np.eye(dim))
+    x = family.prepare_data(y)
+    tables = PriorTables(*DirichletProcessPrior(alpha=alpha).tables(x.shape[0]))
+    transition = build_moves_then_gibbs(build_sams_move(cluster_anchors=True, n_updates=50),
+                                        n_moves=1, n_gibbs_sweeps=1)
+    rows = []
+    for seed in range(-1, seeds):  # seed -1: warm-up
+        rng = np.random.default_rng(seed + 1)
+        n_clusters = np.empty((4, draws))
+        start = time.process_time()
+        for chain in range(4):
+            state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
+            for draw in range(draws):
+                transition(state.model, state.partition, tables, rng)
+                n_clusters[chain, draw] = state.n_clusters
+        cpu = time.process_time() - start
+        half = n_clusters[:, draws // 2:]
+        if seed >= 0:
+            rows.append((1e3 * cpu / n_clusters.size, half.size / ess(half),
+                         ess(half) / (cpu / 2)))
+    return np.median(np.array(rows), axis=0)
 
 
 def main(argv=None):
@@ -154,12 +240,28 @@ def main(argv=None):
                         help="CPU seconds, summed over the 4 chains")
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
                         choices=list(CANDIDATES))
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the default step instead of comparing candidates")
+    parser.add_argument("--profile-draws", type=int, default=500)
+    parser.add_argument("--kernel-only", action="store_true",
+                        help="the default step's transition alone (no PyMC), alpha fixed")
+    parser.add_argument("--alpha", type=float, default=0.7)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     import logging
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
     model = build_model(iris())
+    if args.profile:
+        run(model, None, 5, 0)  # warm-up
+        profile(model, args.profile_draws)
+        return
+    if args.kernel_only:
+        ms, iat, per_cpu = kernel_only(iris(), 1000, args.seeds, args.alpha)
+        print(f"# kernel alone (alpha = {args.alpha:g}), 4 chains x 1000 draws, medians over "
+              f"{args.seeds} seeds: {ms:.2f} ms / draw, IAT {iat:.1f} draws, "
+              f"ESS / CPU s {per_cpu:.0f}")
+        return
     draws = {}
     for name in args.candidates:  # warm-up (numba caches, PyTensor), then the cost of a draw
         run(model, CANDIDATES[name], 5, 0)
@@ -175,8 +277,8 @@ def main(argv=None):
           f"4 chains from one cluster, about {args.cpu:g} CPU s a run, seeds 0..{args.seeds - 1}\n")
     header = " | ".join(f"R-hat at {b:g} CPU s" for b in args.budgets)
     print(f"| step | ms / draw | {header} | runs with R-hat <= {GOAL_RHAT} at "
-          f"{GOAL_CPU:g} s | ESS / CPU s | mean K |")
-    print("|---|---|" + "---|" * len(args.budgets) + "---|---|---|")
+          f"{GOAL_CPU:g} s | ESS / CPU s | IAT (draws) | leaves 1 (draw) | mean K |")
+    print("|---|---|" + "---|" * len(args.budgets) + "---|---|---|---|---|")
     for name, rows in results.items():
         rhats = np.array([row["rhat"] for row in rows])
         cells = " | ".join(f"{np.nanmedian(rhats[:, i]):.3f} (max {np.nanmax(rhats[:, i]):.3f})"
@@ -187,6 +289,8 @@ def main(argv=None):
         met = f"{sum(r <= GOAL_RHAT for r in at_goal)}/{len(rows)}" if at_goal else "n/a"
         print(f"| {name} | {np.median([r['ms_per_draw'] for r in rows]):.3f} | {cells} | {met} "
               f"| {np.median([r['ess_per_cpu'] for r in rows]):.0f} "
+              f"| {np.median([r['iat'] for r in rows]):.1f} "
+              f"| {max(r['leaves_one'] for r in rows)} "
               f"| {np.mean([r['mean_k'] for r in rows]):.2f} |")
 
 
