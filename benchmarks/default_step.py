@@ -164,8 +164,10 @@ def summarise(n_clusters, cpu, budgets):
 
 #: cProfile entries (file suffix, function name) -> the part of a draw they measure
 PROFILE_PARTS = {
-    "split-merge updates (compiled)": ("kernels/sams.py", "_cluster_sams_move_fields"),
-    "Gibbs sweep (compiled)": ("kernels/gibbs.py", "_gibbs_sweeps_fields"),
+    # the built moves' calls around their compiled loops (Python 3.12's cProfile does not
+    # see numba dispatchers)
+    "split-merge updates (one compiled call)": ("kernels/sams.py", "__call__"),
+    "Gibbs sweep (one compiled call)": ("kernels/gibbs.py", "__call__"),
     "concentration update (ConcentrationGibbs.step)": ("steps/concentration.py", "step"),
     "partition step: current state and tables": ("steps/base.py", "current_state"),
     "partition step: whole step": ("steps/base.py", "step"),
