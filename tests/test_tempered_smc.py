@@ -70,7 +70,8 @@ def _population(prepared, labels):
     return population
 
 
-def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=3000):
+def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=3000,
+              split_merge=None, n_moves=1):
     exact = _tempered_exact(prior, family, x, beta_draws)
     prepared = ts.prepare_tempered(prior, family, x)
     draws = exact.sample(num_samples, rng)
@@ -85,13 +86,14 @@ def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=30
                                  prepared.log_w, betas, moving, changes,
                                  prepared.log_prior_predictive, 1, np.empty(n + 2), np.arange(n))
     else:
-        ts.tempered_split_merge(prepared.model, population, prepared.empty_row, prepared.log_v,
-                                prepared.log_w, betas, moving, changes, 1,
-                                np.empty(n, dtype=np.int64), np.empty(n, dtype=np.bool_))
+        (split_merge or ts.tempered_split_merge)(
+            prepared.model, population, prepared.empty_row, prepared.log_v, prepared.log_w,
+            betas, moving, changes, n_moves, np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.bool_), move == "cluster_split_merge")
     return population.labels.copy(), exact
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_split_merge"])
 @pytest.mark.parametrize("family_name", list(FAMILIES))
 @pytest.mark.parametrize("prior_name", list(PRIORS))
 def test_tempered_moves_leave_pi_beta_invariant(prior_name, family_name, move):
@@ -101,11 +103,23 @@ def test_tempered_moves_leave_pi_beta_invariant(prior_name, family_name, move):
     assert_partition_gof(labels, exact)
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_split_merge"])
 def test_negative_control_move_at_wrong_temperature_is_rejected(move):
     family, x = _problem("niw")
     rng = np.random.default_rng(5)
     labels, exact = _one_step(PRIORS["dp"], family, x, 0.2, 1.0, rng, move)
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+def test_negative_control_cluster_anchors_without_anchor_law_ratio_is_rejected(monkeypatch):
+    """The cluster-anchor SAMS move without the anchor law's log ratio (the plain-Python body
+    of the compiled move with that term set to 0) is not invariant: the same test rejects it."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(9)
+    monkeypatch.setattr(ts, "_cluster_anchor_log_ratio", lambda k, m, size_a, size_b: 0.0)
+    labels, exact = _one_step(prior, family, x, 0.4, 0.4, rng, "cluster_split_merge",
+                              split_merge=ts.tempered_split_merge.py_func, n_moves=3)
     assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
 
 

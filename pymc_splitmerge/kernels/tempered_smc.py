@@ -208,15 +208,73 @@ def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, log_w, for
 
 
 @numba.njit(cache=True)
+def _point_of_block(labels, slot, rank):
+    """The ``rank``-th point (increasing index, from 0) of block ``slot`` (a scan of the labels,
+    as the move's own scan of the members)."""
+    seen = 0
+    for h in range(labels.shape[0]):
+        if labels[h] == slot:
+            if seen == rank:
+                return h
+            seen += 1
+    return -1
+
+
+@numba.njit(cache=True)
+def _cluster_anchor_pair(part):
+    """Two anchors by the cluster-anchor law of ``kernels.sams._sams_updates``.
+
+    Split-type (probability 1/2, or 1 from one block): a block uniformly among the ``K``, then
+    an ordered pair of its points uniformly; merge-type: an ordered pair of blocks uniformly,
+    one point uniformly in each.  Returns ``(i, j)``, ``(-1, -1)`` when the drawn block has
+    one point (no move).
+    """
+    k = part.cluster_count[0]
+    if k == 1 or np.random.random() < 0.5:
+        slot = part.active[np.random.randint(k)]
+        m = part.sizes[slot]
+        if m < 2:
+            return -1, -1
+        first = np.random.randint(m)
+        second = np.random.randint(m - 1)
+        if second >= first:
+            second += 1
+        return (_point_of_block(part.labels, slot, first),
+                _point_of_block(part.labels, slot, second))
+    a = np.random.randint(k)
+    b = np.random.randint(k - 1)
+    if b >= a:
+        b += 1
+    slot_a, slot_b = part.active[a], part.active[b]
+    return (_point_of_block(part.labels, slot_a, np.random.randint(part.sizes[slot_a])),
+            _point_of_block(part.labels, slot_b, np.random.randint(part.sizes[slot_b])))
+
+
+@numba.njit(cache=True)
+def _cluster_anchor_log_ratio(k, m, size_a, size_b):
+    """Log ratio of the cluster-anchor law's probability of the anchors of the reverse merge to
+    that of the anchors of a split of a block of ``m`` points into ``size_a + size_b`` from
+    ``k`` blocks (the split's term; a merge to ``k - 1`` blocks has its negative with ``k -
+    1``): ``log t_m(k+1) - log t_s(k) + log m(m-1) - log (k+1) - log size_a size_b``, the
+    term of ``kernels.sams._sams_updates``."""
+    log_split_type = 0.0 if k == 1 else -np.log(2.0)
+    return (-np.log(2.0) - log_split_type + np.log(m) + np.log(m - 1) - np.log(k + 1)
+            - np.log(size_a) - np.log(size_b))
+
+
+@numba.njit(cache=True)
 def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, moving, changes,
-                         n_moves, members, forced):
+                         n_moves, members, forced, cluster_anchors=False):
     """``n_moves`` SAMS split-merge moves (Dahl 2005) of particle ``p``, invariant for
     ``π_{betas[p]}``, for every ``p`` with ``moving[p]``.
 
-    Two distinct points ``i, j`` uniformly at random.  Same block: split it, the other members
-    allocated in a random order to the block of ``i`` or of ``j`` with probability ``∝
-    W(m+1)/W(m) f(y | block)^β`` (log probability ``log q``); different blocks: merge, with
-    ``log q`` of the forced reverse allocation.  Metropolis–Hastings with
+    Two distinct points ``i, j`` uniformly at random, or with ``cluster_anchors`` by the
+    cluster-anchor law of the package's default step (``kernels.sams._sams_updates``:
+    :func:`_cluster_anchor_pair`, whose reverse-to-forward log ratio
+    :func:`_cluster_anchor_log_ratio` enters the acceptance ratio).  Same block: split it,
+    the other members allocated in a random order to the block of ``i`` or of ``j`` with
+    probability ``∝ W(m+1)/W(m) f(y | block)^β`` (log probability ``log q``); different
+    blocks: merge, with ``log q`` of the forced reverse allocation.  Metropolis–Hastings with
     ``log π_β(c*) - log π_β(c) ∓ log q``.  ``changes[p]`` is increased by the accepted
     moves of particle ``p``; returns their total.
     """
@@ -231,10 +289,15 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
         beta = betas[p]
         part = particle(population, empty_row, p)
         for _ in range(n_moves):
-            i = np.random.randint(n)
-            j = np.random.randint(n - 1)
-            if j >= i:
-                j += 1
+            if cluster_anchors:
+                i, j = _cluster_anchor_pair(part)
+                if i < 0:
+                    continue
+            else:
+                i = np.random.randint(n)
+                j = np.random.randint(n - 1)
+                if j >= i:
+                    j += 1
             slot_i = part.labels[i]
             slot_j = part.labels[j]
             k = part.cluster_count[0]
@@ -261,6 +324,9 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                              + beta * (_block_log_likelihood(model, part, slot_i)
                                        + _block_log_likelihood(model, part, slot_j_new)))
                 log_ratio = log_after - log_before - log_q
+                if cluster_anchors:
+                    log_ratio += _cluster_anchor_log_ratio(
+                        k, size, part.sizes[slot_i], part.sizes[slot_j_new])
                 if np.log(np.random.random()) < log_ratio:
                     accepted += 1
                     changes[p] += 1
@@ -302,6 +368,9 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                 log_after = (log_v[k - 1] + log_w[size_i + size_j]
                              + beta * _block_log_likelihood(model, part, slot_i))
                 log_ratio = log_after - log_before + log_q
+                if cluster_anchors:
+                    log_ratio -= _cluster_anchor_log_ratio(k - 1, size_i + size_j, size_i,
+                                                           size_j)
                 if np.log(np.random.random()) < log_ratio:
                     accepted += 1
                     changes[p] += 1
@@ -481,8 +550,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   rng: np.random.Generator, *, n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
-                  correlation_threshold: float = 0.1, prepared=None,
-                  max_stages: int = 10_000) -> list[TemperedSMCResult]:
+                  correlation_threshold: float = 0.1, cluster_anchors: bool = False,
+                  prepared=None, max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
     The runs share one population (run ``r`` owns particles ``r L .. (r + 1) L - 1``) so that
@@ -517,6 +586,9 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         the run stops moving at this stage once it is at most ``correlation_threshold`` (the
         rule of :func:`pymc.sample_smc`'s kernels, on the partition's log likelihood).
     correlation_threshold : float
+    cluster_anchors : bool
+        Draw the SAMS moves' anchors by the cluster-anchor law of the package's default step
+        (:func:`tempered_split_merge`) instead of two uniformly random points.
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -592,7 +664,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
             if moves:
                 tempered_split_merge(model, population, empty_row, prepared.log_v,
                                      prepared.log_w, particle_betas, moving, changes, moves,
-                                     members, forced)
+                                     members, forced, bool(cluster_anchors))
             count += moving_runs
             population_log_likelihoods(model, population, log_likelihoods)
             if round_ + 1 < int(max_move_rounds):
@@ -622,7 +694,8 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
 
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
-    ``max_move_rounds``, ``correlation_threshold``, ``prepared``, ``max_stages``).
+    ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``prepared``,
+    ``max_stages``).
 
     Returns
     -------
