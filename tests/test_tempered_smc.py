@@ -149,6 +149,56 @@ def test_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
     assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
 
 
+@pytest.mark.parametrize("prior_name, family_name", [("dp", "niw"), ("mfm", "bernoulli"),
+                                                      ("py", "niw")])
+def test_waste_free_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
+    """Waste-free chains (chain_length P: L / P resampled starts, P - 1 rounds of moves each,
+    every state kept), with cluster-anchor SAMS moves: Ẑ is unbiased on enumerable data."""
+    family, x = _problem(family_name)
+    rng = np.random.default_rng(zlib.crc32(f"waste-free-{prior_name}-{family_name}".encode()))
+    z, mean = _evidence_z(PRIORS[prior_name], family, x, rng, temperatures=SCHEDULE,
+                          n_gibbs_sweeps=1, n_split_merge=1, chain_length=2,
+                          cluster_anchors=True)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_negative_control_waste_free_log_mean_increment_is_rejected(monkeypatch):
+    """The same test has power with waste-free chains: the geometric-mean stage factor is
+    rejected."""
+    family, x = _problem("bernoulli")
+    monkeypatch.setattr(ts, "stage_log_increment", lambda values: float(np.mean(values)))
+    z, mean = _evidence_z(PRIORS["dp"], family, x, np.random.default_rng(22),
+                          temperatures=SCHEDULE, n_gibbs_sweeps=1, chain_length=2)
+    assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_waste_free_chains_continue_each_other():
+    """State j of a chain is state j - 1 moved once: with moves that change nothing every
+    state equals its chain's start, and a chain's states are copies, not the same memory."""
+    family, x = _problem("niw")
+    results = ts.tempered_runs(PRIORS["dp"], family, x, 6, 2, np.random.default_rng(3),
+                               n_gibbs_sweeps=0, n_split_merge=0, chain_length=3,
+                               max_temperature_step=0.5)
+    for result in results:
+        np.testing.assert_array_equal(result.labels[0::3], result.labels[1::3])
+        np.testing.assert_array_equal(result.labels[0::3], result.labels[2::3])
+    moved = ts.tempered_runs(PRIORS["dp"], family, x, 6, 20, np.random.default_rng(4),
+                             n_gibbs_sweeps=1, chain_length=3, max_temperature_step=0.5)
+    assert any(np.any(r.labels[0::3] != r.labels[2::3]) for r in moved)
+
+
+def test_waste_free_clear_errors():
+    family, x = _problem("niw")
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="multiple of chain_length"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 5, 1, rng, chain_length=2)
+    with pytest.raises(ValueError, match="max_move_rounds=1"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, rng, chain_length=2,
+                         max_move_rounds=3)
+    with pytest.raises(ValueError, match="chain_length must be"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, rng, chain_length=0)
+
+
 def test_negative_control_log_mean_increment_is_rejected(monkeypatch):
     """The stage factor as exp(mean log w) (geometric mean) is biased: the test rejects it."""
     family, x = _problem("bernoulli")
@@ -204,6 +254,16 @@ def test_final_particles_follow_the_posterior(prior_name, family_name):
     prior = PRIORS[prior_name]
     rng = np.random.default_rng(zlib.crc32(f"law-{prior_name}-{family_name}".encode()))
     labels = _final_particles(prior, family, x, rng, n_split_merge=2, max_temperature_step=0.4)
+    assert_partition_gof(labels, exact_posterior(prior, family, x))
+
+
+def test_waste_free_final_particles_follow_the_posterior():
+    """The last state of the last waste-free chain (cluster-anchor moves) of every run."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    labels = np.array([result.labels[-1] for result in ts.tempered_runs(
+        prior, family, x, 16, 1000, np.random.default_rng(31), n_split_merge=2,
+        max_temperature_step=0.4, chain_length=4, cluster_anchors=True)])
     assert_partition_gof(labels, exact_posterior(prior, family, x))
 
 

@@ -68,6 +68,7 @@ from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
     _resample_population,
+    copy_particle,
     empty_population,
     particle,
 )
@@ -385,6 +386,15 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
     return accepted
 
 
+@numba.njit(cache=True)
+def _copy_particles(placed, population, empty_row, sources, targets):
+    """``population[targets[q]] = population[sources[q]]`` in place (sources and targets
+    disjoint): one step of the waste-free chains."""
+    for q in range(sources.shape[0]):
+        copy_particle(placed, particle(population, empty_row, sources[q]),
+                      particle(population, empty_row, targets[q]))
+
+
 # ============================================================================ Python driver
 def stage_log_increment(log_incremental_weights) -> float:
     """``log (1/L) sum_p w^p`` of equally weighted particles: one stage's evidence factor."""
@@ -523,6 +533,42 @@ def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_
                              f"{temperatures!r}")
 
 
+def _check_chain_length(chain_length, num_particles, max_move_rounds):
+    if int(chain_length) != chain_length or chain_length < 1:
+        raise ValueError(f"chain_length must be a positive integer; got {chain_length!r}")
+    if num_particles % int(chain_length):
+        raise ValueError(f"num_particles ({num_particles}) must be a multiple of chain_length "
+                         f"({chain_length}): L / P chains of P states each")
+    if chain_length > 1 and max_move_rounds != 1:
+        raise ValueError("chain_length > 1 (waste-free chains) runs one round of moves per "
+                         f"stage; set max_move_rounds=1 (got {max_move_rounds!r})")
+
+
+def _waste_free_chains(model, prepared, population, placed, moving_runs, betas, changes,
+                       sweeps, moves, cluster_anchors, length, scratch, order, members, forced):
+    """The waste-free chains of one stage (Dau & Chopin 2022): state ``j`` of every chain of
+    every moving run becomes state ``j - 1`` moved by one round of moves, ``j = 1 .. P - 1``
+    (all states start as the chain's ancestor)."""
+    runs = moving_runs.size
+    total = population.labels.shape[0]
+    states = np.arange(total).reshape(runs, -1, length)[moving_runs]
+    empty_row = prepared.empty_row
+    for j in range(1, length):
+        if j > 1:
+            _copy_particles(placed, population, empty_row, states[:, :, j - 1].ravel(),
+                            states[:, :, j].ravel())
+        moving = np.zeros(total, dtype=np.bool_)
+        moving[states[:, :, j].ravel()] = True
+        if sweeps:
+            tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v, prepared.log_w,
+                                  betas, moving, changes, prepared.log_prior_predictive,
+                                  sweeps, scratch, order)
+        if moves:
+            tempered_split_merge(model, population, empty_row, prepared.log_v, prepared.log_w,
+                                 betas, moving, changes, moves, members, forced,
+                                 bool(cluster_anchors))
+
+
 def _row_correlations(start, now):
     """Pearson correlation of every row pair; 0 where a row is constant (nothing to explain)."""
     a = start - start.mean(axis=1, keepdims=True)
@@ -533,16 +579,18 @@ def _row_correlations(start, now):
     return np.where(denominator > 0, values, 0.0)
 
 
-def _grouped_systematic_ancestors(log_incremental, rng):
-    """Systematic resampling within every row of ``log_incremental`` (G, L): flat ancestors."""
+def _grouped_systematic_ancestors(log_incremental, rng, count=None):
+    """Systematic resampling of ``count`` (default L) ancestors within every row of
+    ``log_incremental`` (G, L): flat ancestors, shape (G, count)."""
     groups, size = log_incremental.shape
+    count = size if count is None else int(count)
     weights = np.exp(log_incremental - log_incremental.max(axis=1, keepdims=True))
     cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
     cumulative[:, -1] = 1.0
-    positions = (rng.random(groups)[:, None] + np.arange(size)) / size
+    positions = (rng.random(groups)[:, None] + np.arange(count)) / count
     offsets = np.arange(groups)[:, None]
     flat = np.searchsorted((cumulative + offsets).ravel(), (positions + offsets).ravel(),
-                           side="right").reshape(groups, size)
+                           side="right").reshape(groups, count)
     return np.minimum(flat, (offsets + 1) * size - 1)
 
 
@@ -551,7 +599,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
                   correlation_threshold: float = 0.1, cluster_anchors: bool = False,
-                  prepared=None, max_stages: int = 10_000) -> list[TemperedSMCResult]:
+                  chain_length: int = 1, prepared=None,
+                  max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
     The runs share one population (run ``r`` owns particles ``r L .. (r + 1) L - 1``) so that
@@ -589,6 +638,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     cluster_anchors : bool
         Draw the SAMS moves' anchors by the cluster-anchor law of the package's default step
         (:func:`tempered_split_merge`) instead of two uniformly random points.
+    chain_length : int
+        ``P``: waste-free SMC (Dau & Chopin 2022) when ``P > 1``.  Each stage resamples only
+        ``M = L / P`` starting particles and runs a chain of ``P - 1`` rounds of moves from
+        each, keeping every state of every chain (the start included) as the ``L``
+        particles of the next stage: the same number of moves as ``L`` particles moved once,
+        spent on longer chains.  ``L`` must be a multiple of ``P``; one round of moves per
+        stage (``max_move_rounds = 1``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -603,6 +659,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                               correlation_threshold)
     if int(num_runs) != num_runs or num_runs < 1:
         raise ValueError(f"num_runs must be a positive integer; got {num_runs!r}")
+    _check_chain_length(chain_length, num_particles, max_move_rounds)
     if prepared is None:
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
@@ -628,7 +685,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     acceptance = [[] for _ in range(runs)]
     rounds_used = [[] for _ in range(runs)]
     sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
-    updates_per_round = size * (n * sweeps + moves)
+    length = int(chain_length)
+    updates_per_round = (size - size // length if length > 1 else size) * (n * sweeps + moves)
     stage = 0
     while np.any(beta < 1.0):
         if stage >= max_stages:
@@ -641,9 +699,11 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         for g, run in enumerate(active):
             increments[run].append(stage_log_increment(log_incremental[g]))
         ancestors = np.arange(total)
-        chosen = _grouped_systematic_ancestors(log_incremental, rng)
-        ancestors.reshape(runs, size)[active] = chosen + (active * size - np.arange(
-            active.size) * size)[:, None]
+        chosen = _grouped_systematic_ancestors(log_incremental, rng, size // length) + (
+            active * size - np.arange(active.size) * size)[:, None]
+        # waste-free: every state of chain m (particles m P .. m P + P - 1) starts from its
+        # ancestor; the moves below turn state j into one more round of moves from state j - 1
+        ancestors.reshape(runs, size)[active] = np.repeat(chosen, length, axis=1)
         _resample_population(placed, ancestors, population, spare, empty_row)
         population, spare = spare, population
         log_likelihoods = log_likelihoods[ancestors]
@@ -655,6 +715,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         count = np.zeros(runs, dtype=np.int64)
         for round_ in range(int(max_move_rounds)):
             if not moving_runs.any():
+                break
+            if length > 1:
+                _waste_free_chains(model, prepared, population, placed, moving_runs,
+                                   particle_betas, changes, sweeps, moves, cluster_anchors,
+                                   length, scratch, order, members, forced)
+                count += moving_runs
+                population_log_likelihoods(model, population, log_likelihoods)
                 break
             moving = np.repeat(moving_runs, size)
             if sweeps:
@@ -694,8 +761,8 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
 
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
-    ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``prepared``,
-    ``max_stages``).
+    ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``chain_length``,
+    ``prepared``, ``max_stages``).
 
     Returns
     -------
