@@ -231,8 +231,7 @@ def _runs(function, runs):
     return np.array(values), (time.process_time() - start) / runs
 
 
-def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps, split_merge,
-                                ess, max_step, rounds, correlation, rng):
+def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -240,9 +239,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
     x = family.prepare_data(gaussian)
     print(f"## 5. Tempered against sequential SMC: 2-D mixture n = {n}, {runs} runs; tempered "
-          f"L = {particles}, ESS {ess}, steps ≤ {max_step}, {sweeps} Gibbs sweeps + "
-          f"{split_merge} SAMS moves per round, ≤ {rounds} rounds per stage (correlation "
-          f"≤ {correlation}); sequential L = {sequential_particles}, Q = 5\n")
+          f"L = {particles}, {_options_text(options)}; sequential L = {sequential_particles}, "
+          "Q = 5\n")
     print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
           "stages (rounds) | CPU s / run |")
     print("|---|---|---|---|---|---|---|")
@@ -254,10 +252,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
         stages, move_rounds = [], []
 
         def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds):
-            result = tempered_smc.run_tempered_smc(
-                prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step,
-                max_move_rounds=rounds, correlation_threshold=correlation)
+            result = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
+                                                   prepared=prepared, **options)
             stages.append(result.log_evidence_increments.size)
             move_rounds.append(result.move_rounds.sum())
             return result.log_evidence
@@ -291,7 +287,16 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     print()
 
 
-def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rounds, correlation, rng):
+def _options_text(options):
+    return (f"ESS {options['ess_threshold']}, steps ≤ {options['max_temperature_step']}, "
+            f"{options['n_gibbs_sweeps']} Gibbs sweeps + {options['n_split_merge']} SAMS moves "
+            f"({'cluster' if options['cluster_anchors'] else 'uniform'} anchors) per round, "
+            f"≤ {options['max_move_rounds']} rounds per stage (correlation ≤ "
+            f"{options['correlation_threshold']}), waste-free chains of "
+            f"{options['chain_length']}")
+
+
+def neal_2000(runs, particles, options, rng):
     from pymc_splitmerge.components import NormalKnownCovariance
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
@@ -310,9 +315,7 @@ def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rounds, corre
     smc.run_smc(prior, family, x, 2, rng, rejuvenation=5)
     for method, function in (
             ("tempered", lambda: tempered_smc.run_tempered_smc(
-                prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step,
-                max_move_rounds=rounds, correlation_threshold=correlation).log_evidence),
+                prior, family, x, particles, rng, prepared=prepared, **options).log_evidence),
             ("sequential", lambda: smc.run_smc(prior, family, x, particles, rng,
                                                rejuvenation=5).log_evidence)):
         values, seconds = _runs(function, runs)
@@ -349,6 +352,10 @@ def main():
     parser.add_argument("--correlation", type=float, default=0.1,
                         help="stop moving at a stage once the log likelihoods' correlation "
                              "with the stage's start is at most this")
+    parser.add_argument("--cluster-anchors", action="store_true",
+                        help="tempered SAMS moves with the default step's cluster anchors")
+    parser.add_argument("--chain-length", type=int, default=1,
+                        help="waste-free chains of this length (tempered SMC; 1: standard)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.full:
@@ -368,11 +375,13 @@ def main():
         against_pymc(chains, draws, n_pymc, args.seed)
     if "5" not in args.skip:
         runs = args.runs or (10 if args.full else 3)
-        neal_2000(max(runs, 10), 100, args.sweeps, args.split_merge, args.ess, args.max_step,
-                  args.rounds, args.correlation, rng)
+        options = {"n_gibbs_sweeps": args.sweeps, "n_split_merge": args.split_merge,
+                   "ess_threshold": args.ess, "max_temperature_step": args.max_step,
+                   "max_move_rounds": args.rounds, "correlation_threshold": args.correlation,
+                   "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length}
+        neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
-                                    args.sweeps, args.split_merge, args.ess, args.max_step,
-                                    args.rounds, args.correlation, rng)
+                                    options, rng)
 
 
 if __name__ == "__main__":

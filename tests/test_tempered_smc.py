@@ -373,6 +373,27 @@ def test_sample_smc_tempered_clear_errors():
     with pytest.raises(ValueError, match="ess_threshold"):
         psm.sample_smc(draws=8, chains=2, model=model, method="tempered", ess_threshold=1.0,
                        progressbar=False)
+    with pytest.raises(ValueError, match="multiple of chain_length"):
+        psm.sample_smc(draws=9, chains=2, model=model, method="tempered", chain_length=2,
+                       progressbar=False)
+
+
+def test_sample_smc_tempered_waste_free_with_cluster_anchors():
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    idata = psm.sample_smc(draws=40, chains=4, model=_model(1.0), method="tempered",
+                           random_seed=3, chain_length=4, cluster_anchors=True,
+                           n_split_merge=5, progressbar=False)
+    sample_stats = get_group(idata, "sample_stats")
+    assert sample_stats.attrs["chain_length"] == 4 and sample_stats.attrs["cluster_anchors"] == 1
+    assert np.asarray(get_group(idata, "posterior")["z"]).shape == (4, 40, len(SMC_DATA))
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    row = psm.compare_evidence({"waste-free": idata}).loc["waste-free"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
 
 
 # ----------------------------------------------------- batched runs, adaptive move rounds
