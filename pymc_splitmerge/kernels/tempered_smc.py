@@ -26,11 +26,16 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
    ``kernels/gibbs.py`` with the predictive raised to :math:`\beta_t`, since
    :math:`m(y_{b\cup i})/m(y_b) = f(y_i\mid y_b)`), optionally followed by
    ``n_split_merge`` sequentially allocated split-merge moves (SAMS, Dahl 2005) at the same
-   temperature; this round of moves is repeated, up to ``max_move_rounds`` times, until the
+   temperature, with two uniform anchors or (``cluster_anchors``) the cluster-anchor law of
+   the package's default step; this round of moves is repeated, up to ``max_move_rounds`` times, until the
    correlation across particles between the log likelihoods before the moves and now is at
    most ``correlation_threshold`` (the stopping rule of :func:`pymc.sample_smc`'s kernels,
    applied to the partition's log likelihood), so that the moves follow the temperature
    where the target changes most.
+
+With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Chopin 2022): only
+``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
+every state (the start included) becoming one of the ``L`` particles of the next stage.
 
 Every stage resamples, so the conditional ESS of Zhou, Johansen & Aston (2016) equals the ESS
 and chooses the same temperatures.  :func:`tempered_runs` runs many independent runs in one
@@ -50,6 +55,7 @@ Dahl, D. B. (2005). Sequentially-allocated merge-split sampler for conjugate and
 Dirichlet process mixture models.  Technical report, Texas A&M University.
 Chopin, N. and Papaspiliopoulos, O. (2020). An Introduction to Sequential Monte Carlo.
 Springer, ch. 17 (tempering, adaptive temperatures by bisection on the ESS).
+Dau, H.-D. and Chopin, N. (2022). Waste-free sequential Monte Carlo. JRSS B 84(1), 114-148.
 Zhou, Y., Johansen, A. M. and Aston, J. A. D. (2016). Toward automatic model comparison: an
 adaptive sequential Monte Carlo approach. JCGS 25(3), 701-726.
 """
