@@ -31,6 +31,9 @@ up before timing):
    the per-run log Bayes factor (run r of each prior) and how often its sign agrees with the
    pooled one; and Neal's (2000) nine points (DP(1), N(θ, 0.1²), θ ~ N(0, 1)) against
    enumeration.
+   ``--configurations`` (section 5c only): tempered configurations (particles, moves,
+   cluster anchors, waste-free chains, ESS) at similar CPU on that mixture, DP(1), with the
+   sd over runs of log Ẑ accumulated up to β = 0.5, 0.8, ..., 1 (where the spread arises).
 4. **Against pm.sample_smc.** Finite mixture of k = 3 univariate normals with known sd 1,
    component means ~ N(0, 3²), weights ~ Dirichlet(1, 1, 1), n = 60: psm.sample_smc with
    ``FiniteDirichlet(alpha=1, k=3)`` + ``NormalKnownCovariance`` against pm.sample_smc on the
@@ -231,8 +234,7 @@ def _runs(function, runs):
     return np.array(values), (time.process_time() - start) / runs
 
 
-def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps, split_merge,
-                                ess, max_step, rounds, correlation, rng):
+def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -240,9 +242,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
     x = family.prepare_data(gaussian)
     print(f"## 5. Tempered against sequential SMC: 2-D mixture n = {n}, {runs} runs; tempered "
-          f"L = {particles}, ESS {ess}, steps ≤ {max_step}, {sweeps} Gibbs sweeps + "
-          f"{split_merge} SAMS moves per round, ≤ {rounds} rounds per stage (correlation "
-          f"≤ {correlation}); sequential L = {sequential_particles}, Q = 5\n")
+          f"L = {particles}, {_options_text(options)}; sequential L = {sequential_particles}, "
+          "Q = 5\n")
     print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
           "stages (rounds) | CPU s / run |")
     print("|---|---|---|---|---|---|---|")
@@ -254,10 +255,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
         stages, move_rounds = [], []
 
         def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds):
-            result = tempered_smc.run_tempered_smc(
-                prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step,
-                max_move_rounds=rounds, correlation_threshold=correlation)
+            result = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
+                                                   prepared=prepared, **options)
             stages.append(result.log_evidence_increments.size)
             move_rounds.append(result.move_rounds.sum())
             return result.log_evidence
@@ -291,7 +290,67 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, sweeps
     print()
 
 
-def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rounds, correlation, rng):
+PROFILE_BETAS = (0.5, 0.8, 0.85, 0.9, 0.95, 1.0)
+# (particles, Gibbs sweeps, SAMS moves, cluster anchors, chain length, ESS) per configuration
+CONFIGURATIONS = ((20, 1, 30, False, 1, 0.9), (20, 1, 50, True, 1, 0.9),
+                  (40, 1, 15, False, 1, 0.9), (40, 1, 15, True, 1, 0.9),
+                  (60, 1, 15, False, 1, 0.5), (100, 1, 3, True, 1, 0.9),
+                  (100, 1, 15, True, 5, 0.5))
+
+
+def _partial_log_evidence(results, betas=PROFILE_BETAS):
+    """log Ẑ up to each β of ``betas`` (interpolated between stages), one row per run."""
+    return np.array([np.interp(betas, result.temperatures,
+                               np.concatenate([[0.0], np.cumsum(result.log_evidence_increments)]))
+                     for result in results])
+
+
+def tempered_configurations(n, runs, rng):
+    """Section 5c: tempered SMC configurations on the 2-D mixture, DP(1): where the spread of
+    log Ẑ arises (sd over runs of log Ẑ up to β) and how particles, moves, anchors and
+    waste-free chains trade at similar CPU."""
+    from pymc_splitmerge.kernels import tempered_smc
+
+    gaussian, _ = gaussian_mixture_2d(n)
+    family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
+    x = family.prepare_data(gaussian)
+    prior = PRIORS["DP(1)"]
+    prepared = tempered_smc.prepare_tempered(prior, family, x)
+    print(f"## 5c. Tempered SMC configurations: 2-D mixture n = {n}, DP(1), {runs} runs each "
+          "(one population), steps ≤ 0.05\n")
+    print("| L | sweeps + SAMS (anchors) | chain length | ESS | mean log Z | sd log Z | "
+          "sd of log Z up to β = " + ", ".join(f"{b:g}" for b in PROFILE_BETAS)
+          + " | stages | CPU s / run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for particles, sweeps, moves, cluster, length, ess in CONFIGURATIONS:
+        options = {"n_gibbs_sweeps": sweeps, "n_split_merge": moves, "ess_threshold": ess,
+                   "max_temperature_step": 0.05, "cluster_anchors": cluster,
+                   "chain_length": length}
+        tempered_smc.run_tempered_smc(prior, family, x[:10], 10, rng, **options)  # warm-up
+        start = time.process_time()
+        results = tempered_smc.tempered_runs(prior, family, x, particles, runs, rng,
+                                             prepared=prepared, **options)
+        seconds = (time.process_time() - start) / runs
+        partial = _partial_log_evidence(results)
+        values = partial[:, -1]
+        print(f"| {particles} | {sweeps} + {moves} ({'cluster' if cluster else 'uniform'}) | "
+              f"{length} | {ess} | {values.mean():.1f} | {values.std(ddof=1):.2f} | "
+              + ", ".join(f"{v:.2f}" for v in partial.std(axis=0, ddof=1))
+              + f" | {np.mean([r.log_evidence_increments.size for r in results]):.0f} | "
+              f"{seconds:.1f} |")
+    print()
+
+
+def _options_text(options):
+    return (f"ESS {options['ess_threshold']}, steps ≤ {options['max_temperature_step']}, "
+            f"{options['n_gibbs_sweeps']} Gibbs sweeps + {options['n_split_merge']} SAMS moves "
+            f"({'cluster' if options['cluster_anchors'] else 'uniform'} anchors) per round, "
+            f"≤ {options['max_move_rounds']} rounds per stage (correlation ≤ "
+            f"{options['correlation_threshold']}), waste-free chains of "
+            f"{options['chain_length']}")
+
+
+def neal_2000(runs, particles, options, rng):
     from pymc_splitmerge.components import NormalKnownCovariance
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
@@ -310,9 +369,7 @@ def neal_2000(runs, particles, sweeps, split_merge, ess, max_step, rounds, corre
     smc.run_smc(prior, family, x, 2, rng, rejuvenation=5)
     for method, function in (
             ("tempered", lambda: tempered_smc.run_tempered_smc(
-                prior, family, x, particles, rng, prepared=prepared, n_gibbs_sweeps=sweeps,
-                n_split_merge=split_merge, ess_threshold=ess, max_temperature_step=max_step,
-                max_move_rounds=rounds, correlation_threshold=correlation).log_evidence),
+                prior, family, x, particles, rng, prepared=prepared, **options).log_evidence),
             ("sequential", lambda: smc.run_smc(prior, family, x, particles, rng,
                                                rejuvenation=5).log_evidence)):
         values, seconds = _runs(function, runs)
@@ -328,6 +385,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", nargs="*", default=(), choices=("1", "3", "4", "5"),
                         help="sections to skip (1 covers sections 1 and 2)")
+    parser.add_argument("--configurations", action="store_true",
+                        help="section 5c only: tempered SMC configurations at similar CPU")
     parser.add_argument("--n", type=int, default=1000,
                         help="points of the 2-D mixture in section 5")
     parser.add_argument("--runs", type=int, default=None,
@@ -349,6 +408,10 @@ def main():
     parser.add_argument("--correlation", type=float, default=0.1,
                         help="stop moving at a stage once the log likelihoods' correlation "
                              "with the stage's start is at most this")
+    parser.add_argument("--cluster-anchors", action="store_true",
+                        help="tempered SAMS moves with the default step's cluster anchors")
+    parser.add_argument("--chain-length", type=int, default=1,
+                        help="waste-free chains of this length (tempered SMC; 1: standard)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.full:
@@ -359,6 +422,9 @@ def main():
         particles, runs = (10, 30, 100, 300), 5
         sizes, ulker_runs, pf_particles = (200, 500), 5, 300
         chains, draws, n_pymc = 4, 1000, 60
+    if args.configurations:
+        tempered_configurations(args.n, args.runs or 4, rng)
+        return
     print(f"# benchmarks/smc.py ({'full' if args.full else 'reduced default'})")
     if "1" not in args.skip:
         precision_and_bayes_factors(particles, runs, rng)
@@ -368,11 +434,13 @@ def main():
         against_pymc(chains, draws, n_pymc, args.seed)
     if "5" not in args.skip:
         runs = args.runs or (10 if args.full else 3)
-        neal_2000(max(runs, 10), 100, args.sweeps, args.split_merge, args.ess, args.max_step,
-                  args.rounds, args.correlation, rng)
+        options = {"n_gibbs_sweeps": args.sweeps, "n_split_merge": args.split_merge,
+                   "ess_threshold": args.ess, "max_temperature_step": args.max_step,
+                   "max_move_rounds": args.rounds, "correlation_threshold": args.correlation,
+                   "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length}
+        neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
-                                    args.sweeps, args.split_merge, args.ess, args.max_step,
-                                    args.rounds, args.correlation, rng)
+                                    options, rng)
 
 
 if __name__ == "__main__":

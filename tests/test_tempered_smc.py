@@ -70,7 +70,8 @@ def _population(prepared, labels):
     return population
 
 
-def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=3000):
+def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=3000,
+              split_merge=None, n_moves=1):
     exact = _tempered_exact(prior, family, x, beta_draws)
     prepared = ts.prepare_tempered(prior, family, x)
     draws = exact.sample(num_samples, rng)
@@ -85,13 +86,14 @@ def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=30
                                  prepared.log_w, betas, moving, changes,
                                  prepared.log_prior_predictive, 1, np.empty(n + 2), np.arange(n))
     else:
-        ts.tempered_split_merge(prepared.model, population, prepared.empty_row, prepared.log_v,
-                                prepared.log_w, betas, moving, changes, 1,
-                                np.empty(n, dtype=np.int64), np.empty(n, dtype=np.bool_))
+        (split_merge or ts.tempered_split_merge)(
+            prepared.model, population, prepared.empty_row, prepared.log_v, prepared.log_w,
+            betas, moving, changes, n_moves, np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.bool_), move == "cluster_split_merge")
     return population.labels.copy(), exact
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_split_merge"])
 @pytest.mark.parametrize("family_name", list(FAMILIES))
 @pytest.mark.parametrize("prior_name", list(PRIORS))
 def test_tempered_moves_leave_pi_beta_invariant(prior_name, family_name, move):
@@ -101,11 +103,23 @@ def test_tempered_moves_leave_pi_beta_invariant(prior_name, family_name, move):
     assert_partition_gof(labels, exact)
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_split_merge"])
 def test_negative_control_move_at_wrong_temperature_is_rejected(move):
     family, x = _problem("niw")
     rng = np.random.default_rng(5)
     labels, exact = _one_step(PRIORS["dp"], family, x, 0.2, 1.0, rng, move)
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+def test_negative_control_cluster_anchors_without_anchor_law_ratio_is_rejected(monkeypatch):
+    """The cluster-anchor SAMS move without the anchor law's log ratio (the plain-Python body
+    of the compiled move with that term set to 0) is not invariant: the same test rejects it."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(9)
+    monkeypatch.setattr(ts, "_cluster_anchor_log_ratio", lambda k, m, size_a, size_b: 0.0)
+    labels, exact = _one_step(prior, family, x, 0.4, 0.4, rng, "cluster_split_merge",
+                              split_merge=ts.tempered_split_merge.py_func, n_moves=3)
     assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
 
 
@@ -133,6 +147,56 @@ def test_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
     z, mean = _evidence_z(PRIORS[prior_name], family, x, rng, temperatures=SCHEDULE,
                           n_gibbs_sweeps=1, n_split_merge=1)
     assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+@pytest.mark.parametrize("prior_name, family_name", [("dp", "niw"), ("mfm", "bernoulli"),
+                                                      ("py", "niw")])
+def test_waste_free_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
+    """Waste-free chains (chain_length P: L / P resampled starts, P - 1 rounds of moves each,
+    every state kept), with cluster-anchor SAMS moves: Ẑ is unbiased on enumerable data."""
+    family, x = _problem(family_name)
+    rng = np.random.default_rng(zlib.crc32(f"waste-free-{prior_name}-{family_name}".encode()))
+    z, mean = _evidence_z(PRIORS[prior_name], family, x, rng, temperatures=SCHEDULE,
+                          n_gibbs_sweeps=1, n_split_merge=1, chain_length=2,
+                          cluster_anchors=True)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_negative_control_waste_free_log_mean_increment_is_rejected(monkeypatch):
+    """The same test has power with waste-free chains: the geometric-mean stage factor is
+    rejected."""
+    family, x = _problem("bernoulli")
+    monkeypatch.setattr(ts, "stage_log_increment", lambda values: float(np.mean(values)))
+    z, mean = _evidence_z(PRIORS["dp"], family, x, np.random.default_rng(22),
+                          temperatures=SCHEDULE, n_gibbs_sweeps=1, chain_length=2)
+    assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_waste_free_chains_continue_each_other():
+    """State j of a chain is state j - 1 moved once: with moves that change nothing every
+    state equals its chain's start, and a chain's states are copies, not the same memory."""
+    family, x = _problem("niw")
+    results = ts.tempered_runs(PRIORS["dp"], family, x, 6, 2, np.random.default_rng(3),
+                               n_gibbs_sweeps=0, n_split_merge=0, chain_length=3,
+                               max_temperature_step=0.5)
+    for result in results:
+        np.testing.assert_array_equal(result.labels[0::3], result.labels[1::3])
+        np.testing.assert_array_equal(result.labels[0::3], result.labels[2::3])
+    moved = ts.tempered_runs(PRIORS["dp"], family, x, 6, 20, np.random.default_rng(4),
+                             n_gibbs_sweeps=1, chain_length=3, max_temperature_step=0.5)
+    assert any(np.any(r.labels[0::3] != r.labels[2::3]) for r in moved)
+
+
+def test_waste_free_clear_errors():
+    family, x = _problem("niw")
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="multiple of chain_length"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 5, 1, rng, chain_length=2)
+    with pytest.raises(ValueError, match="max_move_rounds=1"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, rng, chain_length=2,
+                         max_move_rounds=3)
+    with pytest.raises(ValueError, match="chain_length must be"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, rng, chain_length=0)
 
 
 def test_negative_control_log_mean_increment_is_rejected(monkeypatch):
@@ -190,6 +254,16 @@ def test_final_particles_follow_the_posterior(prior_name, family_name):
     prior = PRIORS[prior_name]
     rng = np.random.default_rng(zlib.crc32(f"law-{prior_name}-{family_name}".encode()))
     labels = _final_particles(prior, family, x, rng, n_split_merge=2, max_temperature_step=0.4)
+    assert_partition_gof(labels, exact_posterior(prior, family, x))
+
+
+def test_waste_free_final_particles_follow_the_posterior():
+    """The last state of the last waste-free chain (cluster-anchor moves) of every run."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    labels = np.array([result.labels[-1] for result in ts.tempered_runs(
+        prior, family, x, 16, 1000, np.random.default_rng(31), n_split_merge=2,
+        max_temperature_step=0.4, chain_length=4, cluster_anchors=True)])
     assert_partition_gof(labels, exact_posterior(prior, family, x))
 
 
@@ -299,6 +373,27 @@ def test_sample_smc_tempered_clear_errors():
     with pytest.raises(ValueError, match="ess_threshold"):
         psm.sample_smc(draws=8, chains=2, model=model, method="tempered", ess_threshold=1.0,
                        progressbar=False)
+    with pytest.raises(ValueError, match="multiple of chain_length"):
+        psm.sample_smc(draws=9, chains=2, model=model, method="tempered", chain_length=2,
+                       progressbar=False)
+
+
+def test_sample_smc_tempered_waste_free_with_cluster_anchors():
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    idata = psm.sample_smc(draws=40, chains=4, model=_model(1.0), method="tempered",
+                           random_seed=3, chain_length=4, cluster_anchors=True,
+                           n_split_merge=5, progressbar=False)
+    sample_stats = get_group(idata, "sample_stats")
+    assert sample_stats.attrs["chain_length"] == 4 and sample_stats.attrs["cluster_anchors"] == 1
+    assert np.asarray(get_group(idata, "posterior")["z"]).shape == (4, 40, len(SMC_DATA))
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    row = psm.compare_evidence({"waste-free": idata}).loc["waste-free"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
 
 
 # ----------------------------------------------------- batched runs, adaptive move rounds

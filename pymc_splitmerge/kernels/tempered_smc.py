@@ -26,11 +26,16 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
    ``kernels/gibbs.py`` with the predictive raised to :math:`\beta_t`, since
    :math:`m(y_{b\cup i})/m(y_b) = f(y_i\mid y_b)`), optionally followed by
    ``n_split_merge`` sequentially allocated split-merge moves (SAMS, Dahl 2005) at the same
-   temperature; this round of moves is repeated, up to ``max_move_rounds`` times, until the
+   temperature, with two uniform anchors or (``cluster_anchors``) the cluster-anchor law of
+   the package's default step; this round of moves is repeated, up to ``max_move_rounds`` times, until the
    correlation across particles between the log likelihoods before the moves and now is at
    most ``correlation_threshold`` (the stopping rule of :func:`pymc.sample_smc`'s kernels,
    applied to the partition's log likelihood), so that the moves follow the temperature
    where the target changes most.
+
+With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Chopin 2022): only
+``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
+every state (the start included) becoming one of the ``L`` particles of the next stage.
 
 Every stage resamples, so the conditional ESS of Zhou, Johansen & Aston (2016) equals the ESS
 and chooses the same temperatures.  :func:`tempered_runs` runs many independent runs in one
@@ -50,6 +55,7 @@ Dahl, D. B. (2005). Sequentially-allocated merge-split sampler for conjugate and
 Dirichlet process mixture models.  Technical report, Texas A&M University.
 Chopin, N. and Papaspiliopoulos, O. (2020). An Introduction to Sequential Monte Carlo.
 Springer, ch. 17 (tempering, adaptive temperatures by bisection on the ESS).
+Dau, H.-D. and Chopin, N. (2022). Waste-free sequential Monte Carlo. JRSS B 84(1), 114-148.
 Zhou, Y., Johansen, A. M. and Aston, J. A. D. (2016). Toward automatic model comparison: an
 adaptive sequential Monte Carlo approach. JCGS 25(3), 701-726.
 """
@@ -68,6 +74,7 @@ from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.smc import (
     _resample_population,
+    copy_particle,
     empty_population,
     particle,
 )
@@ -208,15 +215,73 @@ def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, log_w, for
 
 
 @numba.njit(cache=True)
+def _point_of_block(labels, slot, rank):
+    """The ``rank``-th point (increasing index, from 0) of block ``slot`` (a scan of the labels,
+    as the move's own scan of the members)."""
+    seen = 0
+    for h in range(labels.shape[0]):
+        if labels[h] == slot:
+            if seen == rank:
+                return h
+            seen += 1
+    return -1
+
+
+@numba.njit(cache=True)
+def _cluster_anchor_pair(part):
+    """Two anchors by the cluster-anchor law of ``kernels.sams._sams_updates``.
+
+    Split-type (probability 1/2, or 1 from one block): a block uniformly among the ``K``, then
+    an ordered pair of its points uniformly; merge-type: an ordered pair of blocks uniformly,
+    one point uniformly in each.  Returns ``(i, j)``, ``(-1, -1)`` when the drawn block has
+    one point (no move).
+    """
+    k = part.cluster_count[0]
+    if k == 1 or np.random.random() < 0.5:
+        slot = part.active[np.random.randint(k)]
+        m = part.sizes[slot]
+        if m < 2:
+            return -1, -1
+        first = np.random.randint(m)
+        second = np.random.randint(m - 1)
+        if second >= first:
+            second += 1
+        return (_point_of_block(part.labels, slot, first),
+                _point_of_block(part.labels, slot, second))
+    a = np.random.randint(k)
+    b = np.random.randint(k - 1)
+    if b >= a:
+        b += 1
+    slot_a, slot_b = part.active[a], part.active[b]
+    return (_point_of_block(part.labels, slot_a, np.random.randint(part.sizes[slot_a])),
+            _point_of_block(part.labels, slot_b, np.random.randint(part.sizes[slot_b])))
+
+
+@numba.njit(cache=True)
+def _cluster_anchor_log_ratio(k, m, size_a, size_b):
+    """Log ratio of the cluster-anchor law's probability of the anchors of the reverse merge to
+    that of the anchors of a split of a block of ``m`` points into ``size_a + size_b`` from
+    ``k`` blocks (the split's term; a merge to ``k - 1`` blocks has its negative with ``k -
+    1``): ``log t_m(k+1) - log t_s(k) + log m(m-1) - log (k+1) - log size_a size_b``, the
+    term of ``kernels.sams._sams_updates``."""
+    log_split_type = 0.0 if k == 1 else -np.log(2.0)
+    return (-np.log(2.0) - log_split_type + np.log(m) + np.log(m - 1) - np.log(k + 1)
+            - np.log(size_a) - np.log(size_b))
+
+
+@numba.njit(cache=True)
 def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, moving, changes,
-                         n_moves, members, forced):
+                         n_moves, members, forced, cluster_anchors=False):
     """``n_moves`` SAMS split-merge moves (Dahl 2005) of particle ``p``, invariant for
     ``π_{betas[p]}``, for every ``p`` with ``moving[p]``.
 
-    Two distinct points ``i, j`` uniformly at random.  Same block: split it, the other members
-    allocated in a random order to the block of ``i`` or of ``j`` with probability ``∝
-    W(m+1)/W(m) f(y | block)^β`` (log probability ``log q``); different blocks: merge, with
-    ``log q`` of the forced reverse allocation.  Metropolis–Hastings with
+    Two distinct points ``i, j`` uniformly at random, or with ``cluster_anchors`` by the
+    cluster-anchor law of the package's default step (``kernels.sams._sams_updates``:
+    :func:`_cluster_anchor_pair`, whose reverse-to-forward log ratio
+    :func:`_cluster_anchor_log_ratio` enters the acceptance ratio).  Same block: split it,
+    the other members allocated in a random order to the block of ``i`` or of ``j`` with
+    probability ``∝ W(m+1)/W(m) f(y | block)^β`` (log probability ``log q``); different
+    blocks: merge, with ``log q`` of the forced reverse allocation.  Metropolis–Hastings with
     ``log π_β(c*) - log π_β(c) ∓ log q``.  ``changes[p]`` is increased by the accepted
     moves of particle ``p``; returns their total.
     """
@@ -231,10 +296,15 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
         beta = betas[p]
         part = particle(population, empty_row, p)
         for _ in range(n_moves):
-            i = np.random.randint(n)
-            j = np.random.randint(n - 1)
-            if j >= i:
-                j += 1
+            if cluster_anchors:
+                i, j = _cluster_anchor_pair(part)
+                if i < 0:
+                    continue
+            else:
+                i = np.random.randint(n)
+                j = np.random.randint(n - 1)
+                if j >= i:
+                    j += 1
             slot_i = part.labels[i]
             slot_j = part.labels[j]
             k = part.cluster_count[0]
@@ -261,6 +331,9 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                              + beta * (_block_log_likelihood(model, part, slot_i)
                                        + _block_log_likelihood(model, part, slot_j_new)))
                 log_ratio = log_after - log_before - log_q
+                if cluster_anchors:
+                    log_ratio += _cluster_anchor_log_ratio(
+                        k, size, part.sizes[slot_i], part.sizes[slot_j_new])
                 if np.log(np.random.random()) < log_ratio:
                     accepted += 1
                     changes[p] += 1
@@ -302,6 +375,9 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                 log_after = (log_v[k - 1] + log_w[size_i + size_j]
                              + beta * _block_log_likelihood(model, part, slot_i))
                 log_ratio = log_after - log_before + log_q
+                if cluster_anchors:
+                    log_ratio -= _cluster_anchor_log_ratio(k - 1, size_i + size_j, size_i,
+                                                           size_j)
                 if np.log(np.random.random()) < log_ratio:
                     accepted += 1
                     changes[p] += 1
@@ -314,6 +390,15 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                             remove(model, part, members[r])
                             add(model, part, members[r], slot_back)
     return accepted
+
+
+@numba.njit(cache=True)
+def _copy_particles(placed, population, empty_row, sources, targets):
+    """``population[targets[q]] = population[sources[q]]`` in place (sources and targets
+    disjoint): one step of the waste-free chains."""
+    for q in range(sources.shape[0]):
+        copy_particle(placed, particle(population, empty_row, sources[q]),
+                      particle(population, empty_row, targets[q]))
 
 
 # ============================================================================ Python driver
@@ -454,6 +539,42 @@ def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_
                              f"{temperatures!r}")
 
 
+def _check_chain_length(chain_length, num_particles, max_move_rounds):
+    if int(chain_length) != chain_length or chain_length < 1:
+        raise ValueError(f"chain_length must be a positive integer; got {chain_length!r}")
+    if num_particles % int(chain_length):
+        raise ValueError(f"num_particles ({num_particles}) must be a multiple of chain_length "
+                         f"({chain_length}): L / P chains of P states each")
+    if chain_length > 1 and max_move_rounds != 1:
+        raise ValueError("chain_length > 1 (waste-free chains) runs one round of moves per "
+                         f"stage; set max_move_rounds=1 (got {max_move_rounds!r})")
+
+
+def _waste_free_chains(model, prepared, population, placed, moving_runs, betas, changes,
+                       sweeps, moves, cluster_anchors, length, scratch, order, members, forced):
+    """The waste-free chains of one stage (Dau & Chopin 2022): state ``j`` of every chain of
+    every moving run becomes state ``j - 1`` moved by one round of moves, ``j = 1 .. P - 1``
+    (all states start as the chain's ancestor)."""
+    runs = moving_runs.size
+    total = population.labels.shape[0]
+    states = np.arange(total).reshape(runs, -1, length)[moving_runs]
+    empty_row = prepared.empty_row
+    for j in range(1, length):
+        if j > 1:
+            _copy_particles(placed, population, empty_row, states[:, :, j - 1].ravel(),
+                            states[:, :, j].ravel())
+        moving = np.zeros(total, dtype=np.bool_)
+        moving[states[:, :, j].ravel()] = True
+        if sweeps:
+            tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v, prepared.log_w,
+                                  betas, moving, changes, prepared.log_prior_predictive,
+                                  sweeps, scratch, order)
+        if moves:
+            tempered_split_merge(model, population, empty_row, prepared.log_v, prepared.log_w,
+                                 betas, moving, changes, moves, members, forced,
+                                 bool(cluster_anchors))
+
+
 def _row_correlations(start, now):
     """Pearson correlation of every row pair; 0 where a row is constant (nothing to explain)."""
     a = start - start.mean(axis=1, keepdims=True)
@@ -464,16 +585,18 @@ def _row_correlations(start, now):
     return np.where(denominator > 0, values, 0.0)
 
 
-def _grouped_systematic_ancestors(log_incremental, rng):
-    """Systematic resampling within every row of ``log_incremental`` (G, L): flat ancestors."""
+def _grouped_systematic_ancestors(log_incremental, rng, count=None):
+    """Systematic resampling of ``count`` (default L) ancestors within every row of
+    ``log_incremental`` (G, L): flat ancestors, shape (G, count)."""
     groups, size = log_incremental.shape
+    count = size if count is None else int(count)
     weights = np.exp(log_incremental - log_incremental.max(axis=1, keepdims=True))
     cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
     cumulative[:, -1] = 1.0
-    positions = (rng.random(groups)[:, None] + np.arange(size)) / size
+    positions = (rng.random(groups)[:, None] + np.arange(count)) / count
     offsets = np.arange(groups)[:, None]
     flat = np.searchsorted((cumulative + offsets).ravel(), (positions + offsets).ravel(),
-                           side="right").reshape(groups, size)
+                           side="right").reshape(groups, count)
     return np.minimum(flat, (offsets + 1) * size - 1)
 
 
@@ -481,7 +604,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   rng: np.random.Generator, *, n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
-                  correlation_threshold: float = 0.1, prepared=None,
+                  correlation_threshold: float = 0.1, cluster_anchors: bool = False,
+                  chain_length: int = 1, prepared=None,
                   max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
@@ -517,6 +641,16 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         the run stops moving at this stage once it is at most ``correlation_threshold`` (the
         rule of :func:`pymc.sample_smc`'s kernels, on the partition's log likelihood).
     correlation_threshold : float
+    cluster_anchors : bool
+        Draw the SAMS moves' anchors by the cluster-anchor law of the package's default step
+        (:func:`tempered_split_merge`) instead of two uniformly random points.
+    chain_length : int
+        ``P``: waste-free SMC (Dau & Chopin 2022) when ``P > 1``.  Each stage resamples only
+        ``M = L / P`` starting particles and runs a chain of ``P - 1`` rounds of moves from
+        each, keeping every state of every chain (the start included) as the ``L``
+        particles of the next stage: the same number of moves as ``L`` particles moved once,
+        spent on longer chains.  ``L`` must be a multiple of ``P``; one round of moves per
+        stage (``max_move_rounds = 1``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -531,6 +665,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                               correlation_threshold)
     if int(num_runs) != num_runs or num_runs < 1:
         raise ValueError(f"num_runs must be a positive integer; got {num_runs!r}")
+    _check_chain_length(chain_length, num_particles, max_move_rounds)
     if prepared is None:
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
@@ -556,7 +691,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     acceptance = [[] for _ in range(runs)]
     rounds_used = [[] for _ in range(runs)]
     sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
-    updates_per_round = size * (n * sweeps + moves)
+    length = int(chain_length)
+    updates_per_round = (size - size // length if length > 1 else size) * (n * sweeps + moves)
     stage = 0
     while np.any(beta < 1.0):
         if stage >= max_stages:
@@ -569,9 +705,11 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         for g, run in enumerate(active):
             increments[run].append(stage_log_increment(log_incremental[g]))
         ancestors = np.arange(total)
-        chosen = _grouped_systematic_ancestors(log_incremental, rng)
-        ancestors.reshape(runs, size)[active] = chosen + (active * size - np.arange(
-            active.size) * size)[:, None]
+        chosen = _grouped_systematic_ancestors(log_incremental, rng, size // length) + (
+            active * size - np.arange(active.size) * size)[:, None]
+        # waste-free: every state of chain m (particles m P .. m P + P - 1) starts from its
+        # ancestor; the moves below turn state j into one more round of moves from state j - 1
+        ancestors.reshape(runs, size)[active] = np.repeat(chosen, length, axis=1)
         _resample_population(placed, ancestors, population, spare, empty_row)
         population, spare = spare, population
         log_likelihoods = log_likelihoods[ancestors]
@@ -584,6 +722,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         for round_ in range(int(max_move_rounds)):
             if not moving_runs.any():
                 break
+            if length > 1:
+                _waste_free_chains(model, prepared, population, placed, moving_runs,
+                                   particle_betas, changes, sweeps, moves, cluster_anchors,
+                                   length, scratch, order, members, forced)
+                count += moving_runs
+                population_log_likelihoods(model, population, log_likelihoods)
+                break
             moving = np.repeat(moving_runs, size)
             if sweeps:
                 tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
@@ -592,7 +737,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
             if moves:
                 tempered_split_merge(model, population, empty_row, prepared.log_v,
                                      prepared.log_w, particle_betas, moving, changes, moves,
-                                     members, forced)
+                                     members, forced, bool(cluster_anchors))
             count += moving_runs
             population_log_likelihoods(model, population, log_likelihoods)
             if round_ + 1 < int(max_move_rounds):
@@ -622,7 +767,8 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
 
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
-    ``max_move_rounds``, ``correlation_threshold``, ``prepared``, ``max_stages``).
+    ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``chain_length``,
+    ``prepared``, ``max_stages``).
 
     Returns
     -------

@@ -89,7 +89,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                progressbar: bool = True, previous=None, method: str = "sequential",
                n_gibbs_sweeps: int = 2, n_split_merge: int = 30, temperatures=None,
                max_temperature_step: float = 0.05, max_move_rounds: int = 1,
-               correlation_threshold: float = 0.1):
+               correlation_threshold: float = 0.1, cluster_anchors: bool = False,
+               chain_length: int = 1):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -172,6 +173,15 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         rule of :func:`pymc.sample_smc`'s kernels).
     correlation_threshold : float
         See ``max_move_rounds``.
+    cluster_anchors : bool
+        Draw the tempered SAMS moves' anchors by the cluster-anchor law of the default step
+        (``SAMSStep(anchor_proposal="cluster")``: a block and two of its points, or two blocks
+        and a point in each) instead of two uniformly random points (``method="tempered"``).
+    chain_length : int
+        ``P > 1``: waste-free SMC (Dau & Chopin 2022; ``method="tempered"``): each stage
+        resamples ``draws / P`` particles and runs a chain of ``P - 1`` rounds of moves from
+        each, all states kept as the next particles (``draws`` a multiple of ``P``,
+        ``max_move_rounds = 1``).
 
     Returns
     -------
@@ -198,6 +208,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         return _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
                                 max_temperature_step, max_move_rounds, correlation_threshold,
+                                cluster_anchors, chain_length,
                                 order=order, rejuvenation=rejuvenation, anneal=anneal,
                                 resampling=resampling, previous=previous)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
@@ -322,7 +333,8 @@ def _run_tasks(function, tasks, cores):
 
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
                      n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
-                     max_move_rounds, correlation_threshold, **sequential_only):
+                     max_move_rounds, correlation_threshold, cluster_anchors, chain_length,
+                     **sequential_only):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
     defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
                 "previous": None}
@@ -337,6 +349,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     tempered_kernel._check_tempered_arguments(draws, n_gibbs_sweeps, n_split_merge,
                                               ess_threshold, temperatures, max_temperature_step,
                                               max_move_rounds, correlation_threshold)
+    tempered_kernel._check_chain_length(chain_length, draws, max_move_rounds)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
     rng = random_seed if isinstance(random_seed, np.random.Generator) else \
@@ -348,7 +361,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "ess_threshold": float(ess_threshold), "temperatures": temperatures,
                "max_temperature_step": float(max_temperature_step),
                "max_move_rounds": int(max_move_rounds),
-               "correlation_threshold": float(correlation_threshold)}
+               "correlation_threshold": float(correlation_threshold),
+               "cluster_anchors": bool(cluster_anchors), "chain_length": int(chain_length)}
     tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
              for seed in chain_seeds]
     outputs = _run_tasks(_run_tempered_chain, tasks, cores)
@@ -397,6 +411,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "max_temperature_step": float(max_temperature_step),
                "max_move_rounds": int(max_move_rounds),
                "correlation_threshold": float(correlation_threshold),
+               "cluster_anchors": int(bool(cluster_anchors)),
+               "chain_length": int(chain_length),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
