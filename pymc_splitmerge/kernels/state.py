@@ -231,7 +231,7 @@ class PartitionState:
                 f"labels must have shape ({x.shape[0]},) to match the data; got {labels.shape}"
             )
         self.family = family
-        self.family_id = int(family.family_id)
+        self.family_id = family.family_id
         self.params = np.ascontiguousarray(family.params, dtype=np.float64)
         self.empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
         self.x = x
