@@ -74,7 +74,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     metropolis_accepts,
     two_way_log_probabilities,
 )
-from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, make_model, prior_tables
 from pymc_splitmerge.priors.seating import log_split_weight
 
 __all__ = [
@@ -255,7 +255,7 @@ def _sams_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row,
     if anchors[0] < 0:
         uniform_anchors(x.shape[0], uniforms[uniforms.shape[0] - 2:], anchors)
     return sams_proposal_core(
-        Model(family_id, params, x),
+        make_model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
         PriorTables(log_v, log_w), anchors[0], anchors[1], uniforms)
 
@@ -621,7 +621,7 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     accepted, log_accept_ratio)``."""
     np.random.seed(seed)
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
-    model = Model(family_id, params, x)
+    model = make_model(family_id, params, x)
     tables = PriorTables(log_v, log_w)
     uniforms, pair, index = _cluster_update_buffers(partition)
     move, accepted, log_ratio = MOVE_NONE, False, np.nan

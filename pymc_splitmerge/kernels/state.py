@@ -20,9 +20,11 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
+from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot, reset_row
 
 __all__ = [
     "Model",
@@ -33,6 +35,7 @@ __all__ = [
     "assign_point",
     "free_slot",
     "log_target",
+    "make_model",
     "move",
     "move_point",
     "prior_tables",
@@ -53,6 +56,23 @@ class Model(NamedTuple):
     """float64 (p,): the family's hyperparameters, flattened (``family.params``)."""
     x: np.ndarray
     """float64 (n, d): the data prepared by ``family.prepare_data``."""
+
+
+@intrinsic(prefer_literal=True)
+def make_model(typingctx, family_id, params, x):
+    """``Model(family_id, params, x)`` inside a numba function, keeping a literal family id.
+
+    numba types ``Model(...)`` with the literal type of a
+    :class:`~pymc_splitmerge.components.dispatch.FamilyId` widened to ``int64``, which makes
+    the kernels below it compile the switch over every family; this keeps the field's type
+    (the kernel stays specialised to its family).  Same value.
+    """
+    model_type = types.NamedTuple((family_id, params, x), Model)
+
+    def codegen(context, builder, signature, args):
+        return context.make_tuple(builder, signature.return_type, args)
+
+    return model_type(family_id, params, x), codegen
 
 
 class PriorTables(NamedTuple):
@@ -184,7 +204,7 @@ def log_target(family_id, params, log_v_table, log_w_table, sizes, stats, active
 def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, where,
            cluster_count, labels):
     for slot in range(stats.shape[0]):
-        stats[slot, :] = empty_row
+        reset_row(stats, slot, empty_row)
     for i in range(canonical.shape[0]):
         assign_point(family_id, params, x, i, canonical[i], labels, sizes, stats, active, where,
                      cluster_count)
