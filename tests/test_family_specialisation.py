@@ -3,51 +3,23 @@
 Registered families carry a :class:`~pymc_splitmerge.components.dispatch.FamilyId`, which numba
 types as a literal, so the dispatch functions select the family's numba leaves when they
 are compiled instead of compiling the switch over every family (the first run's compile
-time).  Checked here: the ids, the specialisation itself (in a fresh process: no switch is
-compiled), with a plain ``int`` as negative control (the switch is compiled), and that both
+time; ``benchmarks/cold_start.py`` reports any switch a first run compiles).  Checked here:
+the ids, the compile-time selection, with a plain ``int`` as negative control (the switch),
+``make_model`` against numba's own ``Model(...)`` (which loses the literal), and that both
 routes give the same numbers bit for bit on every registered family's examples.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from numba import typeof, types
+from numba import njit, typeof, types
 
 from pymc_splitmerge.components import dispatch, registry
 from pymc_splitmerge.components.dispatch import FamilyId
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-PROBE = r"""
-import json, sys
-import numpy as np
-from pymc_splitmerge.components import NormalInverseGamma, _leaf_dispatch, dispatch
-family = NormalInverseGamma(mu0=0.0, kappa0=1.0, alpha0=2.0, beta0=1.0)
-family_id = family.family_id if sys.argv[1] == "family_id" else int(family.family_id)
-row = family.empty_stats.copy()
-dispatch.add_point(family_id, family.params, row, np.array([0.5]))
-value = dispatch.log_marginal(family_id, family.params, row)
-print(json.dumps({"value": value,
-                  "switch": [str(s) for s in _leaf_dispatch.leaf_log_marginal.signatures
-                             + _leaf_dispatch.leaf_add_point.signatures],
-                  "dispatch": [str(s) for s in dispatch.log_marginal.signatures]}))
-"""
-
-
-def _probe(route):
-    # a fresh process (the switch may have been compiled by other tests in this one); the
-    # worktree's numba cache makes it quick after the first run
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, "-c", PROBE, route], env=env, cwd=ROOT,
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from pymc_splitmerge.kernels.state import Model, make_model
 
 
 def test_registered_ids_are_family_ids_typed_as_literals():
@@ -60,15 +32,33 @@ def test_registered_ids_are_family_ids_typed_as_literals():
     assert typeof(int(registry.FAMILIES[0].family_class.family_id)) == types.int64
 
 
-def test_a_family_id_compiles_that_family_only_and_a_plain_int_the_switch():
-    specialised = _probe("family_id")
-    assert specialised["switch"] == []
-    assert any("Literal[int]" in signature for signature in specialised["dispatch"])
-    # negative control: the same calls with a plain int compile the switch over every family
-    generic = _probe("int")
-    assert generic["switch"] != []
-    assert not any("Literal[int]" in signature for signature in generic["dispatch"])
-    assert specialised["value"] == generic["value"]
+def test_a_literal_id_selects_that_familys_leaves_and_a_plain_int_the_switch():
+    for entry in registry.FAMILIES:
+        leaves = dispatch._leaves_of(typeof(entry.family_class.family_id))
+        if entry.is_leaf:
+            assert leaves is entry.family_class.numba_leaves
+        else:
+            assert leaves.log_marginal is dispatch.product_log_marginal
+    # negative control: an int64 (a plain int, or an id known at run time) takes the switch
+    assert dispatch._leaves_of(typeof(int(registry.FAMILIES[0].family_id))) is None
+    with pytest.raises(Exception, match="unknown family_id 99"):
+        dispatch._leaves_of(types.literal(99))
+
+
+def _model_field_type(build):
+    @njit
+    def kernel(family_id, params, x):
+        return build(family_id, params, x)
+
+    kernel(registry.FAMILIES[0].family_class.family_id, np.zeros(1), np.zeros((1, 1)))
+    (signature,) = kernel.nopython_signatures
+    return signature.return_type[0]
+
+
+def test_make_model_keeps_the_literal_where_numbas_model_widens_it():
+    assert _model_field_type(make_model) == types.literal(0)
+    # negative control: numba's own namedtuple constructor widens the id to int64
+    assert _model_field_type(Model) == types.int64
 
 
 @pytest.mark.parametrize("entry", registry.FAMILIES, ids=lambda entry: entry.name)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from numba.core import types
+from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 
 from pymc_splitmerge.components import dispatch
@@ -70,7 +71,9 @@ def make_model(typingctx, family_id, params, x):
     model_type = types.NamedTuple((family_id, params, x), Model)
 
     def codegen(context, builder, signature, args):
-        return context.make_tuple(builder, signature.return_type, args)
+        model = context.make_tuple(builder, signature.return_type, args)
+        # the arrays are borrowed from the arguments: the tuple returned holds new references
+        return impl_ret_borrowed(context, builder, signature.return_type, model)
 
     return model_type(family_id, params, x), codegen
 
