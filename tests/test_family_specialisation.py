@@ -55,6 +55,21 @@ def _model_field_type(build):
     return signature.return_type[0]
 
 
+def test_a_model_from_python_keeps_the_literal():
+    family = registry.FAMILIES[0].family_class
+    model = Model(family.family_id, np.zeros(1), np.zeros((1, 1)))
+    assert typeof(model)[0] == types.literal(0)
+    # negative control: a plain int is an int64 field
+    assert typeof(Model(int(family.family_id), np.zeros(1), np.zeros((1, 1))))[0] == types.int64
+
+    @njit
+    def first_param(model):
+        return model.params[0]
+
+    first_param(model)
+    assert first_param.nopython_signatures[0].args[0][0] == types.literal(0)
+
+
 def test_make_model_keeps_the_literal_where_numbas_model_widens_it():
     assert _model_field_type(make_model) == types.literal(0)
     # negative control: numba's own namedtuple constructor widens the id to int64

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 from numba.core import types
 from numba.core.imputils import impl_ret_borrowed
-from numba.extending import intrinsic
+from numba.extending import intrinsic, typeof_impl
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot, reset_row
@@ -57,6 +57,13 @@ class Model(NamedTuple):
     """float64 (p,): the family's hyperparameters, flattened (``family.params``)."""
     x: np.ndarray
     """float64 (n, d): the data prepared by ``family.prepare_data``."""
+
+
+@typeof_impl.register(Model)
+def _typeof_model(model, context):
+    # numba types a named tuple's int fields as int64, which would compile the kernels given
+    # a Model from Python for every family; keep the FamilyId's literal type instead
+    return types.NamedTuple(tuple(numba.typeof(field) for field in model), Model)
 
 
 @intrinsic(prefer_literal=True)
