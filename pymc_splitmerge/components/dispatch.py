@@ -43,8 +43,8 @@ package and of the kernels.
 from __future__ import annotations
 
 from numba import njit, types
-from numba.core import errors
-from numba.extending import overload, typeof_impl
+from numba.core import errors, typing
+from numba.extending import intrinsic, overload, typeof_impl
 
 from pymc_splitmerge.components._leaf_dispatch import (
     FAMILY_PRODUCT,
@@ -147,8 +147,9 @@ def _leaves_of(family_id):
 
 
 # Each stub below is typed by its @overload: the family's leaf for a literal id (prefer_literal:
-# numba offers the literal type first), the switch otherwise.  inline="always" keeps the
-# call structure of the switch versions (numba IR inlining, no extra call level).
+# numba offers the literal type first), the switch otherwise.  They are the fallback of the
+# direct calls (``_direct`` below), which reach a family's leaf without them when it has the
+# form asked for.
 def _add_point(family_id, params, stats_row, x_row):
     raise NotImplementedError  # numba only
 
@@ -177,7 +178,7 @@ def _remove_point_at(family_id, params, stats, slot, x, i):
     raise NotImplementedError  # numba only
 
 
-_SELECT = {"prefer_literal": True, "inline": "always"}
+_SELECT = {"prefer_literal": True}
 
 
 @overload(_add_point, **_SELECT)
@@ -290,7 +291,76 @@ def _remove_point_at_typed(family_id, params, stats, slot, x, i):
     return lambda family_id, params, stats, slot, x, i: row_form(params, stats[slot], x[i])
 
 
-@njit(cache=True)
+def _resolve_direct(typingctx, leaf_name, fallback, family_id, args):
+    """Typing of a direct call: the family's leaf ``leaf_name`` on ``args`` for a literal id
+    whose family has it, else the overloaded stub ``fallback`` on ``(family_id, *args)``."""
+    leaves = _leaves_of(family_id)
+    leaf = getattr(leaves, leaf_name, None) if leaves is not None else None
+    if leaf is not None:
+        target, target_args, skip = leaf, args, 1
+    else:
+        target, target_args, skip = fallback, (family_id, *args), 0
+    function_type = typingctx.resolve_value_type(target)
+    signature = typingctx.resolve_function_type(function_type, target_args, {})
+    if signature is None:
+        raise errors.TypingError(f"{leaf_name}: no implementation for {target_args}")
+
+    def codegen(context, builder, _signature, llvm_args):
+        call = context.get_function(function_type, signature)
+        return call(builder, llvm_args[skip:])
+
+    return typing.signature(signature.return_type, family_id, *args), codegen
+
+
+# The direct calls: a numba intrinsic per dispatch function, ``call(family_id, *args)`` is
+# ``leaves.<name>(*args)`` of the literal id's family when it has that leaf, else the stub's
+# overload above.  The leaf is called as a kernel calls any cached numba function (its compiled
+# library linked in), with no function in between: every compiled level re-optimises and
+# re-emits all the code below it (numba links callees' LLVM into each caller), so each level
+# saved is one copy of the family's code less to compile per kernel.
+@intrinsic(prefer_literal=True)
+def _call_add_point(typingctx, family_id, params, stats_row, x_row):
+    return _resolve_direct(typingctx, "add_point", _add_point, family_id,
+                           (params, stats_row, x_row))
+
+
+@intrinsic(prefer_literal=True)
+def _call_remove_point(typingctx, family_id, params, stats_row, x_row):
+    return _resolve_direct(typingctx, "remove_point", _remove_point, family_id,
+                           (params, stats_row, x_row))
+
+
+@intrinsic(prefer_literal=True)
+def _call_log_predictive(typingctx, family_id, params, stats_row, x_row):
+    return _resolve_direct(typingctx, "log_predictive", _log_predictive, family_id,
+                           (params, stats_row, x_row))
+
+
+@intrinsic(prefer_literal=True)
+def _call_log_marginal(typingctx, family_id, params, stats_row):
+    return _resolve_direct(typingctx, "log_marginal", _log_marginal, family_id,
+                           (params, stats_row))
+
+
+@intrinsic(prefer_literal=True)
+def _call_log_predictive_many(typingctx, family_id, params, stats, slots, n_slots, x_row, out):
+    return _resolve_direct(typingctx, "log_predictive_many", _log_predictive_many, family_id,
+                           (params, stats, slots, n_slots, x_row, out))
+
+
+@intrinsic(prefer_literal=True)
+def _call_add_point_at(typingctx, family_id, params, stats, slot, x, i):
+    return _resolve_direct(typingctx, "add_point_at", _add_point_at, family_id,
+                           (params, stats, slot, x, i))
+
+
+@intrinsic(prefer_literal=True)
+def _call_remove_point_at(typingctx, family_id, params, stats, slot, x, i):
+    return _resolve_direct(typingctx, "remove_point_at", _remove_point_at, family_id,
+                           (params, stats, slot, x, i))
+
+
+@njit(cache=True, inline="always")
 def log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out):
     """Predictive of one observation for several clusters.
 
@@ -310,7 +380,7 @@ def log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out):
     out : ndarray of float64, shape (>= n_slots,)
         Receives ``out[j] = log p(x_row | cluster slots[j])`` for ``j < n_slots``.
     """
-    _log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out)
+    _call_log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out)
 
 
 @njit(cache=True)
@@ -331,13 +401,13 @@ def stats_from_rows(family_id, params, empty_row, x2d, index):
 
 
 # ------------------------------------------------------------------ top level
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def add_point(family_id, params, stats_row, x_row):
     """Add the observation ``x_row`` to the statistics row ``stats_row`` (in place)."""
-    _add_point(family_id, params, stats_row, x_row)
+    _call_add_point(family_id, params, stats_row, x_row)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def remove_point(family_id, params, stats_row, x_row):
     """Remove the observation ``x_row`` from ``stats_row`` (in place).
 
@@ -345,19 +415,19 @@ def remove_point(family_id, params, stats_row, x_row):
     family recomputes its Cholesky factor from the raw sums when a downdate loses
     definiteness.
     """
-    _remove_point(family_id, params, stats_row, x_row)
+    _call_remove_point(family_id, params, stats_row, x_row)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def log_predictive(family_id, params, stats_row, x_row):
     """Log posterior predictive of ``x_row`` given a cluster's statistics row."""
-    return _log_predictive(family_id, params, stats_row, x_row)
+    return _call_log_predictive(family_id, params, stats_row, x_row)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def log_marginal(family_id, params, stats_row):
     """Log marginal likelihood of a cluster from its statistics row (0.0 when empty)."""
-    return _log_marginal(family_id, params, stats_row)
+    return _call_log_marginal(family_id, params, stats_row)
 
 
 @njit(cache=True, inline="always")
@@ -381,11 +451,11 @@ def add_point_at(family_id, params, stats, slot, x, i):
     i : int
         Row of ``x`` (the point).
     """
-    _add_point_at(family_id, params, stats, slot, x, i)
+    _call_add_point_at(family_id, params, stats, slot, x, i)
 
 
 @njit(cache=True, inline="always")
 def remove_point_at(family_id, params, stats, slot, x, i):
     """:func:`remove_point` of ``x[i]`` from ``stats[slot]``, without the two row views
     (same result bit for bit; see :func:`add_point_at`)."""
-    _remove_point_at(family_id, params, stats, slot, x, i)
+    _call_remove_point_at(family_id, params, stats, slot, x, i)
