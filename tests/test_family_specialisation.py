@@ -97,3 +97,127 @@ def test_specialised_and_switch_routes_agree_bit_for_bit(entry):
                             dispatch.log_predictive(family_id, params, stats[1], x[0])))
         for specialised, generic in zip(*results, strict=True):
             np.testing.assert_array_equal(specialised, generic)
+
+
+# ------------------------------------------------------------------ compiled code
+def _niw():
+    from pymc_splitmerge import NormalInverseWishart
+
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=1.0, nu0=4.0, psi0=np.eye(2))
+    x = np.ascontiguousarray(family.prepare_data(np.random.default_rng(0).normal(size=(4, 2))))
+    return family, x
+
+
+@njit
+def _update_and_marginal(family_id, params, stats, x):
+    dispatch.add_point_at(family_id, params, stats, 0, x, 0)
+    dispatch.add_point_at(family_id, params, stats, 0, x, 1)
+    dispatch.remove_point_at(family_id, params, stats, 0, x, 0)
+    return dispatch.log_marginal(family_id, params, stats[0])
+
+
+@njit
+def _marginal(family_id, params, row):
+    return dispatch.log_marginal(family_id, params, row)
+
+
+def _defined_and_called(ir):
+    """Names of the functions an LLVM module mentions (defines or declares)."""
+    import re
+
+    return set(re.findall(r"@\"?(_ZN[^\"(\s]+)", ir))
+
+
+def _other_families_modules(family):
+    return [entry.family_class.__module__.rsplit(".", 1)[-1] for entry in registry.FAMILIES
+            if entry.family_class is not type(family)]
+
+
+def test_a_kernel_links_its_familys_leaves_directly_and_no_other_family():
+    family, x = _niw()
+    params, stats = family.params.copy(), np.tile(family.empty_stats, (2, 1))
+    value = _update_and_marginal(family.family_id, params, stats, x)
+    (ir,) = _update_and_marginal.inspect_llvm().values()
+    names = _defined_and_called(ir)
+    assert any("normal_inverse_wishart" in name for name in names)
+    for module in [*_other_families_modules(family), "_leaf_dispatch"]:
+        assert not any(module in name for name in names), module
+    # no compiled level between the kernel and the leaves: the dispatch functions inline
+    # and the direct calls reach the family's functions themselves
+    assert not any("dispatch" in name for name in names)
+    # the same numbers as the row functions on views
+    params, row = family.params.copy(), family.empty_stats.copy()
+    for i in (0, 1):
+        dispatch.add_point(family.family_id, params, row, x[i])
+    dispatch.remove_point(family.family_id, params, row, x[0])
+    assert value == dispatch.log_marginal(family.family_id, params, row)
+
+
+def test_negative_control_a_plain_int_links_the_switch_over_every_family():
+    family, _ = _niw()
+    row = family.empty_stats.copy()
+    _marginal(family.family_id, family.params, row)
+    _marginal(int(family.family_id), family.params, row)
+    literal_ir, int_ir = (_marginal.inspect_llvm(signature)
+                          for signature in _marginal.signatures)
+    assert not any("_leaf_dispatch" in name for name in _defined_and_called(literal_ir))
+    assert any("_leaf_dispatch" in name for name in _defined_and_called(int_ir))
+
+
+# ------------------------------------------------------------------ the cache
+CACHED_KERNELS = '''
+import numba
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.kernels.state import make_model
+
+
+@numba.njit(cache=True)
+def marginal(model, row):
+    return dispatch.log_marginal(model.family_id, model.params, row)
+
+
+@numba.njit(cache=True)
+def marginal_fields(family_id, params, x, row):
+    return marginal(make_model(family_id, params, x), row)
+'''
+
+
+def _load_fresh(path, name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_kernels(module, family_id, family, x, read_only=False):
+    row = family.empty_stats.copy()
+    dispatch.add_point(family_id, family.params, row, x[0])
+    row.setflags(write=not read_only)
+    model = Model(family_id, family.params, x)
+    values = (module.marginal(model, row),
+              module.marginal_fields(family_id, family.params, x, row))
+    compiled = (module.marginal.stats.cache_misses, module.marginal_fields.stats.cache_misses)
+    return values, sum(sum(misses.values()) for misses in compiled)
+
+
+def test_a_later_process_loads_the_specialised_kernels_from_the_cache(tmp_path):
+    """What a warm process does: a new dispatcher over the same cached source finds every
+    signature compiled with a literal family id (from Python: a FamilyId, a Model holding
+    one; inside numba: make_model) in the index and compiles nothing."""
+    family, x = _niw()
+    path = tmp_path / "specialised_kernels.py"
+    path.write_text(CACHED_KERNELS)
+    first, compiled_first = _run_kernels(_load_fresh(path, "specialised_kernels"),
+                                         family.family_id, family, x)
+    assert compiled_first == 2  # a cold start: both kernels compiled (and cached)
+    second, compiled_second = _run_kernels(_load_fresh(path, "specialised_kernels"),
+                                           family.family_id, family, x)
+    assert compiled_second == 0 and second == first
+    # negative control: the check sees a compilation when a type differs (a read-only row
+    # is another numba array type)
+    third, compiled_read_only = _run_kernels(_load_fresh(path, "specialised_kernels"),
+                                             family.family_id, family, x, read_only=True)
+    assert compiled_read_only == 2 and third == first

@@ -135,7 +135,7 @@ def prior_tables(n: int, log_v_table, log_w_table) -> PriorTables:
     return PriorTables(log_v_table, log_w_table)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where,
                    cluster_count):
     """Take point ``i`` out of its cluster; close the cluster if it becomes empty.
@@ -151,7 +151,7 @@ def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, act
     return slot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
                  cluster_count):
     """Put point ``i`` into ``slot`` (opening it if it is free)."""
@@ -162,7 +162,7 @@ def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, wh
     labels[i] = slot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, active, where,
                cluster_count):
     """Move point ``i`` from its cluster to ``slot`` (no-op if already there)."""
@@ -174,7 +174,7 @@ def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, a
                  cluster_count)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def remove(model, partition, i):
     """:func:`unassign_point` on the structures: take point ``i`` out of its cluster."""
     p = partition
@@ -182,7 +182,7 @@ def remove(model, partition, i):
                           p.stats, p.empty_row, p.active, p.where, p.cluster_count)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def add(model, partition, i, slot):
     """:func:`assign_point` on the structures: put point ``i`` into ``slot``."""
     p = partition
@@ -190,7 +190,7 @@ def add(model, partition, i, slot):
                  p.active, p.where, p.cluster_count)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def move(model, partition, i, slot):
     """:func:`move_point` on the structures: move point ``i`` to ``slot``."""
     if partition.labels[i] == slot:
