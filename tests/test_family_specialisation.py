@@ -221,3 +221,18 @@ def test_a_later_process_loads_the_specialised_kernels_from_the_cache(tmp_path):
     third, compiled_read_only = _run_kernels(_load_fresh(path, "specialised_kernels"),
                                              family.family_id, family, x, read_only=True)
     assert compiled_read_only == 2 and third == first
+
+
+def test_two_families_in_one_process_keep_their_own_literal():
+    """numba's dispatcher caches argument types by a fingerprint of the value; an ``int``
+    subclass inside a named tuple must not take the type of an earlier call's id."""
+
+    @njit
+    def family_of(model):
+        return model.family_id + 0
+
+    params, x = np.zeros(1), np.zeros((1, 1))
+    ids = [entry.family_class.family_id for entry in registry.FAMILIES[:3]]
+    assert [family_of(Model(family_id, params, x)) for family_id in ids] == ids
+    assert [family_of(Model(family_id, params, x)) for family_id in reversed(ids)] == ids[::-1]
+    assert len(family_of.signatures) == 3
