@@ -18,7 +18,9 @@ blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache
   process (``pymc_splitmerge._compile_notice.compile_seconds``; a kernel compiled inside
   another's compilation counted once; worker processes of ``cores > 1`` not included),
   with the number of such compilations;
-* ``notice``: whether the one-line "compiling numba kernels" message was printed.
+* ``notice``: whether the one-line "compiling numba kernels" message was printed;
+* the run-time switches over every family (``components._leaf_dispatch``) the cold run
+  compiled: none when every kernel was specialised to the model's family.
 
 It also checks that cold and warm runs reached the same draws (same seed, same number of
 clusters in every draw).  The README's settings are ``--n 300 --draws 2000 --tune 500
@@ -62,10 +64,13 @@ with model:
                       cores=config["cores"], random_seed=1, progressbar=False)
 sampled = time.perf_counter()
 seconds, count = _compile_notice.compile_seconds()
+from pymc_splitmerge.components import _leaf_dispatch
+switches = sorted(name for name in _leaf_dispatch.__all__
+                  if name.startswith("leaf_") and getattr(_leaf_dispatch, name).signatures)
 n_clusters = np.asarray(idata["posterior"]["n_clusters"].values)
 print(json.dumps({"imports": imported - start, "model": built - imported,
                   "pm.sample": sampled - built, "numba compile": seconds, "compilations": count,
-                  "kernels": _compile_notice.compiled_kernels(),
+                  "kernels": _compile_notice.compiled_kernels(), "switches": switches,
                   "draws_hash": int(n_clusters.sum() * 1000003 + n_clusters[..., ::7].sum())}))
 """
 
@@ -114,6 +119,8 @@ def main(argv=None):
     print("cold run's outermost compilations (kernel: seconds):")
     for kernel, seconds in runs["cold"][0]["kernels"]:
         print(f"  {kernel}: {seconds:.1f}")
+    print("run-time family switches compiled in the cold run (none when every kernel is "
+          f"specialised to the model's family): {runs['cold'][0]['switches'] or 'none'}")
     print(f"{'notice printed':<24}{all(r['notice'] for r in runs['cold'])!s:>10}"
           f"{any(r['notice'] for r in runs['warm'])!s:>10}")
 

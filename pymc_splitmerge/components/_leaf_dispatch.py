@@ -5,9 +5,10 @@ Written by ``python -m pymc_splitmerge.components`` from the table of
 ``tests/test_family_contract.py`` fails while this file differs from the generated text.
 
 Every function is ``@njit(cache=True)`` and switches on the integer ``family_id`` (the
-``FAMILY_*`` constants below), so a kernel that calls them is compiled once for every family.
-They know the elementary families only; :mod:`pymc_splitmerge.components.dispatch` adds
-``ProductFamily`` (whose numba functions call these) on top.
+``FAMILY_*`` constants below), at run time: compiling one compiles every family.  They serve
+ids known only at run time (``ProductFamily``'s sub-families, a plain ``int``);
+:mod:`pymc_splitmerge.components.dispatch` compiles a kernel given a registered family's
+``FamilyId`` for that family alone, and adds ``ProductFamily`` on top.
 """
 
 from numba import njit

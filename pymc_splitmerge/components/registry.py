@@ -15,7 +15,7 @@ Everything that must know every family reads :data:`FAMILIES`:
 * the generic contract tests (``tests/test_family_contract.py``) run on the ``examples`` of
   every registered class.
 
-Why generated code: a kernel compiled once must serve every family, and numba caches a
+Why generated code: the run-time switch must serve every family, and numba caches a
 function (``cache=True``) keyed on its own source file only, so the switch has to be static
 source text that changes when the table changes (a switch built at import time could not
 be cached, or would keep a stale cache when a family is added); the generated ``if/elif``
@@ -28,7 +28,9 @@ params); run ``python -m pymc_splitmerge.components``, delete the numba caches
 (``find . -name "*.nb[ic]" -delete``) and commit the regenerated ``_leaf_dispatch.py``.  Until
 then the new family's id is refused by the switch ("unknown family_id").
 
-The registry assigns ``family_id`` to each class (the ids live here only); a
+The registry assigns ``family_id`` to each class (the ids live here only), as a
+:class:`~pymc_splitmerge.components.dispatch.FamilyId` (numba types it as a literal, so a
+kernel is compiled for the one family it is given); a
 :class:`~pymc_splitmerge.components.base.ComponentFamily` subclass that is not registered
 keeps ``family_id = -1``, which the numba core refuses.
 """
@@ -43,6 +45,7 @@ from pathlib import Path
 from pymc_splitmerge.components.base import ComponentFamily
 from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.dirichlet_categorical import DirichletCategorical
+from pymc_splitmerge.components.dispatch import FamilyId
 from pymc_splitmerge.components.gamma_poisson import GammaPoisson
 from pymc_splitmerge.components.grid import GridComponent
 from pymc_splitmerge.components.normal_inverse_gamma import NormalInverseGamma
@@ -119,8 +122,9 @@ def _register(entries: tuple[FamilyEntry, ...]) -> None:
         if not entry.name.isidentifier() or entry.name != entry.name.lower():
             raise RuntimeError(f"components.registry: bad family name {entry.name!r}")
         # set on the class itself (not inherited): a subclass of a registered family keeps
-        # its parent's id, which is right, since it has the same numba leaves
-        entry.family_class.family_id = entry.family_id
+        # its parent's id, which is right, since it has the same numba leaves; a FamilyId, so
+        # that a kernel given it is compiled for this family only (components.dispatch)
+        entry.family_class.family_id = FamilyId(entry.family_id)
 
 
 _register(FAMILIES)
@@ -149,9 +153,10 @@ Written by ``python -m pymc_splitmerge.components`` from the table of
 ``tests/test_family_contract.py`` fails while this file differs from the generated text.
 
 Every function is ``@njit(cache=True)`` and switches on the integer ``family_id`` (the
-``FAMILY_*`` constants below), so a kernel that calls them is compiled once for every family.
-They know the elementary families only; :mod:`pymc_splitmerge.components.dispatch` adds
-``ProductFamily`` (whose numba functions call these) on top.
+``FAMILY_*`` constants below), at run time: compiling one compiles every family.  They serve
+ids known only at run time (``ProductFamily``'s sub-families, a plain ``int``);
+:mod:`pymc_splitmerge.components.dispatch` compiles a kernel given a registered family's
+``FamilyId`` for that family alone, and adds ``ProductFamily`` on top.
 """
 
 from numba import njit

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numba
 
-__all__ = ["close_slot", "free_slot", "open_slot"]
+__all__ = ["close_slot", "free_slot", "open_slot", "reset_row"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def free_slot(where):
     """Return the lowest-numbered free slot (``where[slot] == -1``), or -1 if none is free.
 
@@ -42,7 +42,7 @@ def free_slot(where):
     return -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def open_slot(slot, active, where, cluster_count):
     """Append the free ``slot`` to the active list (an empty cluster; in place)."""
     k = cluster_count[0]
@@ -51,7 +51,7 @@ def open_slot(slot, active, where, cluster_count):
     cluster_count[0] = k + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def close_slot(slot, stats, empty_row, active, where, cluster_count):
     """Remove the (now empty) cluster ``slot`` from the active list and reset its statistics
     row to ``empty_row`` (in place).  The last active slot takes its position in ``active``,
@@ -63,6 +63,20 @@ def close_slot(slot, stats, empty_row, active, where, cluster_count):
     where[moved] = position
     where[slot] = -1
     cluster_count[0] = last
-    stats[slot, :] = empty_row
+    reset_row(stats, slot, empty_row)
+
+
+@numba.njit(cache=True, inline="always")
+def reset_row(stats, slot, empty_row):
+    """``stats[slot, :] = empty_row`` as a loop (in place).
+
+    Numba's slice assignment compiles a shape-mismatch message built with its string
+    machinery (f-strings, ``str``, ``join``): seconds of compilation in every kernel that
+    contains one, for a message this loop replaces with a fixed one.
+    """
+    if empty_row.shape[0] != stats.shape[1]:
+        raise ValueError("empty_row must have one entry per column of stats")
+    for j in range(empty_row.shape[0]):
+        stats[slot, j] = empty_row[j]
 
 

@@ -127,7 +127,7 @@ def allocate_greedily(family, x, labels, order, log_v_table, log_w_table) -> np.
     # the assigned points first, into slots 0..K0-1, through the state's primitive
     _, slots = np.unique(labels[assigned], return_inverse=True)
     log_weights = np.empty(capacity, dtype=np.float64)
-    failed = _allocate(int(family.family_id), params, x, assigned.astype(np.int64),
+    failed = _allocate(family.family_id, params, x, assigned.astype(np.int64),
                        slots.astype(np.int64).reshape(-1), order, slot_labels, sizes, stats,
                        empty_row, active, where, cluster_count, tables.log_v, tables.log_w,
                        log_weights)

@@ -314,7 +314,7 @@ class AnchorProposal:
                           for k in range(n_clusters)]).astype(np.float64)
         params = np.ascontiguousarray(family.params, dtype=np.float64)
         snapshot = {
-            "family_id": int(family.family_id), "params": params, "x": x,
+            "family_id": family.family_id, "params": params, "x": x,
             "cluster_of": cluster_of, "order": order, "offsets": offsets, "sizes": sizes,
             "stats": np.ascontiguousarray(stats),
             "empty_row": np.ascontiguousarray(family.empty_stats, dtype=np.float64),

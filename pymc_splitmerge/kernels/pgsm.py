@@ -92,7 +92,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (  # the one set of move c
     MOVE_REALLOCATE,
     MOVE_SPLIT,
 )
-from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, add, remove
+from pymc_splitmerge.kernels.state import Partition, PriorTables, add, make_model, remove
 from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 
 __all__ = [
@@ -664,7 +664,7 @@ def _pgsm_transition_fields(seed, family_id, params, x, labels, sizes, stats, em
     """
     np.random.seed(seed)
     return pgsm_transition(
-        Model(family_id, params, x),
+        make_model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
         PriorTables(log_v, log_w), anchors,
         PGSMOptions(num_particles, resampling_threshold, annealing, conditional, deduplicate))

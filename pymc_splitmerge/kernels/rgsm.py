@@ -65,7 +65,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     log_split_merge_ratio,
     two_way_log_probabilities,
 )
-from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, make_model, prior_tables
 
 __all__ = [
     "build_rgsm_move",
@@ -242,7 +242,7 @@ def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row,
     anchors = np.empty(2, dtype=np.int64)
     uniform_anchors(x.shape[0], uniforms[uniforms.shape[0] - 2:], anchors)
     return rgsm_proposal_core(
-        Model(family_id, params, x),
+        make_model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
         PriorTables(log_v, log_w), anchors[0], anchors[1], n_intermediate_scans, uniforms)
 

@@ -74,7 +74,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     metropolis_accepts,
     two_way_log_probabilities,
 )
-from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, prior_tables
+from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, make_model, prior_tables
 from pymc_splitmerge.priors.seating import log_split_weight
 
 __all__ = [
@@ -255,7 +255,7 @@ def _sams_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row,
     if anchors[0] < 0:
         uniform_anchors(x.shape[0], uniforms[uniforms.shape[0] - 2:], anchors)
     return sams_proposal_core(
-        Model(family_id, params, x),
+        make_model(family_id, params, x),
         Partition(labels, sizes, stats, empty_row, active, where, cluster_count),
         PriorTables(log_v, log_w), anchors[0], anchors[1], uniforms)
 
@@ -629,7 +629,7 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
                               where, cluster_count, log_v, log_w, seed, n_updates):
     """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
     slowly: cf. :func:`_sams_proposal_fields`); returns its result."""
-    return _sams_updates(Model(family_id, params, x),
+    return _sams_updates(make_model(family_id, params, x),
                          Partition(labels, sizes, stats, empty_row, active, where,
                                    cluster_count),
                          PriorTables(log_v, log_w), n_updates, seed)

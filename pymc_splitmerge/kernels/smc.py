@@ -810,7 +810,7 @@ def _prepare_run(prior, family, x, order, anneal, start=0) -> PreparedRun:
     if anneal is not None:
         anneal = {"start": anneal["start"], "rate": anneal.get("rate", 0.01)}
     tables = step_tables(prior, n, anneal, start)
-    family_id = int(family.family_id)
+    family_id = family.family_id
     params = np.ascontiguousarray(family.params, dtype=np.float64)
     empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
     log_prior_predictive = np.array(

@@ -298,7 +298,7 @@ def log_split_merge_ratio_given_merged(family_id, params, stats_a, size_a, stats
             - dispatch.log_marginal(family_id, params, merged))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def apply_proposal(model, partition, moving_points, target_slot):
     """Move ``moving_points`` to ``target_slot`` (a fresh free slot when ``-1``), in place."""
     family_id, params, x = model

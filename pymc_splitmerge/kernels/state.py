@@ -20,9 +20,12 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.core.imputils import impl_ret_borrowed
+from numba.extending import intrinsic, typeof_impl
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
+from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot, reset_row
 
 __all__ = [
     "Model",
@@ -33,6 +36,7 @@ __all__ = [
     "assign_point",
     "free_slot",
     "log_target",
+    "make_model",
     "move",
     "move_point",
     "prior_tables",
@@ -53,6 +57,32 @@ class Model(NamedTuple):
     """float64 (p,): the family's hyperparameters, flattened (``family.params``)."""
     x: np.ndarray
     """float64 (n, d): the data prepared by ``family.prepare_data``."""
+
+
+@typeof_impl.register(Model)
+def _typeof_model(model, context):
+    # numba types a named tuple's int fields as int64, which would compile the kernels given
+    # a Model from Python for every family; keep the FamilyId's literal type instead
+    return types.NamedTuple(tuple(numba.typeof(field) for field in model), Model)
+
+
+@intrinsic(prefer_literal=True)
+def make_model(typingctx, family_id, params, x):
+    """``Model(family_id, params, x)`` inside a numba function, keeping a literal family id.
+
+    numba types ``Model(...)`` with the literal type of a
+    :class:`~pymc_splitmerge.components.dispatch.FamilyId` widened to ``int64``, which makes
+    the kernels below it compile the switch over every family; this keeps the field's type
+    (the kernel stays specialised to its family).  Same value.
+    """
+    model_type = types.NamedTuple((family_id, params, x), Model)
+
+    def codegen(context, builder, signature, args):
+        model = context.make_tuple(builder, signature.return_type, args)
+        # the arrays are borrowed from the arguments: the tuple returned holds new references
+        return impl_ret_borrowed(context, builder, signature.return_type, model)
+
+    return model_type(family_id, params, x), codegen
 
 
 class PriorTables(NamedTuple):
@@ -105,7 +135,7 @@ def prior_tables(n: int, log_v_table, log_w_table) -> PriorTables:
     return PriorTables(log_v_table, log_w_table)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where,
                    cluster_count):
     """Take point ``i`` out of its cluster; close the cluster if it becomes empty.
@@ -121,7 +151,7 @@ def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, act
     return slot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
                  cluster_count):
     """Put point ``i`` into ``slot`` (opening it if it is free)."""
@@ -132,7 +162,7 @@ def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, wh
     labels[i] = slot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, active, where,
                cluster_count):
     """Move point ``i`` from its cluster to ``slot`` (no-op if already there)."""
@@ -144,7 +174,7 @@ def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, a
                  cluster_count)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def remove(model, partition, i):
     """:func:`unassign_point` on the structures: take point ``i`` out of its cluster."""
     p = partition
@@ -152,7 +182,7 @@ def remove(model, partition, i):
                           p.stats, p.empty_row, p.active, p.where, p.cluster_count)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def add(model, partition, i, slot):
     """:func:`assign_point` on the structures: put point ``i`` into ``slot``."""
     p = partition
@@ -160,7 +190,7 @@ def add(model, partition, i, slot):
                  p.active, p.where, p.cluster_count)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def move(model, partition, i, slot):
     """:func:`move_point` on the structures: move point ``i`` to ``slot``."""
     if partition.labels[i] == slot:
@@ -184,7 +214,7 @@ def log_target(family_id, params, log_v_table, log_w_table, sizes, stats, active
 def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, where,
            cluster_count, labels):
     for slot in range(stats.shape[0]):
-        stats[slot, :] = empty_row
+        reset_row(stats, slot, empty_row)
     for i in range(canonical.shape[0]):
         assign_point(family_id, params, x, i, canonical[i], labels, sizes, stats, active, where,
                      cluster_count)
@@ -231,7 +261,7 @@ class PartitionState:
                 f"labels must have shape ({x.shape[0]},) to match the data; got {labels.shape}"
             )
         self.family = family
-        self.family_id = int(family.family_id)
+        self.family_id = family.family_id
         self.params = np.ascontiguousarray(family.params, dtype=np.float64)
         self.empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
         self.x = x

@@ -473,7 +473,7 @@ def prepare_tempered(prior, family, x) -> TemperedPrepared:
         raise ValueError(f"x must be prepared data of shape (n, data_dim); got {x.shape}")
     n = x.shape[0]
     tables = step_tables(prior, n)
-    family_id = int(family.family_id)
+    family_id = family.family_id
     params = np.ascontiguousarray(family.params, dtype=np.float64)
     empty_row = np.ascontiguousarray(family.empty_stats, dtype=np.float64)
     log_prior_predictive = np.array(

@@ -1,0 +1,238 @@
+"""A kernel given a registered family's ``family_id`` is compiled for that family alone.
+
+Registered families carry a :class:`~pymc_splitmerge.components.dispatch.FamilyId`, which numba
+types as a literal, so the dispatch functions select the family's numba leaves when they
+are compiled instead of compiling the switch over every family (the first run's compile
+time; ``benchmarks/cold_start.py`` reports any switch a first run compiles).  Checked here:
+the ids, the compile-time selection, with a plain ``int`` as negative control (the switch),
+``make_model`` against numba's own ``Model(...)`` (which loses the literal), and that both
+routes give the same numbers bit for bit on every registered family's examples.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from numba import njit, typeof, types
+
+from pymc_splitmerge.components import dispatch, registry
+from pymc_splitmerge.components.dispatch import FamilyId
+from pymc_splitmerge.kernels.state import Model, make_model
+
+
+def test_registered_ids_are_family_ids_typed_as_literals():
+    for entry in registry.FAMILIES:
+        family_id = entry.family_class.family_id
+        assert type(family_id) is FamilyId and family_id == entry.family_id
+        assert typeof(family_id) == types.literal(entry.family_id)
+        assert pickle.loads(pickle.dumps(family_id)) == family_id
+        assert type(pickle.loads(pickle.dumps(family_id))) is FamilyId
+    assert typeof(int(registry.FAMILIES[0].family_class.family_id)) == types.int64
+
+
+def test_a_literal_id_selects_that_familys_leaves_and_a_plain_int_the_switch():
+    for entry in registry.FAMILIES:
+        leaves = dispatch._leaves_of(typeof(entry.family_class.family_id))
+        if entry.is_leaf:
+            assert leaves is entry.family_class.numba_leaves
+        else:
+            assert leaves.log_marginal is dispatch.product_log_marginal
+    # negative control: an int64 (a plain int, or an id known at run time) takes the switch
+    assert dispatch._leaves_of(typeof(int(registry.FAMILIES[0].family_id))) is None
+    with pytest.raises(Exception, match="unknown family_id 99"):
+        dispatch._leaves_of(types.literal(99))
+
+
+def _model_field_type(build):
+    @njit
+    def kernel(family_id, params, x):
+        return build(family_id, params, x)
+
+    kernel(registry.FAMILIES[0].family_class.family_id, np.zeros(1), np.zeros((1, 1)))
+    (signature,) = kernel.nopython_signatures
+    return signature.return_type[0]
+
+
+def test_a_model_from_python_keeps_the_literal():
+    family = registry.FAMILIES[0].family_class
+    model = Model(family.family_id, np.zeros(1), np.zeros((1, 1)))
+    assert typeof(model)[0] == types.literal(0)
+    # negative control: a plain int is an int64 field
+    assert typeof(Model(int(family.family_id), np.zeros(1), np.zeros((1, 1))))[0] == types.int64
+
+    @njit
+    def first_param(model):
+        return model.params[0]
+
+    first_param(model)
+    assert first_param.nopython_signatures[0].args[0][0] == types.literal(0)
+
+
+def test_make_model_keeps_the_literal_where_numbas_model_widens_it():
+    assert _model_field_type(make_model) == types.literal(0)
+    # negative control: numba's own namedtuple constructor widens the id to int64
+    assert _model_field_type(Model) == types.int64
+
+
+@pytest.mark.parametrize("entry", registry.FAMILIES, ids=lambda entry: entry.name)
+def test_specialised_and_switch_routes_agree_bit_for_bit(entry):
+    rng = np.random.default_rng(0)
+    for _label, family, raw in entry.family_class.examples(rng):
+        x = np.ascontiguousarray(family.prepare_data(raw), dtype=np.float64)
+        results = []
+        for family_id in (family.family_id, int(family.family_id)):
+            params = family.params.copy()
+            stats = np.tile(family.empty_stats, (3, 1))
+            for i in range(x.shape[0]):
+                dispatch.add_point_at(family_id, params, stats, i % 2, x, i)
+            dispatch.remove_point_at(family_id, params, stats, 0, x, 0)
+            out = np.empty(3)
+            dispatch.log_predictive_many(family_id, params, stats, np.arange(3), 3, x[-1], out)
+            row = dispatch.stats_from_rows(family_id, params, family.empty_stats, x,
+                                           np.arange(x.shape[0]))
+            results.append((stats, out, row,
+                            dispatch.log_marginal(family_id, params, stats[1]),
+                            dispatch.log_predictive(family_id, params, stats[1], x[0])))
+        for specialised, generic in zip(*results, strict=True):
+            np.testing.assert_array_equal(specialised, generic)
+
+
+# ------------------------------------------------------------------ compiled code
+def _niw():
+    from pymc_splitmerge import NormalInverseWishart
+
+    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=1.0, nu0=4.0, psi0=np.eye(2))
+    x = np.ascontiguousarray(family.prepare_data(np.random.default_rng(0).normal(size=(4, 2))))
+    return family, x
+
+
+@njit
+def _update_and_marginal(family_id, params, stats, x):
+    dispatch.add_point_at(family_id, params, stats, 0, x, 0)
+    dispatch.add_point_at(family_id, params, stats, 0, x, 1)
+    dispatch.remove_point_at(family_id, params, stats, 0, x, 0)
+    return dispatch.log_marginal(family_id, params, stats[0])
+
+
+@njit
+def _marginal(family_id, params, row):
+    return dispatch.log_marginal(family_id, params, row)
+
+
+def _defined_and_called(ir):
+    """Names of the functions an LLVM module mentions (defines or declares)."""
+    import re
+
+    return set(re.findall(r"@\"?(_ZN[^\"(\s]+)", ir))
+
+
+def _other_families_modules(family):
+    return [entry.family_class.__module__.rsplit(".", 1)[-1] for entry in registry.FAMILIES
+            if entry.family_class is not type(family)]
+
+
+def test_a_kernel_links_its_familys_leaves_directly_and_no_other_family():
+    family, x = _niw()
+    params, stats = family.params.copy(), np.tile(family.empty_stats, (2, 1))
+    value = _update_and_marginal(family.family_id, params, stats, x)
+    (ir,) = _update_and_marginal.inspect_llvm().values()
+    names = _defined_and_called(ir)
+    assert any("normal_inverse_wishart" in name for name in names)
+    for module in [*_other_families_modules(family), "_leaf_dispatch"]:
+        assert not any(module in name for name in names), module
+    # no compiled level between the kernel and the leaves: the dispatch functions inline
+    # and the direct calls reach the family's functions themselves
+    assert not any("dispatch" in name for name in names)
+    # the same numbers as the row functions on views
+    params, row = family.params.copy(), family.empty_stats.copy()
+    for i in (0, 1):
+        dispatch.add_point(family.family_id, params, row, x[i])
+    dispatch.remove_point(family.family_id, params, row, x[0])
+    assert value == dispatch.log_marginal(family.family_id, params, row)
+
+
+def test_negative_control_a_plain_int_links_the_switch_over_every_family():
+    family, _ = _niw()
+    row = family.empty_stats.copy()
+    _marginal(family.family_id, family.params, row)
+    _marginal(int(family.family_id), family.params, row)
+    literal_ir, int_ir = (_marginal.inspect_llvm(signature)
+                          for signature in _marginal.signatures)
+    assert not any("_leaf_dispatch" in name for name in _defined_and_called(literal_ir))
+    assert any("_leaf_dispatch" in name for name in _defined_and_called(int_ir))
+
+
+# ------------------------------------------------------------------ the cache
+CACHED_KERNELS = '''
+import numba
+
+from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.kernels.state import make_model
+
+
+@numba.njit(cache=True)
+def marginal(model, row):
+    return dispatch.log_marginal(model.family_id, model.params, row)
+
+
+@numba.njit(cache=True)
+def marginal_fields(family_id, params, x, row):
+    return marginal(make_model(family_id, params, x), row)
+'''
+
+
+def _load_fresh(path, name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_kernels(module, family_id, family, x, read_only=False):
+    row = family.empty_stats.copy()
+    dispatch.add_point(family_id, family.params, row, x[0])
+    row.setflags(write=not read_only)
+    model = Model(family_id, family.params, x)
+    values = (module.marginal(model, row),
+              module.marginal_fields(family_id, family.params, x, row))
+    compiled = (module.marginal.stats.cache_misses, module.marginal_fields.stats.cache_misses)
+    return values, sum(sum(misses.values()) for misses in compiled)
+
+
+def test_a_later_process_loads_the_specialised_kernels_from_the_cache(tmp_path):
+    """What a warm process does: a new dispatcher over the same cached source finds every
+    signature compiled with a literal family id (from Python: a FamilyId, a Model holding
+    one; inside numba: make_model) in the index and compiles nothing."""
+    family, x = _niw()
+    path = tmp_path / "specialised_kernels.py"
+    path.write_text(CACHED_KERNELS)
+    first, compiled_first = _run_kernels(_load_fresh(path, "specialised_kernels"),
+                                         family.family_id, family, x)
+    assert compiled_first == 2  # a cold start: both kernels compiled (and cached)
+    second, compiled_second = _run_kernels(_load_fresh(path, "specialised_kernels"),
+                                           family.family_id, family, x)
+    assert compiled_second == 0 and second == first
+    # negative control: the check sees a compilation when a type differs (a read-only row
+    # is another numba array type)
+    third, compiled_read_only = _run_kernels(_load_fresh(path, "specialised_kernels"),
+                                             family.family_id, family, x, read_only=True)
+    assert compiled_read_only == 2 and third == first
+
+
+def test_two_families_in_one_process_keep_their_own_literal():
+    """numba's dispatcher caches argument types by a fingerprint of the value; an ``int``
+    subclass inside a named tuple must not take the type of an earlier call's id."""
+
+    @njit
+    def family_of(model):
+        return model.family_id + 0
+
+    params, x = np.zeros(1), np.zeros((1, 1))
+    ids = [entry.family_class.family_id for entry in registry.FAMILIES[:3]]
+    assert [family_of(Model(family_id, params, x)) for family_id in ids] == ids
+    assert [family_of(Model(family_id, params, x)) for family_id in reversed(ids)] == ids[::-1]
+    assert len(family_of.signatures) == 3
