@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - older pytensor
     from pytensor.graph.basic import ancestors
 
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV
+from pymc_splitmerge.distributions.statistics import ClusterStatistics
 
 __all__ = ["HyperparameterSlice"]
 
@@ -95,7 +96,7 @@ class HyperparameterSlice(BlockedStep):
         continuous variables; it is fast when they feed only cluster statistics.
     model : pymc.Model, optional
         Defaults to the model on the context stack.
-    n_updates : int, default 3
+    n_updates : int, default 10
         Hit-and-run slice moves per draw.
     width : float, default 2.0
         Initial interval width along a direction of unit length in the adapted metric.
@@ -113,7 +114,7 @@ class HyperparameterSlice(BlockedStep):
     default_blocked = True
     stats_dtypes_shapes = {"hyperslice_evaluations": (np.int64, [])}
 
-    def __init__(self, vars, model=None, n_updates: int = 3, width: float = 2.0,
+    def __init__(self, vars, model=None, n_updates: int = 10, width: float = 2.0,
                  max_steps: int = 10, rng=None, **kwargs):
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
@@ -166,12 +167,34 @@ class HyperparameterSlice(BlockedStep):
             start += size
         self.dimension = start
         (log_density,) = graph_replace([log_density], replacements, strict=False)
-        needed = set(ancestors([log_density]))
+        # The cluster statistics of the labels do not change during the moves of one draw:
+        # computed once per draw by a separate function and fed to the density as inputs
+        # (statistics whose per-point values depend on the block stay inside the density).
+        nodes = []
+        for variable in ancestors([log_density]):
+            node = variable.owner
+            if (node is not None and isinstance(node.op, ClusterStatistics)
+                    and node not in nodes and flat not in set(ancestors(node.inputs))):
+                nodes.append(node)
+        outputs = [output for node in nodes for output in node.outputs]
+        placeholders = [output.type() for output in outputs]
+        (log_density,) = graph_replace([log_density], dict(zip(outputs, placeholders,
+                                                               strict=True)), strict=False)
+        needed = set(ancestors([log_density, *outputs]))
         others = [v for v in model.value_vars if v in needed and v not in value_vars]
         self._other_names = [v.name for v in others]
-        function = pytensor.function([flat, *others], log_density, on_unused_input="ignore")
-        function.trust_input = True
-        self._function = function
+        statistics = pytensor.function(others, outputs, on_unused_input="ignore")
+        statistics.trust_input = True
+        density = pytensor.function([flat, *placeholders, *others], log_density,
+                                    on_unused_input="ignore")
+        density.trust_input = True
+        self._statistics, self._density = statistics, density
+
+    def _fixed_inputs(self, point) -> list:
+        """The inputs of the density that stay fixed during one draw: the cluster statistics
+        of the point's labels, then the other value variables the density reads."""
+        others = [point[name] for name in self._other_names]
+        return [*self._statistics(*others), *others]
 
     # ------------------------------------------------------------------ PyMC plumbing
     def reset_chain(self) -> None:
@@ -214,10 +237,12 @@ class HyperparameterSlice(BlockedStep):
         return np.concatenate([np.asarray(point[v.name], dtype=np.float64).reshape(-1)
                                for v in self.vars])
 
-    def log_density(self, flat, others) -> float:
-        """The block's conditional log density at ``flat`` (NaN and errors give ``-inf``)."""
+    def log_density(self, flat, fixed) -> float:
+        """The block's conditional log density at ``flat`` (a vector of the block's
+        unconstrained values) given ``fixed`` (:meth:`_fixed_inputs`); NaN and errors give
+        ``-inf``."""
         try:
-            value = float(self._function(flat, *others))
+            value = float(self._density(flat, *fixed))
         except (ValueError, np.linalg.LinAlgError):
             return -np.inf
         return value if not np.isnan(value) else -np.inf  # NaN: outside the domain
@@ -238,7 +263,7 @@ class HyperparameterSlice(BlockedStep):
                 pass
 
     def step(self, point) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        others = [point[name] for name in self._other_names]
+        others = self._fixed_inputs(point)
         current = self._flatten(point)
         log_current = self.log_density(current, others)
         evaluations = 1
