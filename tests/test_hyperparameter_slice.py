@@ -13,6 +13,7 @@ import pytest
 import pymc_splitmerge as psm
 from pymc_splitmerge.core.linalg import log_det_spd_stack
 from pymc_splitmerge.distributions.statistics import mark_written_labels
+from pymc_splitmerge.kernels.hit_and_run_slice import MetricEstimator, hit_and_run_slice_move
 
 RNG = np.random.default_rng(24)
 Y = np.r_[RNG.normal(-2.0, 1.0, (12, 2)), RNG.normal(2.0, 1.0, (12, 2))]
@@ -124,3 +125,48 @@ def test_log_det_spd_stack_matches_numpy_and_flags_non_positive_definite():
         result = log_det_spd_stack(broken)
         assert np.isnan(result[2]) and np.isfinite(np.delete(result, 2)).all()
     assert log_det_spd_stack(np.empty((0, 3, 3))).shape == (0,)
+
+
+def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5):
+    """Exact draws of a correlated 2-D Gaussian, one hit-and-run move each (a fixed,
+    mismatched metric); the moved draws' Mahalanobis radii (chi-square, 2 dof)."""
+    from scipy import stats
+
+    covariance = np.array([[1.0, 0.8], [0.8, 1.0]])
+    precision = np.linalg.inv(covariance)
+    factor = np.linalg.cholesky(np.array([[2.0, 0.0], [0.0, 0.5]]))
+    rng = np.random.default_rng(seed)
+    draws = rng.multivariate_normal(np.zeros(2), covariance, size=n_draws)
+
+    def log_density(theta):
+        return -0.5 * theta @ precision @ theta
+
+    moved = np.empty_like(draws)
+    for i, theta in enumerate(draws):
+        moved[i], _, _ = hit_and_run_slice_move(log_density, theta,
+                                                log_density(theta) + level_shift, factor,
+                                                2.0, 10, rng)
+    radii = np.einsum("ij,jk,ik->i", moved, precision, moved)
+    return stats.kstest(radii, stats.chi2(2).cdf).pvalue, moved, draws
+
+
+def test_hit_and_run_move_keeps_the_target_and_a_wrong_level_does_not():
+    from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD
+
+    pvalue, moved, draws = _one_move_from_exact_draws()
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+    assert np.mean(np.any(moved != draws, axis=1)) == 1.0  # every draw moved
+    # negative control: a slice level drawn below p(theta) U (the move then spreads the
+    # draws out)
+    assert _one_move_from_exact_draws(level_shift=-1.0)[0] < GOF_PVALUE_THRESHOLD
+
+
+def test_metric_estimator_matches_the_sample_covariance():
+    rng = np.random.default_rng(2)
+    draws = rng.multivariate_normal([1.0, -1.0], [[2.0, 0.6], [0.6, 0.5]], size=256)
+    metric = MetricEstimator(2)
+    assert np.array_equal(metric.factor, np.eye(2))
+    for draw in draws:
+        metric.update(draw)
+    expected = (256 / 261) * np.cov(draws.T) + 1e-3 * (5 / 261) * np.eye(2)
+    np.testing.assert_allclose(metric.factor @ metric.factor.T, expected, rtol=1e-10)

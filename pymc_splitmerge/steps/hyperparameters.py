@@ -15,15 +15,10 @@ transforms) and the mixture's term, compiled once into one PyTensor function of 
 unconstrained values (a flat vector) and the other value variables it reads.
 
 :class:`HyperparameterSlice` updates the whole block with ``n_updates`` hit-and-run slice
-moves per draw (Neal 2003, section 5.2 with a random direction): draw a direction
-:math:`u = L e / \lVert e \rVert`, :math:`e \sim N(0, I)`, where :math:`L L^T = \Sigma`,
-then slice-sample the scalar :math:`t` of :math:`\theta + t u` (stepping out by ``width``
-with at most ``max_steps`` steps, then shrinkage).  The direction is drawn independently of
-the state from a law symmetric in :math:`u`, so each move leaves the conditional law invariant.
-While tuning, :math:`\Sigma` is the regularised running covariance of the chain's draws
-(Stan's window estimator), started from the identity and frozen when tuning stops; it is reset
-at the start of every chain.  A proposal outside the family's domain (log density
-:math:`-\infty` or NaN) is a rejection that shrinks the interval.
+moves per draw (:mod:`pymc_splitmerge.kernels.hit_and_run_slice`), in the metric of the
+block's covariance estimated while tuning (reset at the start of every chain, frozen when
+tuning stops).  A proposal outside the family's domain (log density ``-inf`` or NaN) is a
+rejection that shrinks the interval.
 
 References
 ----------
@@ -49,6 +44,7 @@ except ImportError:  # pragma: no cover - older pytensor
 
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV
 from pymc_splitmerge.distributions.statistics import ClusterStatistics
+from pymc_splitmerge.kernels.hit_and_run_slice import MetricEstimator, hit_and_run_slice_move
 
 __all__ = ["HyperparameterSlice"]
 
@@ -200,10 +196,7 @@ class HyperparameterSlice(BlockedStep):
     def reset_chain(self) -> None:
         """Forget the adapted metric (called at the start of every chain)."""
         self.tune = True
-        self._count = 0
-        self._mean = np.zeros(self.dimension)
-        self._scatter = np.zeros((self.dimension, self.dimension))
-        self._factor = np.eye(self.dimension)
+        self.metric = MetricEstimator(self.dimension)
 
     def set_rng(self, rng) -> None:
         """pymc 5: receive this chain's generator; resets per-chain state."""
@@ -247,63 +240,18 @@ class HyperparameterSlice(BlockedStep):
             return -np.inf
         return value if not np.isnan(value) else -np.inf  # NaN: outside the domain
 
-    def _adapt(self, flat) -> None:
-        self._count += 1
-        delta = flat - self._mean
-        self._mean += delta / self._count
-        self._scatter += np.outer(delta, flat - self._mean)
-        count = self._count
-        if count >= 10 and count & (count - 1) == 0:  # at 16, 32, 64, ... draws
-            covariance = self._scatter / (count - 1)
-            covariance = (count / (count + 5.0)) * covariance + 1e-3 * (5.0 / (count + 5.0)) \
-                * np.eye(self.dimension)
-            try:
-                self._factor = np.linalg.cholesky(covariance)
-            except np.linalg.LinAlgError:
-                pass
-
     def step(self, point) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        others = self._fixed_inputs(point)
+        fixed = self._fixed_inputs(point)
         current = self._flatten(point)
-        log_current = self.log_density(current, others)
+        log_current = self.log_density(current, fixed)
         evaluations = 1
-        rng = self.rng
         for _ in range(self.n_updates):
-            direction = rng.standard_normal(self.dimension)
-            direction = self._factor @ (direction / np.linalg.norm(direction))
-            threshold = log_current + np.log1p(-rng.random())  # log(U), U in (0, 1]
-            left = -self.width * rng.random()
-            right = left + self.width
-            steps_left = int(rng.integers(self.max_steps + 1)) if self.max_steps else 0
-            steps_right = self.max_steps - steps_left
-            while steps_left > 0:  # stepping out (Neal 2003, fig. 3)
-                evaluations += 1
-                if not self.log_density(current + left * direction, others) > threshold:
-                    break
-                left -= self.width
-                steps_left -= 1
-            while steps_right > 0:
-                evaluations += 1
-                if not self.log_density(current + right * direction, others) > threshold:
-                    break
-                right += self.width
-                steps_right -= 1
-            while True:
-                t = left + (right - left) * rng.random()
-                proposal = current + t * direction
-                log_proposal = self.log_density(proposal, others)
-                evaluations += 1
-                if log_proposal > threshold:
-                    current, log_current = proposal, log_proposal
-                    break
-                if t < 0:
-                    left = t
-                else:
-                    right = t
-                if right - left < 1e-12:  # pragma: no cover - only with a broken density
-                    break
+            current, log_current, used = hit_and_run_slice_move(
+                lambda flat: self.log_density(flat, fixed), current, log_current,
+                self.metric.factor, self.width, self.max_steps, self.rng)
+            evaluations += used
         if self.tune:
-            self._adapt(current)
+            self.metric.update(current)
         new_point = dict(point)  # never modify the point's arrays in place
         start = 0
         for var, shape, size, dtype in zip(self.vars, self._shapes, self._sizes, self._dtypes,
