@@ -83,14 +83,14 @@ def test_log_density_differences_equal_the_model_log_density():
     assert step.log_density(np.array([0.5]), step._fixed_inputs(point)) == -np.inf
 
 
-def test_sampling_is_reproducible_and_keeps_the_point_arrays():
-    def run():
+def test_sampling_is_reproducible_and_identical_for_one_and_two_cores():
+    def run(cores):
         with _model():
-            idata = pm.sample(draws=15, tune=15, chains=2, cores=1, random_seed=7,
+            idata = pm.sample(draws=15, tune=15, chains=2, cores=cores, random_seed=7,
                               progressbar=False, compute_convergence_checks=False)
         return idata
 
-    first, second = run(), run()
+    first, second = run(1), run(2)
     for name in ("mu0", "kappa0", "scale"):
         values = np.asarray(first["posterior"][name].values)
         np.testing.assert_array_equal(values, np.asarray(second["posterior"][name].values))
