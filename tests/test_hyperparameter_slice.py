@@ -81,6 +81,9 @@ def test_log_density_differences_equal_the_model_log_density():
         step = psm.HyperparameterSlice([nu0])
     point = {"nu0": np.array(0.5), "z": np.zeros(len(Y), dtype=bad["z"].dtype)}
     assert step.log_density(np.array([0.5]), step._fixed_inputs(point)) == -np.inf
+    # a current point there: a clear error naming the variable, never an endless loop
+    with pytest.raises(pm.exceptions.SamplingError, match="nu0"):
+        step.step(point)
 
 
 def test_sampling_is_reproducible_and_identical_for_one_and_two_cores():

@@ -42,7 +42,8 @@ def hit_and_run_slice_move(log_density: Callable[[np.ndarray], float], current: 
         ``log_density(theta) -> float`` for theta of shape (d,); ``-inf`` or NaN outside the
         support.
     current : ndarray of shape (d,)
-        The current state, with ``log_current = log_density(current)`` finite.
+        The current state, with ``log_current = log_density(current)`` finite (the caller
+        checks).
     factor : ndarray of shape (d, d)
         Lower factor ``L`` of the metric.
     width : float
@@ -92,6 +93,8 @@ def hit_and_run_slice_move(log_density: Callable[[np.ndarray], float], current: 
             left = t
         else:
             right = t
+        if right - left <= 1e-12 * width:  # collapsed onto the current point (rounding)
+            return current, log_current, evaluations
 
 
 class MetricEstimator:

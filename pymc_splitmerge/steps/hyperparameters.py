@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+from pymc.exceptions import SamplingError
 from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
@@ -244,6 +245,12 @@ class HyperparameterSlice(BlockedStep):
         fixed = self._fixed_inputs(point)
         current = self._flatten(point)
         log_current = self.log_density(current, fixed)
+        if not np.isfinite(log_current):
+            names = [v.name for v in self.vars]
+            raise SamplingError(
+                f"HyperparameterSlice: the log density of {names} is {log_current} at the "
+                "current point (a hyperparameter outside its prior's support or the family's "
+                "domain); give starts inside it (pm.sample(initvals=...))")
         evaluations = 1
         for _ in range(self.n_updates):
             current, log_current, used = hit_and_run_slice_move(
