@@ -16,8 +16,9 @@ A DP mixture of Normal-Inverse-Wishart components (D = 4, 10 well-separated clus
 
 Sampling parts (``pm.sample``, the partition step assigned by PyMC):
 
-* ``steps``: hierarchical Iris with NUTS, ``pm.Slice`` or ``pm.Metropolis`` on the
-  hyperparameters: ESS per second of the number of clusters and of each hyperparameter, R-hat;
+* ``steps``: hierarchical Iris with ``psm.HyperparameterSlice`` (what ``pm.sample()``
+  assigns), NUTS, ``pm.Slice`` or ``pm.Metropolis`` on the hyperparameters: ESS per CPU second
+  of the number of clusters and of each hyperparameter, R-hat;
 * ``iris``: hierarchical Iris (``mu0``, ``kappa0``, ``s`` random) against its twin with fixed
   hyperparameters, default ``pm.sample()`` (goals: time at most 3x, R-hat of the number of
   clusters at most 1.01);
@@ -27,10 +28,10 @@ Sampling parts (``pm.sample``, the partition step assigned by PyMC):
 Times are the best of ``--repeats`` blocks of CPU time of the thread (``time.thread_time``):
 on a shared machine wall time includes waiting for a core.
 
-Set ``OPENBLAS_NUM_THREADS=1`` on a small or busy machine: with OpenBLAS's threads competing
-for cores, one 4 x 4 triangular solve (``scipy.linalg.solve_triangular``, which the numeric
-family calls whenever its hyperparameters change, i.e. at every partition step of a
-hierarchical model) took 38 ms instead of 0.3 ms on a 2-core machine under load.
+Set ``OPENBLAS_NUM_THREADS=1`` on a small or busy machine (NUTS's gradient of the fixed
+twin's competitors calls BLAS on tiny matrices); the package's own per-draw work for random
+hyperparameters (the numeric family's inverse factor, the batched log-determinants) runs in
+numba, without BLAS threads.
 
 Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hierarchical.py
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
@@ -176,7 +177,8 @@ def niw_model(x, random):
 
 
 HYPERPARAMETER_STEPS = {
-    "default": None,  # what pm.sample() assigns by itself
+    "default": None,  # what pm.sample() assigns by itself (psm.HyperparameterSlice)
+    "hyperslice": psm.HyperparameterSlice,
     "nuts": pm.NUTS,
     "slice": pm.Slice,
     "metropolis": pm.Metropolis,
@@ -234,20 +236,25 @@ def step_comparison(args):
 
 
 def sampled(model, draws, tune, chains, cores):
-    """(seconds of the run, seconds of a set-up run, trace, mean NUTS leapfrog steps per draw
-    or None).  The set-up run (1 chain, 1 draw, on the same model, first) pays the
+    """(seconds of the run, seconds of a set-up run, trace, (what, mean per draw) of the
+    hyperparameter step's NUTS leapfrog steps or slice evaluations, or None).  The set-up run (1 chain, 1 draw, on the same model, first) pays the
     compilation of the model's functions and numba's first calls; the timed run after it
     reuses most of them, so it measures sampling.  A user's single cold ``pm.sample`` costs
     about the sum of the two."""
     setup, _ = run(model, "default", 1, 1, 1, 1, seed=23)
     total, idata = run(model, "default", draws, tune, chains, cores, seed=24)
     stats = idata["sample_stats"]
-    steps = float(np.mean(stats["n_steps"].values)) if "n_steps" in stats else None
+    steps = None
+    if "n_steps" in stats:
+        steps = ("NUTS leapfrog steps", float(np.mean(stats["n_steps"].values)))
+    elif "hyperslice_evaluations" in stats:
+        steps = ("HyperparameterSlice evaluations",
+                 float(np.mean(stats["hyperslice_evaluations"].values)))
     return total, setup, idata, steps
 
 
 def _describe(label, total, setup, steps):
-    leapfrog = f", NUTS {steps:.1f} leapfrog steps per draw" if steps is not None else ""
+    leapfrog = f", {steps[1]:.1f} {steps[0]} per draw" if steps is not None else ""
     return f"{label}: {total:.1f} s (set-up run before it {setup:.1f} s){leapfrog}"
 
 
@@ -320,7 +327,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--steps", nargs="+", choices=sorted(HYPERPARAMETER_STEPS),
-                        default=["nuts", "slice", "metropolis"])
+                        default=["hyperslice", "nuts", "slice", "metropolis"])
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--draws", type=int, default=1_000)
     parser.add_argument("--tune", type=int, default=1_000)

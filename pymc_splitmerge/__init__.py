@@ -5,7 +5,7 @@ Partition priors (:class:`DirichletProcess`, :class:`PitmanYor`, :class:`FiniteD
 (:class:`ConjugateMixture` with the families of :mod:`pymc_splitmerge.components`), step
 methods (:class:`CollapsedGibbsStep`, :class:`SAMSStep`, :class:`RGSMStep`,
 :class:`PGSMStep`, :class:`ARMStep`, :class:`ConcentrationGibbs`,
-:class:`PartitionPriorSlice`), :func:`sample` (``pm.sample`` with label-invariant convergence
+:class:`PartitionPriorSlice`, :class:`HyperparameterSlice`), :func:`sample` (``pm.sample`` with label-invariant convergence
 checks), :func:`splitmerge_start` (start labels from a split-merge burn-in on a subsample),
 sequential Monte Carlo with model evidence (:func:`sample_smc`, :func:`compare_evidence`) and the analysis of the resulting traces (:func:`summary`,
 :func:`point_estimate`, :func:`sample_components`, ...).
@@ -45,6 +45,7 @@ from pymc_splitmerge.sampling import (
 from pymc_splitmerge.steps import (
     CollapsedGibbsStep,
     ConcentrationGibbs,
+    HyperparameterSlice,
     PartitionPriorSlice,
     SAMSStep,
     SlotGibbsStep,
@@ -91,6 +92,7 @@ __all__ = [
     "CredibleBall",
     "ExplicitPmf",
     "Geometric",
+    "HyperparameterSlice",
     "PGSMStep",
     "PartitionPriorSlice",
     "PointEstimate",

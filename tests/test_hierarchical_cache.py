@@ -160,8 +160,11 @@ def _sample(rng):
     model = _model(x, shared=False)
     start = rng.integers(0, 3, N)
     with model:
+        # NUTS (given: pm.sample would assign HyperparameterSlice) reports the model's log
+        # density through the cached statistics at every draw ("lp")
         idata = pm.sample(draws=12, tune=8, chains=1, cores=1, step=[psm.CollapsedGibbsStep(
-            model["z"])], initvals={"z": start}, random_seed=int(rng.integers(1 << 30)),
+            model["z"]), pm.NUTS([model["kappa0"], model["scale"]])], initvals={"z": start},
+            random_seed=int(rng.integers(1 << 30)),
             progressbar=False, compute_convergence_checks=False)
     posterior, stats = idata["posterior"], idata["sample_stats"]
     lp = np.asarray(stats["lp"].values).reshape(-1)

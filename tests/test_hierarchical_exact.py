@@ -1,9 +1,10 @@
-r"""Exactness of a partition step combined with NUTS on a random hyperparameter of the family.
+r"""Exactness of a partition step combined with a step on a random hyperparameter of the family.
 
 Beta–Bernoulli data (5 points, 4 attributes), ``z ~ DirichletProcess(alpha=1)`` and the
-Beta prior's ``a ~ Gamma(2, 1)`` (``b = 0.5`` fixed). ``pm.sample`` is given only the
-partition step; it assigns NUTS to ``a`` by itself, and NUTS evaluates the mixture through the
-cached per-cluster statistics (:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics`).
+Beta prior's ``a ~ Gamma(2, 1)`` (``b = 0.5`` fixed).  ``a`` is updated by NUTS (given
+explicitly) or by :class:`~pymc_splitmerge.HyperparameterSlice`, which plain ``pm.sample()``
+assigns by itself; both evaluate the mixture through the cached per-cluster statistics
+(:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics`).
 
 The exact joint law of (partition, ``a`` in one of three bins) is
 
@@ -17,9 +18,10 @@ computed by enumerating the 52 set partitions and Simpson's rule in ``u = log a`
 ``log_marginal_of``). The thinned draws are compared with it by Pearson's χ² (cells with
 ``n p (1 - p) >= 1``, the rest lumped) at the suite's per-test threshold.
 
-Negative control: statistics that are never recomputed after the labels change (the op's cache
-check monkeypatched to "unchanged") make NUTS sample ``a`` given the first partition; the same
-test rejects it.
+Negative controls: statistics that are never recomputed after the labels change (the op's cache
+check monkeypatched to "unchanged") make NUTS or the slice step sample ``a`` given the first
+partition; a slice step whose log density omits the Jacobian of ``a``'s log transform samples
+the wrong law; the same test rejects each.
 """
 
 from __future__ import annotations
@@ -123,18 +125,26 @@ def _joint_chisquare(labels, a_draws):
     return stats.chisquare(observed, expected).pvalue
 
 
-def _sample(step_name, seed, initvals=None):
-    with pm.Model() as model:
+def _sample(step_name, seed, initvals=None, hyperparameter_step="nuts"):
+    """Labels and draws of ``a``: ``step_name`` a key of STEPS, or "default" (plain
+    ``pm.sample()``); ``hyperparameter_step`` "nuts" (given explicitly) or "slice" (assigned
+    by PyMC: HyperparameterSlice)."""
+    with pm.Model():
         a = pm.Gamma("a", alpha=A_PRIOR[0], beta=A_PRIOR[1])
         z = psm.DirichletProcess("z", alpha=ALPHA, n=DATA.shape[0])
         psm.ConjugateMixture("y", partition=z, component=BetaBernoulli(a=a, b=B),
                              observed=DATA)
-        step = STEPS[step_name](z)
-        idata = pm.sample(draws=DRAWS, tune=TUNE, step=[step], chains=CHAINS, cores=1,
+        steps = [] if step_name == "default" else [STEPS[step_name](z)]
+        if hyperparameter_step == "nuts":
+            steps.append(pm.NUTS([a]))
+        idata = pm.sample(draws=DRAWS, tune=TUNE, step=steps or None, chains=CHAINS, cores=1,
                           random_seed=seed, initvals=initvals, progressbar=False,
                           compute_convergence_checks=False)
-    assert "diverging" in idata["sample_stats"]  # NUTS was assigned to a
-    assert model["a"] not in step.vars
+    stats = idata["sample_stats"]
+    if hyperparameter_step == "nuts":
+        assert "diverging" in stats and "hyperslice_evaluations" not in stats
+    else:  # PyMC assigned the slice step to a
+        assert "hyperslice_evaluations" in stats and "diverging" not in stats
     labels = thinned_labels(idata, THIN, chains=CHAINS)
     a_draws = np.asarray(idata["posterior"]["a"].values)[:, ::THIN].reshape(-1)
     return labels, a_draws
@@ -167,10 +177,47 @@ def test_partition_step_with_nuts_on_family_hyperparameter_matches_quadrature(st
     assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
 
 
-def test_stale_statistics_are_rejected(monkeypatch):
-    """Negative control: the op's cache never invalidates, so NUTS moves a given the
-    partition of the first evaluation (one cluster, whose law of a differs most from the
-    marginal) while the partition step moves the labels."""
+def test_hyperparameter_slice_assigned_by_pymc_matches_quadrature():
+    """Plain pm.sample(): DefaultPartitionStep on z, HyperparameterSlice on a."""
+    labels, a_draws = _sample("default", seed=2417, hyperparameter_step="slice")
+    pvalue = _joint_chisquare(labels, a_draws)
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+
+
+@pytest.mark.parametrize("hyperparameter_step", ["nuts", "slice"])
+def test_stale_statistics_are_rejected(monkeypatch, hyperparameter_step):
+    """Negative control: the op's cache never invalidates, so NUTS (or the slice step) moves
+    a given the partition of the first evaluation (one cluster, whose law of a differs most
+    from the marginal) while the partition step moves the labels."""
     monkeypatch.setattr(statistics, "_same_inputs", lambda previous, inputs: True)
-    labels, a_draws = _sample("gibbs", seed=2405, initvals={"z": np.zeros(5, dtype=np.int64)})
+    labels, a_draws = _sample("gibbs", seed=2405, initvals={"z": np.zeros(5, dtype=np.int64)},
+                              hyperparameter_step=hyperparameter_step)
     assert _joint_chisquare(labels, a_draws) < GOF_PVALUE_THRESHOLD
+
+
+def test_slice_without_the_jacobian_is_rejected(monkeypatch):
+    """Negative control of the slice step's own density: without the Jacobian of the log
+    transform of a it samples a with density proportional to p(a | ...) / a."""
+    original = pm.Model.logp
+
+    def without_jacobian(self, *args, **kwargs):
+        kwargs["jacobian"] = False
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(psm.HyperparameterSlice, "_build_log_density",
+                        _patched_build(without_jacobian))
+    labels, a_draws = _sample("gibbs", seed=2407, hyperparameter_step="slice")
+    assert _joint_chisquare(labels, a_draws) < GOF_PVALUE_THRESHOLD
+
+
+def _patched_build(logp):
+    build = psm.HyperparameterSlice._build_log_density
+
+    def patched(self, model, value_vars):
+        model.logp = logp.__get__(model)
+        try:
+            build(self, model, value_vars)
+        finally:
+            del model.logp
+
+    return patched

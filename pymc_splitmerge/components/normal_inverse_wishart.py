@@ -92,7 +92,7 @@ import math
 import numpy as np
 from numba import njit, types, uint64
 from numba.extending import overload
-from scipy import linalg, special
+from scipy import special
 
 from pymc_splitmerge.components.base import (
     ComponentFamily,
@@ -1006,7 +1006,11 @@ class NormalInverseWishart(ComponentFamily):
         dim = full["mu0"].shape[0]
         log_det = 2.0 * np.sum(np.log(np.diag(full["chol0"])))
         sum_lgamma0 = float(np.sum(special.gammaln(0.5 * (full["nu0"] - np.arange(dim)))))
-        inverse0 = linalg.solve_triangular(full["chol0"], np.eye(dim), lower=True)
+        # inverse of the lower factor in numba: a LAPACK call here ran multi-threaded BLAS on
+        # a 4 x 4 matrix, milliseconds on a busy machine (at every hyperparameter change)
+        inverse0 = np.array(full["chol0"], dtype=np.float64).reshape(-1)
+        _invert_lower_in_place(inverse0, dim)
+        inverse0 = inverse0.reshape(dim, dim)
         return np.concatenate(
             [
                 [dim, full["kappa0"], full["nu0"], log_det, sum_lgamma0],

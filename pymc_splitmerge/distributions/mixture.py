@@ -196,7 +196,7 @@ class SlotGraph:
     @staticmethod
     def log_det_stack(matrices):
         """Log-determinants of a (K, D, D) stack of SPD matrices (NaN where not positive
-        definite), one batched NumPy call and a batched gradient."""
+        definite), one compiled loop and a batched gradient."""
         return batched_log_det(matrices)
 
     @staticmethod

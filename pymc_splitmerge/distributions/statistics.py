@@ -41,6 +41,8 @@ from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 
+from pymc_splitmerge.core.linalg import log_det_spd_stack
+
 __all__ = ["BatchedInverse", "BatchedLogDet", "ClusterStatistics", "batched_inverse",
            "batched_log_det", "cluster_statistics", "mark_written_labels"]
 
@@ -193,8 +195,9 @@ def cluster_statistics(labels, n_labels: int, *values):
 
 
 class BatchedLogDet(Op):
-    """``log|A_k|`` of a stack (K, D, D) of symmetric positive-definite matrices in one NumPy
-    call (a batched ``np.linalg.cholesky``); NaN where a matrix is not positive definite.
+    """``log|A_k|`` of a stack (K, D, D) of symmetric positive-definite matrices in one
+    compiled loop (:func:`~pymc_splitmerge.core.linalg.log_det_spd_stack`); NaN where a
+    matrix is not positive definite.
 
     Pytensor's ``Blockwise`` of a Cholesky factor and its gradient's triangular solves make
     one Python (and BLAS) call per matrix; one batched call keeps a gradient of K small
@@ -239,16 +242,9 @@ class BatchedInverse(Op):
 
 
 def _log_det_spd(matrices):
-    """``2 sum log diag(chol(A_k))`` per matrix; NaN where the factorisation fails."""
-    matrices = np.asarray(matrices, dtype=np.float64)
-    try:
-        factors = np.linalg.cholesky(matrices)
-    except np.linalg.LinAlgError:
-        if matrices.shape[0] <= 1:
-            return np.full(matrices.shape[0], np.nan)
-        return np.concatenate([_log_det_spd(matrices[k:k + 1])
-                               for k in range(matrices.shape[0])])
-    return 2.0 * np.sum(np.log(np.diagonal(factors, axis1=1, axis2=2)), axis=1)
+    """``2 sum log diag(chol(A_k))`` per matrix (one compiled loop); NaN where the
+    factorisation fails."""
+    return log_det_spd_stack(matrices)
 
 
 def batched_log_det(matrices):

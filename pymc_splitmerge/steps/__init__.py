@@ -11,8 +11,10 @@ win PyMC's competence ties, e.g. over ``CategoricalGibbsMetropolis`` and NUTS):
 * :class:`ConcentrationGibbs` for a Dirichlet-process ``alpha`` with a ``pm.Gamma`` prior;
 * :class:`PartitionPriorSlice` for any other ``alpha`` / ``discount`` of a Dirichlet process,
   Pitman–Yor or finite-Dirichlet prior,
+* :class:`HyperparameterSlice` for the continuous hyperparameters that feed only a
+  ``ConjugateMixture``'s component family (one block, slice moves on the cluster statistics),
 
-the last two only when the parameter is used directly as that input and influences nothing
+the concentration steps only when the parameter is used directly as that input and influences nothing
 else in the model (then their updates are exact).  Plain ``pm.sample()`` then picks these
 steps; everything else gets PyMC's usual choice.
 """
@@ -24,6 +26,7 @@ from pymc_splitmerge.steps.base import PartitionStep
 from pymc_splitmerge.steps.cluster_slots import SlotGibbsStep
 from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPriorSlice
 from pymc_splitmerge.steps.gibbs import CollapsedGibbsStep
+from pymc_splitmerge.steps.hyperparameters import HyperparameterSlice
 from pymc_splitmerge.steps.sams import DefaultPartitionStep, SAMSStep
 
 # Loaded on first use (PEP 562): the steps PyMC never assigns automatically (they are not in
@@ -38,6 +41,7 @@ __all__ = [
     "CollapsedGibbsStep",
     "ConcentrationGibbs",
     "DefaultPartitionStep",
+    "HyperparameterSlice",
     "PGSMStep",
     "PartitionPriorSlice",
     "PartitionStep",
@@ -49,7 +53,7 @@ __all__ = [
 
 
 AUTOMATIC_STEP_METHODS = (DefaultPartitionStep, SlotGibbsStep, ConcentrationGibbs,
-                          PartitionPriorSlice)
+                          PartitionPriorSlice, HyperparameterSlice)
 
 
 def register_step_methods() -> None:

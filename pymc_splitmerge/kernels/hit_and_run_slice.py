@@ -1,0 +1,130 @@
+r"""Hit-and-run slice moves on a continuous block, with a metric adapted while tuning.
+
+One move from :math:`\theta` with log density :math:`\ell(\theta)` (Neal 2003, section 4 and
+5.2): draw a direction :math:`u = L e / \lVert e \rVert`, :math:`e \sim N(0, I)`, where
+:math:`L` is a fixed lower factor of the metric :math:`\Sigma = L L^T`; draw the slice level
+:math:`\log y = \ell(\theta) + \log U`; place an interval of ``width`` around :math:`t = 0`
+at random and step out along :math:`\theta + t u` (at most ``max_steps`` steps, split at
+random between the two ends: fig. 3), then sample :math:`t` uniformly, shrinking the interval
+towards 0 at every rejection (fig. 5).  The direction's law does not depend on
+:math:`\theta` and is symmetric in :math:`u`, so each move leaves the law with density
+:math:`\propto e^{\ell}` invariant.  :math:`\ell = -\infty` (or NaN) is outside the slice.
+
+:class:`MetricEstimator` gives :math:`L` from the draws seen so far: Stan's regularised
+windowed covariance estimate, :math:`\frac{m}{m+5}\hat\Sigma + 10^{-3}\frac{5}{m+5} I`,
+refreshed when the number of draws reaches a power of two (from 16 on); the identity before.
+Its use must stop when tuning stops (a metric that keeps changing with the chain's history
+breaks the invariance).
+
+References
+----------
+Neal, R. M. (2003). Slice sampling. *Annals of Statistics* 31(3), 705–767.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["MetricEstimator", "hit_and_run_slice_move"]
+
+
+def hit_and_run_slice_move(log_density: Callable[[np.ndarray], float], current: np.ndarray,
+                           log_current: float, factor: np.ndarray, width: float,
+                           max_steps: int, rng: np.random.Generator
+                           ) -> tuple[np.ndarray, float, int]:
+    """One hit-and-run slice move (module doc).
+
+    Parameters
+    ----------
+    log_density : callable
+        ``log_density(theta) -> float`` for theta of shape (d,); ``-inf`` or NaN outside the
+        support.
+    current : ndarray of shape (d,)
+        The current state, with ``log_current = log_density(current)`` finite (the caller
+        checks).
+    factor : ndarray of shape (d, d)
+        Lower factor ``L`` of the metric.
+    width : float
+        Interval width along a direction of unit length in the metric.
+    max_steps : int
+        Maximum number of stepping-out steps.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (new, log_new, evaluations) : (ndarray of shape (d,), float, int)
+        The new state, its log density and the number of ``log_density`` calls.
+    """
+    direction = rng.standard_normal(current.shape[0])
+    direction = factor @ (direction / np.linalg.norm(direction))
+    threshold = log_current + np.log1p(-rng.random())  # log y = l(theta) + log U, U in (0, 1]
+
+    def inside(t):
+        value = log_density(current + t * direction)
+        return value > threshold  # False for -inf and NaN
+
+    left = -width * rng.random()
+    right = left + width
+    steps_left = int(rng.integers(max_steps + 1))
+    steps_right = max_steps - steps_left
+    evaluations = 0
+    while steps_left > 0:
+        evaluations += 1
+        if not inside(left):
+            break
+        left -= width
+        steps_left -= 1
+    while steps_right > 0:
+        evaluations += 1
+        if not inside(right):
+            break
+        right += width
+        steps_right -= 1
+    while True:
+        t = left + (right - left) * rng.random()
+        proposal = current + t * direction
+        log_proposal = log_density(proposal)
+        evaluations += 1
+        if log_proposal > threshold:
+            return proposal, float(log_proposal), evaluations
+        if t < 0:
+            left = t
+        else:
+            right = t
+        if right - left <= 1e-12 * width:  # collapsed onto the current point (rounding)
+            return current, log_current, evaluations
+
+
+class MetricEstimator:
+    """Running mean and covariance of a chain's draws; the lower factor of the regularised
+    metric (module doc).
+
+    Parameters
+    ----------
+    dimension : int
+        Size ``d`` of the block.
+    """
+
+    def __init__(self, dimension: int):
+        self.dimension = int(dimension)
+        self.count = 0
+        self.mean = np.zeros(self.dimension)
+        self.scatter = np.zeros((self.dimension, self.dimension))
+        self.factor = np.eye(self.dimension)
+
+    def update(self, draw: np.ndarray) -> None:
+        """Add a draw (shape (d,)); refresh :attr:`factor` at 16, 32, 64, ... draws."""
+        self.count += 1
+        delta = draw - self.mean
+        self.mean += delta / self.count
+        self.scatter += np.outer(delta, draw - self.mean)
+        count = self.count
+        if count >= 16 and count & (count - 1) == 0:
+            covariance = (count / (count + 5.0)) * self.scatter / (count - 1) \
+                + 1e-3 * (5.0 / (count + 5.0)) * np.eye(self.dimension)
+            try:
+                self.factor = np.linalg.cholesky(covariance)
+            except np.linalg.LinAlgError:  # keep the previous factor
+                pass

@@ -1,0 +1,175 @@
+"""HyperparameterSlice: assignment, log density, plumbing; the batched SPD log-determinant.
+
+The step's exactness (enumeration with quadrature through ``pm.sample``, with negative
+controls) is tested in ``tests/test_hierarchical_exact.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_splitmerge as psm
+from pymc_splitmerge.core.linalg import log_det_spd_stack
+from pymc_splitmerge.distributions.statistics import mark_written_labels
+from pymc_splitmerge.kernels.hit_and_run_slice import MetricEstimator, hit_and_run_slice_move
+
+RNG = np.random.default_rng(24)
+Y = np.r_[RNG.normal(-2.0, 1.0, (12, 2)), RNG.normal(2.0, 1.0, (12, 2))]
+
+
+def _model(extra_term=False):
+    with pm.Model() as model:
+        mu0 = pm.Normal("mu0", 0.0, 1.0, shape=2)
+        kappa0 = pm.Gamma("kappa0", 2.0, 2.0)
+        scale = pm.HalfNormal("scale", 2.0)
+        alpha = pm.Gamma("alpha", 1.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=alpha, n=len(Y))
+        psm.ConjugateMixture("y", partition=z, component=psm.NormalInverseWishart(
+            mu0=mu0, kappa0=kappa0, nu0=4.0, psi0=scale * np.eye(2)), observed=Y)
+        if extra_term:  # scale also drives another term: not only the family
+            pm.Normal("w", mu=scale, sigma=1.0, observed=0.5)
+    return model
+
+
+def _assigned(model):
+    from pymc.sampling.mcmc import assign_step_methods
+
+    with model:
+        _, selected = assign_step_methods(model)
+    return {cls.__name__: sorted(v.name for v in values) for cls, values in selected.items()}
+
+
+def test_pymc_assigns_the_family_hyperparameters_as_one_block():
+    assigned = _assigned(_model())
+    assert assigned["HyperparameterSlice"] == ["kappa0_log__", "mu0", "scale_log__"]
+    assert assigned["ConcentrationGibbs"] == ["alpha_log__"]
+    assert assigned["DefaultPartitionStep"] == ["z"]
+
+
+def test_a_hyperparameter_that_drives_another_term_keeps_pymc_choice():
+    assigned = _assigned(_model(extra_term=True))
+    assert assigned["HyperparameterSlice"] == ["kappa0_log__", "mu0"]
+    assert assigned["NUTS"] == ["scale_log__"]
+
+
+def test_log_density_differences_equal_the_model_log_density():
+    """Moving the block changes the step's density exactly as it changes the model's."""
+    model = _model()
+    labels = mark_written_labels(np.repeat([0, 1], 12).astype(model["z"].dtype))
+    point = {**model.initial_point(), "z": labels}
+    step = psm.HyperparameterSlice([model["mu0"], model["kappa0"], model["scale"]],
+                                   model=model)
+    model_logp = model.compile_logp()
+    fixed = step._fixed_inputs(point)
+    base = step._flatten(point)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        moved = base + rng.normal(size=base.size)
+        new_point = {**point, "mu0": moved[:2], "kappa0_log__": moved[2],
+                     "scale_log__": moved[3]}
+        expected = model_logp(new_point) - model_logp(point)
+        got = step.log_density(moved, fixed) - step.log_density(base, fixed)
+        assert got == pytest.approx(expected, abs=1e-9)
+    # outside the family's domain: -inf, never NaN or an error
+    with pm.Model() as bad:
+        nu0 = pm.Normal("nu0", 4.0, 1.0)
+        z = psm.DirichletProcess("z", alpha=1.0, n=len(Y))
+        psm.ConjugateMixture("y", partition=z, component=psm.NormalInverseWishart(
+            mu0=np.zeros(2), kappa0=1.0, nu0=nu0, psi0=np.eye(2)), observed=Y)
+        step = psm.HyperparameterSlice([nu0])
+    point = {"nu0": np.array(0.5), "z": np.zeros(len(Y), dtype=bad["z"].dtype)}
+    assert step.log_density(np.array([0.5]), step._fixed_inputs(point)) == -np.inf
+    # a current point there: a clear error naming the variable, never an endless loop
+    with pytest.raises(pm.exceptions.SamplingError, match="nu0"):
+        step.step(point)
+
+
+def test_sampling_is_reproducible_and_identical_for_one_and_two_cores():
+    def run(cores):
+        with _model():
+            idata = pm.sample(draws=15, tune=15, chains=2, cores=cores, random_seed=7,
+                              progressbar=False, compute_convergence_checks=False)
+        return idata
+
+    first, second = run(1), run(2)
+    for name in ("mu0", "kappa0", "scale"):
+        values = np.asarray(first["posterior"][name].values)
+        np.testing.assert_array_equal(values, np.asarray(second["posterior"][name].values))
+        assert np.unique(values.reshape(values.shape[0] * values.shape[1], -1),
+                         axis=0).shape[0] > 10  # the hyperparameters move
+    evaluations = np.asarray(first["sample_stats"]["hyperslice_evaluations"].values)
+    assert evaluations.min() >= 1 + 2 * 10  # each of the 10 moves evaluates at least twice
+
+
+def test_bad_arguments_are_refused_with_their_names():
+    model = _model()
+    with model:
+        with pytest.raises(ValueError, match="n_updates"):
+            psm.HyperparameterSlice([model["kappa0"]], n_updates=0)
+        with pytest.raises(ValueError, match="width"):
+            psm.HyperparameterSlice([model["kappa0"]], width=-1.0)
+        with pytest.raises(ValueError, match="continuous"):
+            psm.HyperparameterSlice([model["z"]])
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            psm.HyperparameterSlice([model["kappa0"]], widht=1.0)
+
+
+def test_log_det_spd_stack_matches_numpy_and_flags_non_positive_definite():
+    rng = np.random.default_rng(3)
+    for dim in (1, 2, 4, 7):
+        factors = rng.normal(size=(5, dim, dim))
+        matrices = factors @ factors.transpose(0, 2, 1) + 0.1 * np.eye(dim)
+        np.testing.assert_allclose(log_det_spd_stack(matrices),
+                                   np.linalg.slogdet(matrices)[1], rtol=1e-12, atol=1e-12)
+        broken = matrices.copy()
+        broken[2] = -np.eye(dim)  # negative definite (slogdet's sign would be +1 for even D)
+        result = log_det_spd_stack(broken)
+        assert np.isnan(result[2]) and np.isfinite(np.delete(result, 2)).all()
+    assert log_det_spd_stack(np.empty((0, 3, 3))).shape == (0,)
+
+
+def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5):
+    """Exact draws of a correlated 2-D Gaussian, one hit-and-run move each (a fixed,
+    mismatched metric); the moved draws' Mahalanobis radii (chi-square, 2 dof)."""
+    from scipy import stats
+
+    covariance = np.array([[1.0, 0.8], [0.8, 1.0]])
+    precision = np.linalg.inv(covariance)
+    factor = np.linalg.cholesky(np.array([[2.0, 0.0], [0.0, 0.5]]))
+    rng = np.random.default_rng(seed)
+    draws = rng.multivariate_normal(np.zeros(2), covariance, size=n_draws)
+
+    def log_density(theta):
+        return -0.5 * theta @ precision @ theta
+
+    moved = np.empty_like(draws)
+    for i, theta in enumerate(draws):
+        moved[i], _, _ = hit_and_run_slice_move(log_density, theta,
+                                                log_density(theta) + level_shift, factor,
+                                                2.0, 10, rng)
+    radii = np.einsum("ij,jk,ik->i", moved, precision, moved)
+    return stats.kstest(radii, stats.chi2(2).cdf).pvalue, moved, draws
+
+
+def test_hit_and_run_move_keeps_the_target_and_a_wrong_level_does_not():
+    from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD
+
+    pvalue, moved, draws = _one_move_from_exact_draws()
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+    assert np.mean(np.any(moved != draws, axis=1)) == 1.0  # every draw moved
+    # negative control: a slice level drawn below p(theta) U (the move then spreads the
+    # draws out)
+    assert _one_move_from_exact_draws(level_shift=-1.0)[0] < GOF_PVALUE_THRESHOLD
+
+
+def test_metric_estimator_matches_the_sample_covariance():
+    rng = np.random.default_rng(2)
+    draws = rng.multivariate_normal([1.0, -1.0], [[2.0, 0.6], [0.6, 0.5]], size=256)
+    metric = MetricEstimator(2)
+    assert np.array_equal(metric.factor, np.eye(2))
+    for draw in draws:
+        metric.update(draw)
+    expected = (256 / 261) * np.cov(draws.T) + 1e-3 * (5 / 261) * np.eye(2)
+    np.testing.assert_allclose(metric.factor @ metric.factor.T, expected, rtol=1e-10)
