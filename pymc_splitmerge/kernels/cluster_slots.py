@@ -378,13 +378,20 @@ class LaplaceProposal(NamedTuple):
 
 
 def _positive_precision(negative_hessian: np.ndarray, floor: float) -> np.ndarray:
-    """Symmetrised ``-H`` per slot with its eigenvalues raised to at least ``floor``."""
+    """Symmetrised ``-H`` per slot with its eigenvalues replaced by their absolute values,
+    raised to at least ``floor``.
+
+    Where the objective is convex along a direction (a Student-t point beyond the inflection
+    of its term), the absolute value keeps the curvature's scale: raising such an eigenvalue
+    to ``floor`` instead gives a Newton step of length ~ gradient / floor (thousands of
+    units), which the backtracking then halves back over many evaluations.
+    """
     symmetric = 0.5 * (negative_hessian + np.swapaxes(negative_hessian, -1, -2))
     symmetric = np.where(np.isfinite(symmetric), symmetric, 0.0)
     if symmetric.shape[-1] == 1:
-        return np.maximum(symmetric, floor)
+        return np.maximum(np.abs(symmetric), floor)
     eigenvalues, vectors = np.linalg.eigh(symmetric)
-    eigenvalues = np.maximum(eigenvalues, floor)
+    eigenvalues = np.maximum(np.abs(eigenvalues), floor)
     return np.einsum("...ij,...j,...kj->...ik", vectors, eigenvalues, vectors)
 
 

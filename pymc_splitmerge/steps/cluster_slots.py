@@ -20,6 +20,8 @@ the cluster parameters.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.exceptions import SamplingError
@@ -36,6 +38,7 @@ try:  # pytensor >= 2.31
 except ImportError:  # pragma: no cover - older pytensor
     from pytensor.graph.basic import ancestors, io_toposort
 from pytensor.tensor.random.type import RandomGeneratorType
+from threadpoolctl import ThreadpoolController
 
 from pymc_splitmerge.distributions.cluster_parameters import (
     INDEX_OPS,
@@ -296,6 +299,13 @@ def _slot_shape(parameter) -> tuple:
     return tuple(int(size) for size in shape)
 
 
+@functools.cache
+def _blas_threads() -> ThreadpoolController:
+    """The process's BLAS/LAPACK thread pools (found once per process, after the first step
+    loaded them; a module-level cache, so the step itself stays picklable for ``cores > 1``)."""
+    return ThreadpoolController()
+
+
 class SlotGibbsStep(BlockedStep):
     r"""Neal's Algorithm 8 (slot form) and a split-merge move for a partition with cluster
     parameters.
@@ -430,6 +440,15 @@ class SlotGibbsStep(BlockedStep):
                 f"capacity={min(2 * self.capacity, reachable)}")
 
     def step(self, point):
+        # The compiled functions make many LAPACK calls on tiny matrices (d x d per slot:
+        # MvNormal's Cholesky solves, the Laplace fits); with a multi-threaded BLAS each call
+        # hands work to a second thread and, on a machine with more runnable processes than
+        # cores, waits a scheduler time slice for it (~20 ms a call: a parameter split-merge of
+        # a few dozen evaluations took seconds).  One thread is always enough for them.
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            return self._step(point)
+
+    def _step(self, point):
         labels = np.asarray(point[self.value_name]).astype(np.int64)
         if not self._start_checked:
             self._check_start(labels)
