@@ -441,7 +441,7 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
                     break
                 length = np.where(pending, 0.5 * length, length)
         precision = _positive_precision(-hessian, floor) / scale**2
-        cholesky = np.linalg.cholesky(precision)
+        cholesky = np.linalg.cholesky(precision)  # positive definite: eigenvalues >= floor
         proposals.extend(LaplaceProposal(x[s].copy(), cholesky[s].copy())
                          for s in range(width))
     return proposals
@@ -473,7 +473,19 @@ def _sequential_allocation(log_a, log_b, order, side_b, forced, uniforms):
 
 def _split_proposals(model, members, i, j, n_newton):
     """``(q_a, q_b, q_merged)`` for the block ``members`` with anchors ``i`` (side a) and
-    ``j`` (side b): a deterministic function of the block and the anchors."""
+    ``j`` (side b): a deterministic function of the block and the anchors; ``None`` when a fit
+    fails (non-finite terms, a linear-algebra error), which the split and the merge of the
+    same block and anchors then share."""
+    try:
+        proposals = _fit_split_proposals(model, members, i, j, n_newton)
+    except (np.linalg.LinAlgError, FloatingPointError, ValueError, OverflowError):
+        return None
+    if not all(np.isfinite(q.mean).all() and np.isfinite(q.cholesky).all() for q in proposals):
+        return None
+    return proposals
+
+
+def _fit_split_proposals(model, members, i, j, n_newton):
     n = model.n_points
     anchors = np.zeros((n, 2))
     anchors[i, 0] = anchors[j, 1] = 1.0
@@ -508,6 +520,10 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     * Different slots ``k`` (of ``i``) and ``o``: **merge** ``o`` into ``k``,
       :math:`\theta_k' \sim q_m` (the Laplace fit of the union) and the emptied slot's
       parameter drawn from :math:`G_0`.
+
+    Every fit is bounded (``n_newton`` Newton steps of at most 25 halvings each); a fit
+    that fails (non-finite terms, a linear-algebra error) rejects the proposal, in both
+    directions alike (the fits depend only on the block and the anchors).
 
     The ratio of a split from ``K`` occupied slots (a merge uses its inverse) is
 
@@ -565,12 +581,18 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
             return ParameterSplitMergeInfo(0, False, np.nan)
         other = int(rng.choice(np.flatnonzero(sizes == 0)))
         members = np.flatnonzero(labels == k)
-        q_a, q_b, q_merged = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton)
+        if proposals is None:
+            return ParameterSplitMergeInfo(1, False, -np.inf)
+        q_a, q_b, q_merged = proposals
         new_values[k], new_values[other] = q_a.sample(rng), q_b.sample(rng)
     else:  # ------------------------------------------------------------------------ merge
         other = int(labels[j])
         members = np.flatnonzero((labels == k) | (labels == other))
-        q_a, q_b, q_merged = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton)
+        if proposals is None:
+            return ParameterSplitMergeInfo(2, False, -np.inf)
+        q_a, q_b, q_merged = proposals
         new_values[k] = q_merged.sample(rng)
         new_values[other] = model.draw_prior(rng)[other]
     order = rng.permutation(members[(members != i) & (members != j)])
