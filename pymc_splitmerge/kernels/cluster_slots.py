@@ -405,11 +405,11 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
     the weights, which the exactness of :func:`parameter_split_merge` needs) and the
     proposal is :math:`N(\hat\theta, \mathrm{scale}^2 (-\nabla^2 h)^{-1})` with the
     precision's eigenvalues raised to ``floor`` (non-concave ``h``).  The columns are fitted
-    ``C`` at a time in the model's slots (``model.fit_terms``).
+    ``model.fit_width`` (default ``C``) at a time (``model.fit_terms``).
     """
     weights = np.asarray(weights, dtype=np.float64)
     n, m = weights.shape
-    capacity, dimension = model.capacity, model.dimension
+    capacity, dimension = getattr(model, "fit_width", model.capacity), model.dimension
     proposals = []
     for first in range(0, m, capacity):
         width = min(capacity, m - first)
@@ -489,7 +489,9 @@ def _fit_split_proposals(model, members, i, j, n_newton):
     n = model.n_points
     anchors = np.zeros((n, 2))
     anchors[i, 0] = anchors[j, 1] = 1.0
-    anchor_a, anchor_b = laplace_proposals(model, anchors, n_newton)
+    # the one-point fits only sort the members (and may have no mode: a one-point block
+    # with a scale parameter), so a few Newton steps
+    anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
     values = np.zeros((model.capacity, model.dimension))
     values[0], values[1] = anchor_a.mean, anchor_b.mean
     log_likelihood = model.log_likelihood(values)
@@ -546,8 +548,10 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
         ``n_points`` and methods ``log_likelihood(values) -> (n, C)``,
         ``log_prior(values) -> (C,)`` (:math:`\log G_0` per slot, on the scale of
         ``values``), ``draw_prior(rng) -> (C, d)`` and ``fit_terms(values, weights) ->
-        (objective (C,), gradient (C, d), hessian (C, d, d))`` of
-        :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid \theta_s)`.
+        (objective (W,), gradient (W, d), hessian (W, d, d))`` of
+        :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid \theta_s)` for ``W``
+        vectors ``values`` (W, d) and weight columns (n, W), ``W = model.fit_width``
+        (attribute optional, default ``C``).
     values : ndarray of float64, shape (C, d)
         The slots' parameters; updated in place when accepted.
     labels, sizes : ndarray of int64
