@@ -344,8 +344,9 @@ class SlotGibbsStep(BlockedStep):
         :func:`~pymc_splitmerge.kernels.cluster_slots.parameter_split_merge`).  This is the
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
-        cluster parameters (continuous parameters, as NUTS does) and compiles their Hessian
-        blocks once per step (seconds for vector parameters), hence opt-in.
+        cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
+        blocks once per step (seconds to a minute for vector parameters) and costs two
+        bounded Newton fits (~20-25 evaluations on three slots) per move, hence opt-in.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
