@@ -30,7 +30,9 @@ Normal groups (n/2 points at -5 and n/2 at +5, sd 0.5), Normal likelihood with p
 with all points in one cluster.  Contenders: ``alg8`` (Algorithm 8 alone), ``alg8+label_sm``
 (+ the split-merge of labels given the slots' parameters, new cluster from an empty slot's
 base draw), ``alg8+param_sm`` (+ the split-merge with Laplace-proposed parameters) and
-``all`` (the three moves); NUTS on the cluster parameters.
+``all`` (the three moves); NUTS on the cluster parameters.  ``--stuck-dimension 2``: the
+groups in 2-D at -(2.5, 2.5) and +(2.5, 2.5), ``mu ~ MvNormal(0, 100 I)`` per cluster and one
+scale ``sigma`` per cluster.
 Columns: the fraction of the kept draws in which the two groups are separated, the first
 kept draw that separates them per chain (-1: never; ``--stuck-tune`` tuning draws before),
 the mean number of clusters and seconds.
