@@ -30,7 +30,9 @@ Normal groups (n/2 points at -5 and n/2 at +5, sd 0.5), Normal likelihood with p
 with all points in one cluster.  Contenders: ``alg8`` (Algorithm 8 alone), ``alg8+label_sm``
 (+ the split-merge of labels given the slots' parameters, new cluster from an empty slot's
 base draw), ``alg8+param_sm`` (+ the split-merge with Laplace-proposed parameters) and
-``all`` (the three moves); NUTS on the cluster parameters.
+``all`` (the three moves); NUTS on the cluster parameters.  ``--stuck-dimension 2``: the
+groups in 2-D at -(2.5, 2.5) and +(2.5, 2.5), ``mu ~ MvNormal(0, 100 I)`` per cluster and one
+scale ``sigma`` per cluster.
 Columns: the fraction of the kept draws in which the two groups are separated, the first
 kept draw that separates them per chain (-1: never; ``--stuck-tune`` tuning draws before),
 the mean number of clusters and seconds.
@@ -226,22 +228,38 @@ STUCK_MOVES = {
 }
 
 
-def stuck(n, draws, tune, chains, seed, capacity, contenders=tuple(STUCK_MOVES)):
+def stuck_data(n, dimension, rng):
+    """Two groups of n/2 points, sd 0.5: at -5 and +5 (1-D) or at -(2.5, 2.5) and
+    +(2.5, 2.5) (2-D)."""
+    group = np.repeat([0, 1], n // 2)
+    if dimension == 1:
+        return group, np.where(group == 0, -5.0, 5.0) + 0.5 * rng.standard_normal(group.size)
+    centres = np.where(group[:, None] == 0, -2.5, 2.5) * np.ones((1, 2))
+    return group, centres + 0.5 * rng.standard_normal((group.size, 2))
+
+
+def stuck(n, draws, tune, chains, seed, capacity, contenders=tuple(STUCK_MOVES),
+          dimension=1):
     """Two well-separated groups started in one cluster: who separates them, and when."""
     rng = np.random.default_rng(seed)
-    group = np.repeat([0, 1], n // 2)
-    y = np.where(group == 0, -5.0, 5.0) + 0.5 * rng.standard_normal(group.size)
-    print(f"\nstuck: n = {group.size} (two groups at -5 and +5), {chains} chains x {draws} "
+    group, y = stuck_data(n, dimension, rng)
+    where = ("at -5 and +5" if dimension == 1 else "in 2-D at -(2.5, 2.5) and +(2.5, 2.5)")
+    print(f"\nstuck: n = {group.size} (two groups {where}), {chains} chains x {draws} "
           f"draws (+{tune} tuning), all points started in one cluster")
     print(f"{'contender':<15}{'seconds':>9}{'first split':>13}{'separated':>11}{'K':>7}")
     for name in contenders:
         options = STUCK_MOVES[name]
         with pm.Model():
             z = psm.DirichletProcess("z", alpha=1.0, n=group.size)
-            mu = psm.ClusterParameter("mu", pm.Normal.dist(0.0, 10.0), partition=z,
-                                      capacity=capacity)
-            sigma = psm.ClusterParameter("sigma", pm.HalfNormal.dist(5.0), partition=z)
-            pm.Normal("y", mu=mu[z], sigma=sigma[z], observed=y)
+            sigma = psm.ClusterParameter("sigma", pm.HalfNormal.dist(5.0), partition=z,
+                                         capacity=capacity)
+            if dimension == 1:
+                mu = psm.ClusterParameter("mu", pm.Normal.dist(0.0, 10.0), partition=z)
+                pm.Normal("y", mu=mu[z], sigma=sigma[z], observed=y)
+            else:
+                mu = psm.ClusterParameter("mu", pm.MvNormal.dist(np.zeros(2), 100 * np.eye(2)),
+                                          partition=z)
+                pm.Normal("y", mu=mu[z], sigma=sigma[z][:, None], observed=y)
             step = [psm.SlotGibbsStep(z, **options)]
             start = time.perf_counter()
             idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=step,
@@ -272,12 +290,13 @@ def main():
                         help="only the stuck case (two separated groups started together)")
     parser.add_argument("--n-stuck", type=int, default=200)
     parser.add_argument("--stuck-tune", type=int, default=50)
+    parser.add_argument("--stuck-dimension", type=int, default=1, choices=[1, 2])
     parser.add_argument("--stuck-contenders", nargs="+", default=list(STUCK_MOVES),
                         choices=list(STUCK_MOVES))
     args = parser.parse_args()
     if args.stuck:
         stuck(args.n_stuck, args.draws, args.stuck_tune, args.chains, args.seed,
-              min(args.capacity, args.n_stuck), args.stuck_contenders)
+              min(args.capacity, args.n_stuck), args.stuck_contenders, args.stuck_dimension)
         return
     sizes = {"student_t": args.n_student, "poisson": args.n_poisson}
     for problem in args.problems:

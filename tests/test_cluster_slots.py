@@ -524,6 +524,78 @@ def test_parameter_split_merge_separates_two_groups_started_together():
     assert labels[0] != labels[-1]
 
 
+class _FailingSlotModel(ScalarSlotModel):
+    """Fit terms that never improve (NaN objective) or raise: counts the evaluations."""
+
+    def __init__(self, problem, capacity, failure):
+        super().__init__(problem, capacity)
+        self.failure, self.evaluations = failure, 0
+
+    def fit_terms(self, values, weights):
+        self.evaluations += 1
+        if self.failure == "raise":
+            raise np.linalg.LinAlgError("Eigenvalues did not converge")
+        objective, gradient, hessian = super().fit_terms(values, weights)
+        if self.failure == "nan":
+            return np.full_like(objective, np.nan), gradient, hessian
+        return objective, gradient, np.full_like(hessian, np.inf)  # "inf_hessian"
+
+
+@pytest.mark.parametrize("failure", ["nan", "raise", "inf_hessian"])
+def test_parameter_split_merge_failed_fits_are_bounded_and_rejected(failure):
+    """A fit that never improves or has no usable curvature costs a bounded number of
+    evaluations (its proposal is then centred at the fixed start: still a deterministic
+    proposal, hence exact); a fit that raises rejects the proposal, splits and merges alike."""
+    problem = PROBLEMS["normal"]
+    n_newton = 12
+    log_v, log_w = PRIORS["dp"].tables(problem.y.size)
+    rng = np.random.default_rng(5)
+    moves = set()
+    for start in ([0, 0, 0, 0, 0], [0, 1, 0, 1, 2]):
+        model = _FailingSlotModel(problem, 5, failure)
+        labels = np.array(start, dtype=np.int64)
+        values = np.linspace(-1.0, 1.0, 5)[:, None]
+        for _ in range(5):
+            sizes = slot_sizes(labels, 5)
+            before = model.evaluations
+            info = parameter_split_merge(model, values.copy(), labels, sizes, log_v, log_w,
+                                         rng, n_newton=n_newton)
+            # two fits (anchors, then blocks), each at most 1 + n_newton * 25 evaluations
+            assert model.evaluations - before <= 2 * (1 + n_newton * 25)
+            moves.add(info.move)
+            if failure == "raise":
+                assert not info.accepted and info.log_accept_ratio == -np.inf
+            if not info.accepted:
+                np.testing.assert_array_equal(labels, start)
+            np.testing.assert_array_equal(sizes, slot_sizes(labels, 5))
+            labels = np.array(start, dtype=np.int64)
+    assert moves == {1, 2}
+
+
+def test_slot_step_runs_its_moves_on_one_blas_thread(monkeypatch):
+    """The step's many tiny LAPACK calls run on one BLAS thread (several threads made each
+    call wait for a scheduler slice on a loaded machine)."""
+    from threadpoolctl import threadpool_info
+
+    from pymc_splitmerge.steps import cluster_slots as step_module
+
+    seen = []
+    original = step_module.slot_gibbs_sweeps
+
+    def recording(*args, **kwargs):
+        seen.extend(pool["num_threads"] for pool in threadpool_info()
+                    if pool["user_api"] == "blas")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(step_module, "slot_gibbs_sweeps", recording)
+    model = _conjugate_model("dp")
+    with model:
+        step = psm.SlotGibbsStep(model["z"], rng=1)
+    point = model.initial_point()
+    step.step(point)
+    assert seen and set(seen) == {1}
+
+
 def test_alpha_of_a_cluster_parameter_model_gets_the_exact_concentration_step():
     """Given the labels, alpha's conditional involves only the block sizes: ConcentrationGibbs
     (assigned by competence) keeps p(alpha | K) of slot labels."""

@@ -378,13 +378,20 @@ class LaplaceProposal(NamedTuple):
 
 
 def _positive_precision(negative_hessian: np.ndarray, floor: float) -> np.ndarray:
-    """Symmetrised ``-H`` per slot with its eigenvalues raised to at least ``floor``."""
+    """Symmetrised ``-H`` per slot with its eigenvalues replaced by their absolute values,
+    raised to at least ``floor``.
+
+    Where the objective is convex along a direction (a Student-t point beyond the inflection
+    of its term), the absolute value keeps the curvature's scale: raising such an eigenvalue
+    to ``floor`` instead gives a Newton step of length ~ gradient / floor (thousands of
+    units), which the backtracking then halves back over many evaluations.
+    """
     symmetric = 0.5 * (negative_hessian + np.swapaxes(negative_hessian, -1, -2))
     symmetric = np.where(np.isfinite(symmetric), symmetric, 0.0)
     if symmetric.shape[-1] == 1:
-        return np.maximum(symmetric, floor)
+        return np.maximum(np.abs(symmetric), floor)
     eigenvalues, vectors = np.linalg.eigh(symmetric)
-    eigenvalues = np.maximum(eigenvalues, floor)
+    eigenvalues = np.maximum(np.abs(eigenvalues), floor)
     return np.einsum("...ij,...j,...kj->...ik", vectors, eigenvalues, vectors)
 
 
@@ -398,11 +405,11 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
     the weights, which the exactness of :func:`parameter_split_merge` needs) and the
     proposal is :math:`N(\hat\theta, \mathrm{scale}^2 (-\nabla^2 h)^{-1})` with the
     precision's eigenvalues raised to ``floor`` (non-concave ``h``).  The columns are fitted
-    ``C`` at a time in the model's slots (``model.fit_terms``).
+    ``model.fit_width`` (default ``C``) at a time (``model.fit_terms``).
     """
     weights = np.asarray(weights, dtype=np.float64)
     n, m = weights.shape
-    capacity, dimension = model.capacity, model.dimension
+    capacity, dimension = getattr(model, "fit_width", model.capacity), model.dimension
     proposals = []
     for first in range(0, m, capacity):
         width = min(capacity, m - first)
@@ -434,7 +441,7 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
                     break
                 length = np.where(pending, 0.5 * length, length)
         precision = _positive_precision(-hessian, floor) / scale**2
-        cholesky = np.linalg.cholesky(precision)
+        cholesky = np.linalg.cholesky(precision)  # positive definite: eigenvalues >= floor
         proposals.extend(LaplaceProposal(x[s].copy(), cholesky[s].copy())
                          for s in range(width))
     return proposals
@@ -466,11 +473,25 @@ def _sequential_allocation(log_a, log_b, order, side_b, forced, uniforms):
 
 def _split_proposals(model, members, i, j, n_newton):
     """``(q_a, q_b, q_merged)`` for the block ``members`` with anchors ``i`` (side a) and
-    ``j`` (side b): a deterministic function of the block and the anchors."""
+    ``j`` (side b): a deterministic function of the block and the anchors; ``None`` when a fit
+    fails (non-finite terms, a linear-algebra error), which the split and the merge of the
+    same block and anchors then share."""
+    try:
+        proposals = _fit_split_proposals(model, members, i, j, n_newton)
+    except (np.linalg.LinAlgError, FloatingPointError, ValueError, OverflowError):
+        return None
+    if not all(np.isfinite(q.mean).all() and np.isfinite(q.cholesky).all() for q in proposals):
+        return None
+    return proposals
+
+
+def _fit_split_proposals(model, members, i, j, n_newton):
     n = model.n_points
     anchors = np.zeros((n, 2))
     anchors[i, 0] = anchors[j, 1] = 1.0
-    anchor_a, anchor_b = laplace_proposals(model, anchors, n_newton)
+    # the one-point fits only sort the members (and may have no mode: a one-point block
+    # with a scale parameter), so a few Newton steps
+    anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
     values = np.zeros((model.capacity, model.dimension))
     values[0], values[1] = anchor_a.mean, anchor_b.mean
     log_likelihood = model.log_likelihood(values)
@@ -502,6 +523,10 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
       :math:`\theta_k' \sim q_m` (the Laplace fit of the union) and the emptied slot's
       parameter drawn from :math:`G_0`.
 
+    Every fit is bounded (``n_newton`` Newton steps of at most 25 halvings each); a fit
+    that fails (non-finite terms, a linear-algebra error) rejects the proposal, in both
+    directions alike (the fits depend only on the block and the anchors).
+
     The ratio of a split from ``K`` occupied slots (a merge uses its inverse) is
 
     .. math::
@@ -523,8 +548,10 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
         ``n_points`` and methods ``log_likelihood(values) -> (n, C)``,
         ``log_prior(values) -> (C,)`` (:math:`\log G_0` per slot, on the scale of
         ``values``), ``draw_prior(rng) -> (C, d)`` and ``fit_terms(values, weights) ->
-        (objective (C,), gradient (C, d), hessian (C, d, d))`` of
-        :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid \theta_s)`.
+        (objective (W,), gradient (W, d), hessian (W, d, d))`` of
+        :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid \theta_s)` for ``W``
+        vectors ``values`` (W, d) and weight columns (n, W), ``W = model.fit_width``
+        (attribute optional, default ``C``).
     values : ndarray of float64, shape (C, d)
         The slots' parameters; updated in place when accepted.
     labels, sizes : ndarray of int64
@@ -558,12 +585,18 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
             return ParameterSplitMergeInfo(0, False, np.nan)
         other = int(rng.choice(np.flatnonzero(sizes == 0)))
         members = np.flatnonzero(labels == k)
-        q_a, q_b, q_merged = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton)
+        if proposals is None:
+            return ParameterSplitMergeInfo(1, False, -np.inf)
+        q_a, q_b, q_merged = proposals
         new_values[k], new_values[other] = q_a.sample(rng), q_b.sample(rng)
     else:  # ------------------------------------------------------------------------ merge
         other = int(labels[j])
         members = np.flatnonzero((labels == k) | (labels == other))
-        q_a, q_b, q_merged = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton)
+        if proposals is None:
+            return ParameterSplitMergeInfo(2, False, -np.inf)
+        q_a, q_b, q_merged = proposals
         new_values[k] = q_merged.sample(rng)
         new_values[other] = model.draw_prior(rng)[other]
     order = rng.permutation(members[(members != i) & (members != j)])

@@ -20,6 +20,8 @@ the cluster parameters.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.exceptions import SamplingError
@@ -36,6 +38,7 @@ try:  # pytensor >= 2.31
 except ImportError:  # pragma: no cover - older pytensor
     from pytensor.graph.basic import ancestors, io_toposort
 from pytensor.tensor.random.type import RandomGeneratorType
+from threadpoolctl import ThreadpoolController
 
 from pymc_splitmerge.distributions.cluster_parameters import (
     INDEX_OPS,
@@ -103,15 +106,9 @@ class SlotLikelihood:
         value_var = model.rvs_to_values[partition_var]
         n = int(partition_var.type.shape[-1])
         self.n_points = n
-        total = None
-        for term in self.spec.likelihood_terms:
-            (log_density,) = model.logp(vars=[term], sum=False, jacobian=False)
-            per_slot = per_slot_log_density(log_density, value_var, self.capacity, n)
-            if per_slot.ndim > 2:
-                per_slot = per_slot.sum(axis=tuple(range(2, per_slot.ndim)))
-            total = per_slot if total is None else total + per_slot
-        self._total = total
-        self._log_likelihood = compile_pytensor(self.value_vars, total,
+        self._value_var = value_var
+        self._log_likelihood = compile_pytensor(self.value_vars,
+                                                self.per_slot_graph(self.capacity),
                                                 on_unused_input="ignore")
         # forward draws of every slot of every cluster parameter, on the transformed scale
         draws = []
@@ -148,6 +145,17 @@ class SlotLikelihood:
         self._cached_prior_values = None
         self._prior = self._tables = None
         self._parameter_model = None
+
+    def per_slot_graph(self, width: int):
+        """Graph of ``log f(y_i | theta_s)`` for the first ``width`` slots, shape (width, n)."""
+        total = None
+        for term in self.spec.likelihood_terms:
+            (log_density,) = self.model.logp(vars=[term], sum=False, jacobian=False)
+            per_slot = per_slot_log_density(log_density, self._value_var, width, self.n_points)
+            if per_slot.ndim > 2:
+                per_slot = per_slot.sum(axis=tuple(range(2, per_slot.ndim)))
+            total = per_slot if total is None else total + per_slot
+        return total
 
     def _inputs(self, point):
         return [point[var.name] for var in self.value_vars]
@@ -210,8 +218,10 @@ class ParameterSlotModel:
     parameter_split_merge` needs (``bind(point)`` first: the other variables' values).
 
     ``fit_terms`` gives :math:`\log G_0(\theta_s) + \sum_i w_{is} \log f(y_i \mid
-    \theta_s)` per slot with its gradient and its (C, d, d) Hessian blocks: the slots do not
-    interact, so ``d`` second-derivative passes give every slot's block.
+    \theta_s)` for ``fit_width`` parameter vectors (at most 3: a split-merge fits three
+    blocks) with its gradient and its (W, d, d) Hessian blocks: the vectors do not interact,
+    so ``d`` second-derivative passes give every block, and a fit costs O(n W d) whatever
+    the capacity.
     """
 
     def __init__(self, slots: SlotLikelihood):
@@ -230,11 +240,12 @@ class ParameterSlotModel:
         self.shapes = [_slot_shape(parameter) for parameter in slots.spec.parameters]
         self.sizes = [int(np.prod(shape)) for shape in self.shapes]
         self.dimension = int(sum(self.sizes))
+        self.fit_width = width = min(3, capacity)
         weights = pt.matrix("slot_weights")
-        objective = prior + (slots._total * weights.T).sum(axis=1)
+        objective = prior[:width] + (slots.per_slot_graph(width) * weights.T).sum(axis=1)
 
         def flat(gradients):
-            return pt.concatenate([g.reshape((capacity, -1)) for g in gradients], axis=1)
+            return pt.concatenate([g[:width].reshape((width, -1)) for g in gradients], axis=1)
 
         gradient = flat(pt.grad(objective.sum(), parameter_values))
         hessian = pt.stack([flat(pt.grad(gradient[:, c].sum(), parameter_values))
@@ -282,7 +293,11 @@ class ParameterSlotModel:
                                for d in draws], axis=1)
 
     def fit_terms(self, values, weights):
-        objective, gradient, hessian = self._fit(*self._inputs(values),
+        """Objective (W,), gradient (W, d), Hessian (W, d, d) of ``fit_width`` = W vectors
+        ``values`` (W, d) and weight columns ``weights`` (n, W)."""
+        padded = self.pack(self.point)
+        padded[:self.fit_width] = values
+        objective, gradient, hessian = self._fit(*self._inputs(padded),
                                                  np.asarray(weights, dtype=np.float64))
         return (np.asarray(objective, dtype=np.float64), np.asarray(gradient, dtype=np.float64),
                 np.asarray(hessian, dtype=np.float64))
@@ -294,6 +309,13 @@ def _slot_shape(parameter) -> tuple:
     if any(size is None for size in shape):
         raise ValueError(f"cluster parameter {parameter.name!r} needs a static shape")
     return tuple(int(size) for size in shape)
+
+
+@functools.cache
+def _blas_threads() -> ThreadpoolController:
+    """The process's BLAS/LAPACK thread pools (found once per process, after the first step
+    loaded them; a module-level cache, so the step itself stays picklable for ``cores > 1``)."""
+    return ThreadpoolController()
 
 
 class SlotGibbsStep(BlockedStep):
@@ -322,8 +344,9 @@ class SlotGibbsStep(BlockedStep):
         :func:`~pymc_splitmerge.kernels.cluster_slots.parameter_split_merge`).  This is the
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
-        cluster parameters (continuous parameters, as NUTS does) and compiles their Hessian
-        blocks once per step (seconds for vector parameters), hence opt-in.
+        cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
+        blocks once per step (seconds to a minute for vector parameters) and costs two
+        bounded Newton fits (~20-25 evaluations on three slots) per move, hence opt-in.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -430,6 +453,15 @@ class SlotGibbsStep(BlockedStep):
                 f"capacity={min(2 * self.capacity, reachable)}")
 
     def step(self, point):
+        # The compiled functions make many LAPACK calls on tiny matrices (d x d per slot:
+        # MvNormal's Cholesky solves, the Laplace fits); with a multi-threaded BLAS each call
+        # hands work to a second thread and, on a machine with more runnable processes than
+        # cores, waits a scheduler time slice for it (~20 ms a call: a parameter split-merge of
+        # a few dozen evaluations took seconds).  One thread is always enough for them.
+        with _blas_threads().limit(limits=1, user_api="blas"):
+            return self._step(point)
+
+    def _step(self, point):
         labels = np.asarray(point[self.value_name]).astype(np.int64)
         if not self._start_checked:
             self._check_start(labels)
