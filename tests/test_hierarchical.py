@@ -307,3 +307,30 @@ def test_start_of_family_hyperparameter_outside_domain_is_refused(initvals, name
         idata = pm.sample(draws=2, tune=2, chains=1, initvals={"kappa0": 0.5, "scale": 2.0},
                           progressbar=False, compute_convergence_checks=False, random_seed=1)
     assert np.all(idata["posterior"]["kappa0"].values > 0)
+
+
+def test_gradients_of_the_statistics_ops_raise_no_deprecation_warning():
+    """The three Ops' derivatives go through the hook the running PyTensor calls
+    (``pullback`` on the pymc 6 line, where ``L_op`` warns with a FutureWarning that users
+    of NUTS on a hierarchical model would see)."""
+    import warnings
+
+    labels = pt.as_tensor_variable(np.array([0, 1, 1, 0]))
+    values = pt.dmatrix("values")
+    matrices = pt.tensor3("matrices")
+    sizes_and_sums = statistics.cluster_statistics(labels, 2, values)
+    objective = (sizes_and_sums[2] ** 2).sum() + statistics.batched_log_det(matrices).sum() \
+        + statistics.batched_inverse(matrices).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        gradients = pytensor.grad(objective, [values, matrices])
+    stack = np.stack([np.eye(2) * 2.0, np.array([[2.0, 0.5], [0.5, 1.0]])])
+    value = np.arange(8.0).reshape(4, 2)
+    got = pytensor.function([values, matrices], gradients, mode=MODE)(value, stack)
+    sums = np.array([value[[0, 3]].sum(0), value[[1, 2]].sum(0)])
+    np.testing.assert_allclose(got[0], 2 * sums[[0, 1, 1, 0]])
+    inverse = np.linalg.inv(stack)
+    expected = np.transpose(inverse, (0, 2, 1)) - np.einsum(
+        "kji,kil,klm->kjm", np.transpose(inverse, (0, 2, 1)), np.ones((2, 2, 2)),
+        np.transpose(inverse, (0, 2, 1)))
+    np.testing.assert_allclose(got[1], expected, rtol=1e-10)

@@ -39,7 +39,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant
-from pytensor.graph.op import Op
+from pytensor.graph.op import Op as _PytensorOp
 
 from pymc_splitmerge.core.linalg import log_det_spd_stack
 
@@ -78,6 +78,24 @@ def _is_written(labels) -> bool:
     reference = _WRITTEN.get(id(labels))
     return (reference is not None and reference() is labels
             and not labels.flags.writeable)
+
+
+class Op(_PytensorOp):
+    """An Op whose reverse-mode derivative is :meth:`vector_jacobian` (inputs, outputs,
+    cotangents -> one cotangent per input), installed under the name the running PyTensor
+    calls: ``pullback`` where it exists (``L_op`` is deprecated there and warns), ``L_op``
+    before."""
+
+    def vector_jacobian(self, inputs, outputs, cotangents):
+        raise NotImplementedError
+
+
+if hasattr(_PytensorOp, "pullback"):
+    Op.pullback = lambda self, inputs, outputs, cotangents: self.vector_jacobian(
+        inputs, outputs, cotangents)
+else:
+    Op.L_op = lambda self, inputs, outputs, cotangents: self.vector_jacobian(
+        inputs, outputs, cotangents)
 
 
 class ClusterStatistics(Op):
@@ -157,7 +175,7 @@ class ClusterStatistics(Op):
             [False, False] + [i == j for j in range(self.n_values)]
             for i in range(self.n_values)]
 
-    def L_op(self, inputs, outputs, output_gradients):
+    def vector_jacobian(self, inputs, outputs, output_gradients):
         # a point's value enters only its cluster's sum: its gradient is that sum's gradient
         # (per-point values may depend on hyperparameters, e.g. residuals about beta0)
         labels, *values = inputs
@@ -215,7 +233,7 @@ class BatchedLogDet(Op):
     def perform(self, node, inputs, output_storage):
         output_storage[0][0] = _log_det_spd(inputs[0])
 
-    def L_op(self, inputs, outputs, output_gradients):
+    def vector_jacobian(self, inputs, outputs, output_gradients):
         [matrices] = inputs
         inverse = BatchedInverse()(matrices)
         return [output_gradients[0][:, None, None] * inverse.transpose(0, 2, 1)]
@@ -236,7 +254,7 @@ class BatchedInverse(Op):
         except np.linalg.LinAlgError:
             output_storage[0][0] = np.full_like(inputs[0], np.nan)
 
-    def L_op(self, inputs, outputs, output_gradients):
+    def vector_jacobian(self, inputs, outputs, output_gradients):
         inverse_t = outputs[0].transpose(0, 2, 1)
         return [-pt.matmul(pt.matmul(inverse_t, output_gradients[0]), inverse_t)]
 
