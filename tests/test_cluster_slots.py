@@ -390,6 +390,29 @@ def test_trace_analysis_posterior_predictive_and_components():
     assert components["cluster_size"].values[chain, draw].sum() == y.size
 
 
+def test_posterior_predictive_is_quiet_about_the_slot_placement_term():
+    """PyMC warns that Potentials are ignored in predictive draws; the package's own
+    slot-placement term is a prior term of (labels, slots), which the draws take from the
+    trace, so it must not trigger the warning -- while a user's own Potential still does."""
+    import warnings
+
+    model = _conjugate_model("dp")
+    with model:
+        idata = pm.sample(5, tune=0, chains=1, cores=1, random_seed=1, progressbar=False,
+                          compute_convergence_checks=False)
+
+    def potential_warnings(model):
+        with warnings.catch_warnings(record=True) as caught, model:
+            warnings.simplefilter("always")
+            pm.sample_posterior_predictive(idata, random_seed=1, progressbar=False)
+        return [w for w in caught if "Potentials" in str(w.message)]
+
+    assert potential_warnings(model) == []
+    with model:
+        pm.Potential("user_term", -0.5 * model["theta"].sum() ** 2)
+    assert len(potential_warnings(model)) == 1  # negative control: PyMC's warning kept
+
+
 # --------------------------------------------------------------------------- split-merge with
 # proposed parameters (Laplace proposals, MH on the joint of labels and parameters)
 class ScalarSlotModel:

@@ -99,6 +99,13 @@ def slot_capacity(partition_var) -> int | None:
     return None if spec is None else spec.capacity
 
 
+def is_slot_placement(potential) -> bool:
+    """Whether ``potential`` is the slot-placement term this module adds for a partition
+    variable with cluster parameters (a prior term of the labels and slots, which a
+    posterior predictive draw conditions on)."""
+    return any(spec.placement is potential for spec in list(_REGISTRY.values()))
+
+
 def has_cluster_parameters(partition_var) -> bool:
     """Whether ``ClusterParameter`` variables were created for this partition variable."""
     return partition_var in _REGISTRY

@@ -60,11 +60,13 @@ one of PyMC's functions no longer has them.
 from __future__ import annotations
 
 import inspect
+import warnings
 from importlib import import_module, metadata
 
 import numpy as np
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
+from pymc_splitmerge.distributions.cluster_parameters import is_slot_placement
 from pymc_splitmerge.distributions.priors import PartitionPriorRV
 from pymc_splitmerge.distributions.starts import check_partition_start
 
@@ -295,14 +297,31 @@ def sample_posterior_predictive(trace, *args, **kwargs):
     groups["posterior"] = compat.posterior_with_labels(trace)
     view = compat.from_groups(groups, inference_data=compat.is_inference_data(trace))
     before = _group_objects(view)
-    result = function(view, *args, **kwargs)
     bound = inspect.signature(function).bind(trace, *args, **kwargs)
+    with warnings.catch_warnings():
+        if _only_slot_placement_potentials(bound.arguments.get("model")):
+            # PyMC warns that Potentials do not act in predictive draws; the slot placement
+            # is a prior term of the labels and slots, which the draws take from the trace
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    message="The effect of Potentials on other parameters")
+        result = function(view, *args, **kwargs)
     if not bound.arguments.get("extend_inferencedata", False) or result is not view:
         return result
     for name, group in _group_objects(view).items():
         if name != "posterior" and before.get(name) is not group:
             compat.add_group(trace, name, compat.get_group(view, name))
     return trace
+
+
+def _only_slot_placement_potentials(model) -> bool:
+    """Whether the model's Potentials (if any) are all slot-placement terms of this package."""
+    import pymc as pm
+
+    try:
+        model = pm.modelcontext(model)
+    except TypeError:
+        return False
+    return bool(model.potentials) and all(is_slot_placement(p) for p in model.potentials)
 
 
 def _wrappers() -> dict:
