@@ -90,7 +90,26 @@ def partition_value_and_random_variable(vars, model):
     return value_var, rv
 
 
-class PartitionStep(BlockedStep):
+class PerChainSetup:
+    """PyMC's per-chain hooks of a step with per-chain state (its ``reset_chain()``).
+
+    pymc 5 calls ``set_rng`` and pymc 6 ``setup_chain`` before a chain's first draw; both
+    give the step the chain's generator and reset its per-chain state, and pymc 6 also says
+    whether the chain tunes.
+    """
+
+    def set_rng(self, rng) -> None:
+        """pymc 5: receive this chain's generator; resets per-chain state."""
+        self.rng = get_random_generator(rng, copy=False)
+        self.reset_chain()
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        """pymc 6: receive this chain's generator and tuning length; resets per-chain state."""
+        self.set_rng(rng)
+        self.tune = int(tune) > 0
+
+
+class PartitionStep(PerChainSetup, BlockedStep):
     """Base class of the PyMC step methods that sample a partition.
 
     Parameters
@@ -146,16 +165,6 @@ class PartitionStep(BlockedStep):
         # tuning mode here and pymc 6's ``setup_chain`` sets it from the tuning length.
         self.tune = True
         self._start_checked = False
-
-    def set_rng(self, rng) -> None:
-        """pymc 5: receive this chain's generator; resets per-chain state."""
-        self.rng = get_random_generator(rng, copy=False)
-        self.reset_chain()
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """pymc 6: receive this chain's generator and tuning length; resets per-chain state."""
-        self.set_rng(rng)
-        self.tune = int(tune) > 0
 
     @staticmethod
     def competence(var, has_grad=None):

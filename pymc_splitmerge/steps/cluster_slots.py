@@ -54,7 +54,7 @@ from pymc_splitmerge.kernels.cluster_slots import (
     slot_split_merge,
 )
 from pymc_splitmerge.kernels.options import non_negative_integer
-from pymc_splitmerge.steps.base import partition_value_and_random_variable
+from pymc_splitmerge.steps.base import PerChainSetup, partition_value_and_random_variable
 
 __all__ = ["SlotGibbsStep", "SlotLikelihood", "per_slot_log_density"]
 
@@ -318,7 +318,7 @@ def _blas_threads() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-class SlotGibbsStep(BlockedStep):
+class SlotGibbsStep(PerChainSetup, BlockedStep):
     r"""Neal's Algorithm 8 (slot form) and a split-merge move for a partition with cluster
     parameters.
 
@@ -408,16 +408,6 @@ class SlotGibbsStep(BlockedStep):
         # ``stop_tuning()`` ends tuning (pymc 6's ``setup_chain`` also says if there is any)
         self.tune = True
         self.slots.reseed(self.rng)
-
-    def set_rng(self, rng) -> None:
-        """pymc 5: receive this chain's generator."""
-        self.rng = get_random_generator(rng, copy=False)
-        self.reset_chain()
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """pymc 6: receive this chain's generator and tuning length."""
-        self.set_rng(rng)
-        self.tune = int(tune) > 0
 
     @staticmethod
     def competence(var, has_grad=None):

@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - older pytensor
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV
 from pymc_splitmerge.distributions.statistics import ClusterStatistics
 from pymc_splitmerge.kernels.hit_and_run_slice import MetricEstimator, hit_and_run_slice_move
+from pymc_splitmerge.steps.base import PerChainSetup
 
 __all__ = ["HyperparameterSlice"]
 
@@ -77,7 +78,7 @@ def _feeds_only_component_families(rv, model) -> bool:
     return reached
 
 
-class HyperparameterSlice(BlockedStep):
+class HyperparameterSlice(PerChainSetup, BlockedStep):
     """Multivariate slice sampler of continuous hyperparameters of a component family.
 
     PyMC assigns it by itself (``competence`` IDEAL) to every continuous free variable that
@@ -198,16 +199,6 @@ class HyperparameterSlice(BlockedStep):
         """Forget the adapted metric (called at the start of every chain)."""
         self.tune = True
         self.metric = MetricEstimator(self.dimension)
-
-    def set_rng(self, rng) -> None:
-        """pymc 5: receive this chain's generator; resets per-chain state."""
-        self.rng = get_random_generator(rng, copy=False)
-        self.reset_chain()
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        """pymc 6: receive this chain's generator and tuning length; resets per-chain state."""
-        self.set_rng(rng)
-        self.tune = int(tune) > 0
 
     def stop_tuning(self) -> None:
         self.tune = False
