@@ -175,7 +175,8 @@ def _as_log_density(log_prior_density):
 
 def slice_sample(value: float, log_density: Callable[[float], float], rng: np.random.Generator,
                  lower: float = -np.inf, upper: float = np.inf, width: float = 1.0,
-                 max_steps_out: int = 64, max_shrinks: int = 200) -> SliceInfo:
+                 max_steps_out: int = 64, max_shrinks: int = 200,
+                 log_value: float | None = None) -> SliceInfo:
     """One univariate slice-sampling update with stepping out and shrinkage.
 
     Parameters
@@ -195,6 +196,8 @@ def slice_sample(value: float, log_density: Callable[[float], float], rng: np.ra
         Maximum number of stepping-out steps (``m`` of Neal 2003, Fig. 3).
     max_shrinks : int
         Safety cap on the shrinkage loop (``RuntimeError`` beyond it).
+    log_value : float, optional
+        ``log_density(value)`` when the caller has it (not evaluated again).
 
     Returns
     -------
@@ -207,13 +210,14 @@ def slice_sample(value: float, log_density: Callable[[float], float], rng: np.ra
     _check_rng(rng)
     return slice_sample_reference(value, log_density, rng.random, lower=lower, upper=upper,
                                   width=width, max_steps_out=max_steps_out,
-                                  max_shrinks=max_shrinks)
+                                  max_shrinks=max_shrinks, log_value=log_value)
 
 
 def slice_sample_reference(value: float, log_density: Callable[[float], float],
                            uniform: Callable[[], float], lower: float = -np.inf,
                            upper: float = np.inf, width: float = 1.0, max_steps_out: int = 64,
-                           max_shrinks: int = 200) -> SliceInfo:
+                           max_shrinks: int = 200, log_value: float | None = None
+                           ) -> SliceInfo:
     """Plain-Python slice sampler of :func:`slice_sample` with an explicit uniform source.
 
     The numba kernel :func:`prior_parameter_slice_update` is tested against it: given the
@@ -240,7 +244,7 @@ def slice_sample_reference(value: float, log_density: Callable[[float], float],
             return -np.inf
         return -np.inf if math.isnan(result) else result
 
-    current = evaluate(value)
+    current = evaluate(value) if log_value is None else float(log_value)
     if current == -np.inf:
         raise ValueError(f"the current value {value} has zero density; cannot slice-sample")
     log_level = current + math.log(1.0 - uniform())  # log y, y ~ U(0, f(x0))

@@ -9,6 +9,9 @@ random between the two ends: fig. 3), then sample :math:`t` uniformly, shrinking
 towards 0 at every rejection (fig. 5).  The direction's law does not depend on
 :math:`\theta` and is symmetric in :math:`u`, so each move leaves the law with density
 :math:`\propto e^{\ell}` invariant.  :math:`\ell = -\infty` (or NaN) is outside the slice.
+The update of :math:`t` is the package's univariate slice sampler
+(:func:`~pymc_splitmerge.kernels.concentration.slice_sample`) on
+:math:`t \mapsto \ell(\theta + t u)` from :math:`t = 0`.
 
 :class:`MetricEstimator` gives :math:`L` from the draws seen so far: Stan's regularised
 windowed covariance estimate, :math:`\frac{m}{m+5}\hat\Sigma + 10^{-3}\frac{5}{m+5} I`,
@@ -26,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+
+from pymc_splitmerge.kernels.concentration import slice_sample
 
 __all__ = ["MetricEstimator", "hit_and_run_slice_move"]
 
@@ -59,42 +64,9 @@ def hit_and_run_slice_move(log_density: Callable[[np.ndarray], float], current: 
     """
     direction = rng.standard_normal(current.shape[0])
     direction = factor @ (direction / np.linalg.norm(direction))
-    threshold = log_current + np.log1p(-rng.random())  # log y = l(theta) + log U, U in (0, 1]
-
-    def inside(t):
-        value = log_density(current + t * direction)
-        return value > threshold  # False for -inf and NaN
-
-    left = -width * rng.random()
-    right = left + width
-    steps_left = int(rng.integers(max_steps + 1))
-    steps_right = max_steps - steps_left
-    evaluations = 0
-    while steps_left > 0:
-        evaluations += 1
-        if not inside(left):
-            break
-        left -= width
-        steps_left -= 1
-    while steps_right > 0:
-        evaluations += 1
-        if not inside(right):
-            break
-        right += width
-        steps_right -= 1
-    while True:
-        t = left + (right - left) * rng.random()
-        proposal = current + t * direction
-        log_proposal = log_density(proposal)
-        evaluations += 1
-        if log_proposal > threshold:
-            return proposal, float(log_proposal), evaluations
-        if t < 0:
-            left = t
-        else:
-            right = t
-        if right - left <= 1e-12 * width:  # collapsed onto the current point (rounding)
-            return current, log_current, evaluations
+    step = slice_sample(0.0, lambda t: log_density(current + t * direction), rng, width=width,
+                        max_steps_out=max_steps, log_value=log_current)
+    return current + step.value * direction, step.log_density, step.n_evaluations
 
 
 class MetricEstimator:
