@@ -39,7 +39,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, disconnected_type
 from pytensor.graph.basic import Apply, Constant
-from pytensor.graph.op import Op as _PytensorOp
+from pytensor.graph.op import Op
 
 from pymc_splitmerge.core.linalg import log_det_spd_stack
 
@@ -80,7 +80,7 @@ def _is_written(labels) -> bool:
             and not labels.flags.writeable)
 
 
-class Op(_PytensorOp):
+class _DerivativeOp(Op):
     """An Op whose reverse-mode derivative is :meth:`vector_jacobian` (inputs, outputs,
     cotangents -> one cotangent per input), installed under the name the running PyTensor
     calls: ``pullback`` where it exists (``L_op`` is deprecated there and warns), ``L_op``
@@ -90,15 +90,15 @@ class Op(_PytensorOp):
         raise NotImplementedError
 
 
-if hasattr(_PytensorOp, "pullback"):
-    Op.pullback = lambda self, inputs, outputs, cotangents: self.vector_jacobian(
+if hasattr(Op, "pullback"):
+    _DerivativeOp.pullback = lambda self, inputs, outputs, cotangents: self.vector_jacobian(
         inputs, outputs, cotangents)
 else:
-    Op.L_op = lambda self, inputs, outputs, cotangents: self.vector_jacobian(
+    _DerivativeOp.L_op = lambda self, inputs, outputs, cotangents: self.vector_jacobian(
         inputs, outputs, cotangents)
 
 
-class ClusterStatistics(Op):
+class ClusterStatistics(_DerivativeOp):
     """``(labels, *values) -> (in_range, sizes, *sums)`` over the non-empty clusters.
 
     Parameters
@@ -212,7 +212,7 @@ def cluster_statistics(labels, n_labels: int, *values):
     return ClusterStatistics(n_labels, len(values))(labels, *values)
 
 
-class BatchedLogDet(Op):
+class BatchedLogDet(_DerivativeOp):
     """``log|A_k|`` of a stack (K, D, D) of symmetric positive-definite matrices in one
     compiled loop (:func:`~pymc_splitmerge.core.linalg.log_det_spd_stack`); NaN where a
     matrix is not positive definite.
@@ -239,7 +239,7 @@ class BatchedLogDet(Op):
         return [output_gradients[0][:, None, None] * inverse.transpose(0, 2, 1)]
 
 
-class BatchedInverse(Op):
+class BatchedInverse(_DerivativeOp):
     """Inverses of a stack (K, D, D) of matrices in one NumPy call (``np.linalg.inv``)."""
 
     __props__ = ()
