@@ -234,16 +234,15 @@ def _runs(function, runs):
     return np.array(values), (time.process_time() - start) / runs
 
 
-def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng):
+def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng,
+                                sequential_rejuvenation=20):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
-    gaussian, _ = gaussian_mixture_2d(n)
-    family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
-    x = family.prepare_data(gaussian)
+    family, x = _mixture_2d(n)
     print(f"## 5. Tempered against sequential SMC: 2-D mixture n = {n}, {runs} runs; tempered "
           f"L = {particles}, {_options_text(options)}; sequential L = {sequential_particles}, "
-          "Q = 5\n")
+          f"Q = {sequential_rejuvenation}\n")
     print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
           "stages (rounds) | CPU s / run |")
     print("|---|---|---|---|---|---|---|")
@@ -267,7 +266,7 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
                 ("tempered", tempered_run),
                 ("sequential", lambda prior=prior, prepared=sequential_prepared: smc.run_smc(
                     prior, family, x, sequential_particles, rng, prepared=prepared,
-                    rejuvenation=5).log_evidence)):
+                    rejuvenation=sequential_rejuvenation).log_evidence)):
             values, seconds = _runs(function, runs)
             results[(method, prior_name)] = values
             pooled, se = pooled_log_evidence(values)
@@ -311,9 +310,7 @@ def tempered_configurations(n, runs, rng):
     waste-free chains trade at similar CPU."""
     from pymc_splitmerge.kernels import tempered_smc
 
-    gaussian, _ = gaussian_mixture_2d(n)
-    family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
-    x = family.prepare_data(gaussian)
+    family, x = _mixture_2d(n)
     prior = PRIORS["DP(1)"]
     prepared = tempered_smc.prepare_tempered(prior, family, x)
     print(f"## 5c. Tempered SMC configurations: 2-D mixture n = {n}, DP(1), {runs} runs each "
@@ -338,6 +335,82 @@ def tempered_configurations(n, runs, rng):
               + ", ".join(f"{v:.2f}" for v in partial.std(axis=0, ddof=1))
               + f" | {np.mean([r.log_evidence_increments.size for r in results]):.0f} | "
               f"{seconds:.1f} |")
+    print()
+
+
+def _mixture_2d(n):
+    gaussian, _ = gaussian_mixture_2d(n)
+    family = NormalInverseWishart(mu0=np.full(2, 1.5), kappa0=0.1, nu0=4.0, psi0=np.eye(2))
+    return family, family.prepare_data(gaussian)
+
+
+def sequential_frontier(n, runs, pairs, prior_names, rng):
+    """Section 5d: the sequential SMC's particles L against Gibbs rejuvenation Q at similar
+    CPU on the 2-D mixture: mean and sd of log Ẑ over independent runs, CPU s per run."""
+    family, x = _mixture_2d(n)
+    print(f"## 5d. Sequential SMC, particles against rejuvenation: 2-D mixture n = {n}, "
+          f"{runs} runs each\n")
+    print("| prior | L | Q | mean log Z | sd log Z | CPU s / run |")
+    print("|---|---|---|---|---|---|")
+    results = {}
+    for prior_name in prior_names:
+        prior = PRIORS[prior_name]
+        smc.log_evidence_runs(prior, family, x[:10], 2, 1, rng, rejuvenation=1)  # warm-up
+        for particles, rejuvenation in pairs:
+            start = time.process_time()
+            values = smc.log_evidence_runs(prior, family, x, particles, runs, rng,
+                                           rejuvenation=rejuvenation)
+            seconds = (time.process_time() - start) / runs
+            results[(prior_name, particles, rejuvenation)] = values
+            print(f"| {prior_name} | {particles} | {rejuvenation} | {values.mean():.2f} | "
+                  f"{values.std(ddof=1):.3f} | {seconds:.1f} |", flush=True)
+    if len(prior_names) == 2:
+        from pymc_splitmerge.sampling.smc import pooled_log_evidence
+
+        print(f"\n| L | Q | log BF {prior_names[0]} − {prior_names[1]} per run "
+              "(run r of each) | same sign as pooled | pooled (SE) |")
+        print("|---|---|---|---|---|")
+        for particles, rejuvenation in pairs:
+            first, second = (results[(name, particles, rejuvenation)] for name in prior_names)
+            (a, a_se), (b, b_se) = pooled_log_evidence(first), pooled_log_evidence(second)
+            per_run = first - second
+            agree = int(np.sum(np.sign(per_run) == np.sign(a - b)))
+            print(f"| {particles} | {rejuvenation} | "
+                  f"{', '.join(f'{v:.2f}' for v in per_run)} | {agree}/{runs} | "
+                  f"{a - b:.2f} ({np.hypot(a_se, b_se):.2f}) |")
+    print()
+
+
+def standard_error_check(n, chains, repeats, particles, rejuvenation, rng):
+    """Section 5e: does ``compare_evidence``'s standard error match the spread between
+    independent calls?  ``repeats`` independent pools of ``chains`` sequential runs each (DP(1),
+    2-D mixture): the sd over pools of the pooled log Ẑ against the mean reported standard
+    error (jackknife, as ``compare_evidence``) and the delta method's."""
+    from pymc_splitmerge.sampling.smc import pooled_log_evidence
+
+    family, x = _mixture_2d(n)
+    prior = PRIORS["DP(1)"]
+    smc.log_evidence_runs(prior, family, x[:10], 2, 1, rng, rejuvenation=1)  # warm-up
+    start = time.process_time()
+    values = smc.log_evidence_runs(prior, family, x, particles, chains * repeats, rng,
+                                   rejuvenation=rejuvenation).reshape(repeats, chains)
+    seconds = (time.process_time() - start) / values.size
+    pooled, jackknife, delta = [], [], []
+    for row in values:
+        estimate, se = pooled_log_evidence(row)
+        relative = np.exp(row - row.max())
+        pooled.append(estimate)
+        jackknife.append(se)
+        delta.append(relative.std(ddof=1) / relative.mean() / np.sqrt(chains))
+    pooled = np.array(pooled)
+    print(f"## 5e. Reported standard error against the spread: 2-D mixture n = {n}, DP(1), "
+          f"{repeats} pools of {chains} chains, L = {particles}, Q = {rejuvenation} "
+          f"({seconds:.1f} CPU s per chain)\n")
+    print("| sd of log Z per chain | sd of pooled log Z over pools | mean jackknife SE | "
+          "mean delta-method SE |")
+    print("|---|---|---|---|")
+    print(f"| {values.std(ddof=1):.3f} | {pooled.std(ddof=1):.3f} | "
+          f"{np.mean(jackknife):.3f} | {np.mean(delta):.3f} |")
     print()
 
 
@@ -395,6 +468,15 @@ def main():
                         help="tempered SMC particles in section 5")
     parser.add_argument("--sequential-particles", type=int, default=1000,
                         help="sequential SMC particles in section 5")
+    parser.add_argument("--sequential-rejuvenation", type=int, default=20,
+                        help="Gibbs rejuvenation Q of the sequential SMC in section 5")
+    parser.add_argument("--frontier", nargs="*", default=None, metavar="L,Q",
+                        help="section 5d only: sequential SMC (particles, rejuvenation) pairs "
+                             "(default: 3000,5 1000,20 300,100), DP(1) and MFM")
+    parser.add_argument("--standard-error", nargs=4, type=int, default=None,
+                        metavar=("CHAINS", "REPEATS", "L", "Q"),
+                        help="section 5e only: REPEATS pools of CHAINS sequential runs (L "
+                             "particles, rejuvenation Q): reported SE against the spread")
     parser.add_argument("--sweeps", type=int, default=2,
                         help="tempered Gibbs sweeps per particle and stage")
     parser.add_argument("--split-merge", type=int, default=30,
@@ -425,6 +507,14 @@ def main():
     if args.configurations:
         tempered_configurations(args.n, args.runs or 4, rng)
         return
+    if args.frontier is not None:
+        pairs = [tuple(int(v) for v in pair.split(","))
+                 for pair in (args.frontier or ("3000,5", "1000,20", "300,100"))]
+        sequential_frontier(args.n, args.runs or 5, pairs, ("DP(1)", "MFM(1, Poisson(3))"), rng)
+        return
+    if args.standard_error is not None:
+        standard_error_check(args.n, *args.standard_error, rng)
+        return
     print(f"# benchmarks/smc.py ({'full' if args.full else 'reduced default'})")
     if "1" not in args.skip:
         precision_and_bayes_factors(particles, runs, rng)
@@ -440,7 +530,7 @@ def main():
                    "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length}
         neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
-                                    options, rng)
+                                    options, rng, args.sequential_rejuvenation)
 
 
 if __name__ == "__main__":
