@@ -377,6 +377,22 @@ def test_evidence_negative_controls_are_rejected(variant, kwargs):
     assert pvalue >= GOF_PVALUE_THRESHOLD, details
 
 
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+def test_evidence_is_unbiased_with_rejuvenation_beyond_the_points_seen(family_name):
+    """Q = 20 > n (the setting docs/benchmarks.md recommends for evidence at n = 1,000): every
+    step Gibbs-updates all the past labels once, the rotating block wrapping around; Ẑ stays
+    unbiased, and weighting after the move (negative control) is rejected by the same test."""
+    prior = PRIORS["dp"]
+    family, x = _problem(family_name, 5)
+    rng = np.random.default_rng(zlib.crc32(f"rejuvenation-20-{family_name}".encode()))
+    _, pvalue, details = _unbiasedness_statistic(prior, family, x, rng, rejuvenation=20)
+    assert pvalue >= GOF_PVALUE_THRESHOLD, details
+    broken = broken_kernels.smc_weight_after_move_evidence_runs
+    _, pvalue, details = _unbiasedness_statistic(prior, family, x, rng, evidence_runs=broken,
+                                                 rejuvenation=20)
+    assert pvalue < GOF_PVALUE_THRESHOLD, details
+
+
 # ------------------------------------------------------------------ weighted partition law
 
 

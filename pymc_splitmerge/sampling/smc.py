@@ -110,8 +110,9 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
     logs of the stages' mean incremental weights.  It does not depend on the order of the
     points; on overlapping clusters the sequential method with ``rejuvenation`` is cheaper
-    and less biased (``docs/benchmarks.md``), and it is the one for adding data
-    (``previous``).
+    and less biased (``docs/benchmarks.md``: at n = 1,000, ``draws=1000, rejuvenation=20``
+    spreads by about 0.4 nats between chains, three times less than 3,000 particles with
+    ``rejuvenation=5`` at similar CPU), and it is the one for adding data (``previous``).
 
     Parameters
     ----------
