@@ -26,7 +26,7 @@ up before timing):
    ``--split-merge`` tempered SAMS moves per particle and round of moves, up to ``--rounds``
    rounds per stage until the correlation of the particles' log likelihoods before and after
    the moves is at most ``--correlation``) beside the sequential SMC
-   with Gibbs rejuvenation (Q = 5) on the 2-D mixture (``--n`` points, default 1,000): mean and
+   with Gibbs rejuvenation (``--sequential-rejuvenation`` Q, default 20) on the 2-D mixture (``--n`` points, default 1,000): mean and
    sd of log Ẑ over ``--runs`` runs, CPU seconds per run, DP(1) against MFM(1, Poisson(3)):
    the per-run log Bayes factor (run r of each prior) and how often its sign agrees with the
    pooled one; and Neal's (2000) nine points (DP(1), N(θ, 0.1²), θ ~ N(0, 1)) against
@@ -34,6 +34,11 @@ up before timing):
    ``--configurations`` (section 5c only): tempered configurations (particles, moves,
    cluster anchors, waste-free chains, ESS) at similar CPU on that mixture, DP(1), with the
    sd over runs of log Ẑ accumulated up to β = 0.5, 0.8, ..., 1 (where the spread arises).
+   ``--frontier L,Q ...`` (section 5d only): the sequential SMC's particles L against Gibbs
+   rejuvenation Q on that mixture, DP(1) and MFM, with the paired DP − MFM log Bayes factors.
+   ``--standard-error CHAINS REPEATS L Q`` (section 5e only): REPEATS independent pools of
+   CHAINS sequential runs; the sd of the pooled log Ẑ over pools against the mean standard
+   error ``compare_evidence`` reports (jackknife) and the delta method's.
 4. **Against pm.sample_smc.** Finite mixture of k = 3 univariate normals with known sd 1,
    component means ~ N(0, 3²), weights ~ Dirichlet(1, 1, 1), n = 60: psm.sample_smc with
    ``FiniteDirichlet(alpha=1, k=3)`` + ``NormalKnownCovariance`` against pm.sample_smc on the
