@@ -72,8 +72,9 @@ def _log_marginal(rows, a):
     return np.sum(betaln(a + ones, B + zeros) - betaln(a, B), axis=0)
 
 
-def _exact_joint():
-    """(partitions, prob) with prob of shape (n_partitions, n_bins), summing to 1."""
+def _enumeration():
+    """(partitions, masks, subsets, log_prior): the set partitions of the data's points, each
+    block as a bit mask of its points, the distinct blocks, and the DP log prior."""
     n = DATA.shape[0]
     partitions = enumerate_partitions(n)
     bits = np.int64(1) << np.arange(n, dtype=np.int64)
@@ -81,11 +82,22 @@ def _exact_joint():
     subsets = np.unique(masks[masks > 0])
     sizes = np.array([np.bincount(row, minlength=n) for row in partitions])
     log_prior = np.array([DirichletProcessPrior(ALPHA).log_eppf(s[s > 0]) for s in sizes])
-    edges = np.clip(np.log(np.asarray(BIN_EDGES[1:-1])), *U_RANGE)
-    bounds = np.r_[U_RANGE[0], edges, U_RANGE[1]]
+    return partitions, masks, subsets, log_prior
+
+
+def _log_bounds(edges):
+    """The quadrature's bounds in the log of a hyperparameter for bins with ``edges``."""
+    inner = np.clip(np.log(np.asarray(edges[1:-1])), *U_RANGE)
+    return np.r_[U_RANGE[0], inner, U_RANGE[1]]
+
+
+def _exact_joint():
+    """(partitions, prob) with prob of shape (n_partitions, n_bins), summing to 1."""
+    n = DATA.shape[0]
+    partitions, masks, subsets, log_prior = _enumeration()
     shape, rate = A_PRIOR
     log_bins = []
-    for lo, hi in itertools.pairwise(bounds):
+    for lo, hi in itertools.pairwise(_log_bounds(BIN_EDGES)):
         u = np.linspace(lo, hi, NODES_PER_BIN)
         a = np.exp(u)
         log_subset = np.zeros((1 << n, u.size))
@@ -115,6 +127,12 @@ def _joint_chisquare(labels, a_draws):
     _, prob = _exact()
     cell = partition_index(labels, DATA.shape[0]) * prob.shape[1] + np.digitize(
         a_draws, BIN_EDGES[1:-1])
+    return _pearson_pvalue(cell, prob)
+
+
+def _pearson_pvalue(cell, prob):
+    """Pearson χ² p-value of the sampled cell indices against the exact law ``prob``
+    (flattened in the same order): cells with ``n p (1 - p) >= 1``, the rest lumped."""
     counts = np.bincount(cell, minlength=prob.size).astype(float)
     p = prob.reshape(-1)
     expected = counts.sum() * p
@@ -198,16 +216,18 @@ def test_stale_statistics_are_rejected(monkeypatch, hyperparameter_step):
 def test_slice_without_the_jacobian_is_rejected(monkeypatch):
     """Negative control of the slice step's own density: without the Jacobian of the log
     transform of a it samples a with density proportional to p(a | ...) / a."""
-    original = pm.Model.logp
-
-    def without_jacobian(self, *args, **kwargs):
-        kwargs["jacobian"] = False
-        return original(self, *args, **kwargs)
-
     monkeypatch.setattr(psm.HyperparameterSlice, "_build_log_density",
-                        _patched_build(without_jacobian))
+                        _patched_build(_logp_without_jacobian))
     labels, a_draws = _sample("gibbs", seed=2407, hyperparameter_step="slice")
     assert _joint_chisquare(labels, a_draws) < GOF_PVALUE_THRESHOLD
+
+
+_MODEL_LOGP = pm.Model.logp
+
+
+def _logp_without_jacobian(self, *args, **kwargs):
+    kwargs["jacobian"] = False
+    return _MODEL_LOGP(self, *args, **kwargs)
 
 
 def _patched_build(logp):
@@ -246,21 +266,12 @@ def _exact_joint_2d():
     if EXACT_2D is not None:
         return EXACT_2D
     n = DATA.shape[0]
-    partitions = enumerate_partitions(n)
-    bits = np.int64(1) << np.arange(n, dtype=np.int64)
-    masks = np.stack([(partitions == j) @ bits for j in range(n)], axis=1)
-    subsets = np.unique(masks[masks > 0])
-    sizes = np.array([np.bincount(row, minlength=n) for row in partitions])
-    log_prior = np.array([DirichletProcessPrior(ALPHA).log_eppf(s[s > 0]) for s in sizes])
-
-    def bounds(edges):
-        inner = np.clip(np.log(np.asarray(edges[1:-1])), *U_RANGE)
-        return np.r_[U_RANGE[0], inner, U_RANGE[1]]
+    partitions, masks, subsets, log_prior = _enumeration()
 
     out = np.zeros((partitions.shape[0], len(A_BIN_EDGES_2D) - 1, len(B_BIN_EDGES) - 1))
-    for i, (a_lo, a_hi) in enumerate(itertools.pairwise(bounds(A_BIN_EDGES_2D))):
+    for i, (a_lo, a_hi) in enumerate(itertools.pairwise(_log_bounds(A_BIN_EDGES_2D))):
         u = np.linspace(a_lo, a_hi, NODES_PER_BIN_2D)
-        for j, (b_lo, b_hi) in enumerate(itertools.pairwise(bounds(B_BIN_EDGES))):
+        for j, (b_lo, b_hi) in enumerate(itertools.pairwise(_log_bounds(B_BIN_EDGES))):
             v = np.linspace(b_lo, b_hi, NODES_PER_BIN_2D)
             a, b = np.exp(u)[:, None], np.exp(v)[None, :]
             log_subset = {mask: _log_marginal_ab(DATA[_members(mask, n)], a, b)
@@ -301,14 +312,7 @@ def _joint_chisquare_2d(labels, draws):
     cell = ((partition_index(labels, DATA.shape[0]) * n_a
              + np.digitize(draws["a"], A_BIN_EDGES_2D[1:-1])) * n_b
             + np.digitize(draws["b"], B_BIN_EDGES[1:-1]))
-    counts = np.bincount(cell, minlength=prob.size).astype(float)
-    p = prob.reshape(-1)
-    expected = counts.sum() * p
-    keep = expected * (1 - p) >= MIN_CELL_VARIANCE
-    observed = np.r_[counts[keep], counts[~keep].sum()]
-    expected = np.r_[expected[keep], expected[~keep].sum()]
-    assert keep.sum() >= 10
-    return stats.chisquare(observed, expected).pvalue
+    return _pearson_pvalue(cell, prob)
 
 
 def test_exact_2d_joint_law_depends_on_both_hyperparameters():
@@ -330,13 +334,7 @@ def test_hyperparameter_slice_on_a_2d_block_matches_quadrature():
 def test_2d_block_without_the_jacobians_is_rejected(monkeypatch):
     """Negative control: the 2-D slice step's density without the Jacobians of the log
     transforms of a and b."""
-    original = pm.Model.logp
-
-    def without_jacobian(self, *args, **kwargs):
-        kwargs["jacobian"] = False
-        return original(self, *args, **kwargs)
-
     monkeypatch.setattr(psm.HyperparameterSlice, "_build_log_density",
-                        _patched_build(without_jacobian))
+                        _patched_build(_logp_without_jacobian))
     labels, draws = _sample_2d(seed=2433)
     assert _joint_chisquare_2d(labels, draws) < GOF_PVALUE_THRESHOLD
