@@ -35,7 +35,9 @@ numba, without BLAS threads.
 
 Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hierarchical.py
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
-[--calls 50] [--chains 4 --draws 1000 --tune 1000] [--large-n 20000 --large-draws 200]``;
+[--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
+[--hyperslice-updates M]
+[--large-n 20000 --large-draws 200]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
 
@@ -185,7 +187,7 @@ HYPERPARAMETER_STEPS = {
 }
 
 
-def run(model, hyper_step, draws, tune, chains, cores, seed):
+def run(model, hyper_step, draws, tune, chains, cores, seed, sams=None, hyperslice=None):
     """(seconds of pm.sample, trace) with the hyperparameters given ``hyper_step`` (a key of
     HYPERPARAMETER_STEPS) and the partition left to PyMC's assignment.  With ``cores=1`` the
     seconds are this process's CPU time (``time.process_time``: on a shared machine wall time
@@ -197,9 +199,11 @@ def run(model, hyper_step, draws, tune, chains, cores, seed):
             step = [HYPERPARAMETER_STEPS[hyper_step](hyper)]
         clock = time.process_time if cores == 1 else time.perf_counter
         start = clock()
+        options = {key: value for key, value in (("sams", sams), ("hyperslice", hyperslice))
+                   if value is not None}  # options of the assigned steps
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=step,
                           random_seed=seed, progressbar=False,
-                          compute_convergence_checks=False)
+                          compute_convergence_checks=False, **options)
         return clock() - start, idata
 
 
@@ -235,14 +239,15 @@ def step_comparison(args):
               + " ".join(f"{quality[n][0] / wall:13.1f}" for n in names) + f" {worst:9.3f}")
 
 
-def sampled(model, draws, tune, chains, cores):
+def sampled(model, draws, tune, chains, cores, seed=24, sams=None, hyperslice=None):
     """(seconds of the run, seconds of a set-up run, trace, (what, mean per draw) of the
     hyperparameter step's NUTS leapfrog steps or slice evaluations, or None).  The set-up run (1 chain, 1 draw, on the same model, first) pays the
     compilation of the model's functions and numba's first calls; the timed run after it
     reuses most of them, so it measures sampling.  A user's single cold ``pm.sample`` costs
     about the sum of the two."""
-    setup, _ = run(model, "default", 1, 1, 1, 1, seed=23)
-    total, idata = run(model, "default", draws, tune, chains, cores, seed=24)
+    setup, _ = run(model, "default", 1, 1, 1, 1, seed=23, sams=sams, hyperslice=hyperslice)
+    total, idata = run(model, "default", draws, tune, chains, cores, seed=seed, sams=sams,
+                       hyperslice=hyperslice)
     stats = idata["sample_stats"]
     steps = None
     if "n_steps" in stats:
@@ -259,26 +264,39 @@ def _describe(label, total, setup, steps):
 
 
 def iris_goal(args):
+    """The fixed twin once (seed 24), the random model once per ``--seeds``; the time ratio
+    is the mean over the seeds.  ``--sams-updates N`` gives the random model's partition step
+    ``pm.sample(sams={"n_split_merge_updates": N})``, ``--hyperslice-updates M`` its
+    hyperparameter step ``pm.sample(hyperslice={"n_updates": M})``."""
     x = iris_data()
-    times = {}
-    for random in (False, True):
-        total, setup, idata, steps = sampled(niw_model(x, random), args.draws, args.tune,
-                                             args.chains, args.cores)
-        times[random] = (total, setup)
-        quality = mixing(idata, ["mu0", "kappa0", "scale"] if random else [])
-        print(_describe(f"Iris, {'random' if random else 'fixed'} hyperparameters, default "
-                        f"pm.sample() ({args.chains} chains x {args.draws} draws, tune "
-                        f"{args.tune})", total, setup, steps)
-              + f"; n_clusters ESS {quality['n_clusters'][0]:.0f}, R-hat "
-              f"{quality['n_clusters'][1]:.3f}"
-              + ("; hyperparameters min ESS "
-                 f"{min(q[0] for k, q in quality.items() if k != 'n_clusters'):.0f}, max "
-                 f"R-hat {max(q[1] for k, q in quality.items() if k != 'n_clusters'):.3f}"
-                 if random else ""))
-    cold = {key: sum(value) for key, value in times.items()}
-    print(f"ratio time random / fixed: {times[True][0] / times[False][0]:.2f} (goal <= 3); "
+    sams = None if args.sams_updates is None else {"n_split_merge_updates": args.sams_updates}
+    hyperslice = (None if args.hyperslice_updates is None
+                  else {"n_updates": args.hyperslice_updates})
+    times = {False: [], True: []}
+    for random, seeds in ((False, [24]), (True, args.seeds)):
+        for seed in seeds:
+            total, setup, idata, steps = sampled(niw_model(x, random), args.draws, args.tune,
+                                                 args.chains, args.cores, seed,
+                                                 sams if random else None,
+                                                 hyperslice if random else None)
+            times[random].append((total, setup))
+            quality = mixing(idata, ["mu0", "kappa0", "scale"] if random else [])
+            others = [q for k, q in quality.items() if k != "n_clusters"]
+            print(_describe(f"Iris, {'random' if random else 'fixed'} hyperparameters"
+                            f"{'' if not random or sams is None else f', sams={sams}'}"
+                            f"{'' if not random or hyperslice is None else f', {hyperslice}'}"
+                            ", seed "
+                            f"{seed} ({args.chains} chains x {args.draws} draws, tune "
+                            f"{args.tune})", total, setup, steps)
+                  + f"; n_clusters ESS {quality['n_clusters'][0]:.0f}, R-hat "
+                  f"{quality['n_clusters'][1]:.3f}"
+                  + (f"; hyperparameters min ESS {min(q[0] for q in others):.0f}, max R-hat "
+                     f"{max(q[1] for q in others):.3f}" if others else ""))
+    mean = {key: np.mean([t for t, _ in value]) for key, value in times.items()}
+    cold = {key: np.mean([t + s for t, s in value]) for key, value in times.items()}
+    print(f"ratio time random / fixed: {mean[True] / mean[False]:.2f} (goal <= 3); "
           f"with the set-up runs {cold[True] / cold[False]:.2f}; goal R-hat of n_clusters "
-          "<= 1.01")
+          "<= 1.01 at every seed")
 
 
 def large_goal(args):
@@ -332,6 +350,9 @@ def main():
     parser.add_argument("--draws", type=int, default=1_000)
     parser.add_argument("--tune", type=int, default=1_000)
     parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[24])
+    parser.add_argument("--sams-updates", type=int, default=None)
+    parser.add_argument("--hyperslice-updates", type=int, default=None)
     parser.add_argument("--large-n", type=int, default=20_000)
     parser.add_argument("--large-draws", type=int, default=200)
     args = parser.parse_args()

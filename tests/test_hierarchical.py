@@ -334,3 +334,33 @@ def test_gradients_of_the_statistics_ops_raise_no_deprecation_warning():
         "kji,kil,klm->kjm", np.transpose(inverse, (0, 2, 1)), np.ones((2, 2, 2)),
         np.transpose(inverse, (0, 2, 1)))
     np.testing.assert_allclose(got[1], expected, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ rebuild per draw
+def test_rebuilt_family_equals_a_fresh_one_and_bad_values_still_error():
+    """The partition step rebuilds the numeric family at every new hyperparameter value
+    (``with_values``, params packed once per binding): the result is bitwise the family
+    built from scratch, and a value outside the domain still raises naming the parameter."""
+    rng = np.random.default_rng(3)
+    symbolic = NormalInverseWishart(mu0=pt.dvector("m"), kappa0=pt.dscalar("k"), nu0=6.0,
+                                    psi0=pt.dmatrix("p"))
+    symbolic.prepare_data(np.zeros((0, 4)))
+    for _ in range(3):
+        a = rng.normal(size=(4, 4))
+        values = {"mu0": rng.normal(size=4), "kappa0": rng.gamma(2.0),
+                  "psi0": a @ a.T + np.eye(4)}
+        rebuilt = symbolic.with_values(**values)
+        fresh = NormalInverseWishart(nu0=6.0, **values)
+        np.testing.assert_array_equal(rebuilt.params, fresh.params)
+        np.testing.assert_array_equal(rebuilt.empty_stats, fresh.empty_stats)
+    good = {"mu0": np.zeros(4), "kappa0": 1.0}
+    skew = np.eye(4)
+    skew[0, 1] = 1e-9  # above the symmetry tolerance (1e-10 of the largest entry)
+    with pytest.raises(ValueError, match="'psi0' must be symmetric"):
+        symbolic.with_values(psi0=skew, **good)
+    skew[0, 1] = 1e-11  # rounding: accepted and symmetrised
+    assert symbolic.with_values(psi0=skew, **good).params is not None
+    with pytest.raises(ValueError, match="'psi0' must be positive definite"):
+        symbolic.with_values(psi0=np.diag([1.0, 1.0, -1.0, 1.0]), **good)
+    with pytest.raises(ValueError, match="'kappa0' must be > 0"):
+        symbolic.with_values(psi0=np.eye(4), mu0=np.zeros(4), kappa0=0.0)

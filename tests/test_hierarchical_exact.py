@@ -72,8 +72,9 @@ def _log_marginal(rows, a):
     return np.sum(betaln(a + ones, B + zeros) - betaln(a, B), axis=0)
 
 
-def _exact_joint():
-    """(partitions, prob) with prob of shape (n_partitions, n_bins), summing to 1."""
+def _enumeration():
+    """(partitions, masks, subsets, log_prior): the set partitions of the data's points, each
+    block as a bit mask of its points, the distinct blocks, and the DP log prior."""
     n = DATA.shape[0]
     partitions = enumerate_partitions(n)
     bits = np.int64(1) << np.arange(n, dtype=np.int64)
@@ -81,11 +82,22 @@ def _exact_joint():
     subsets = np.unique(masks[masks > 0])
     sizes = np.array([np.bincount(row, minlength=n) for row in partitions])
     log_prior = np.array([DirichletProcessPrior(ALPHA).log_eppf(s[s > 0]) for s in sizes])
-    edges = np.clip(np.log(np.asarray(BIN_EDGES[1:-1])), *U_RANGE)
-    bounds = np.r_[U_RANGE[0], edges, U_RANGE[1]]
+    return partitions, masks, subsets, log_prior
+
+
+def _log_bounds(edges):
+    """The quadrature's bounds in the log of a hyperparameter for bins with ``edges``."""
+    inner = np.clip(np.log(np.asarray(edges[1:-1])), *U_RANGE)
+    return np.r_[U_RANGE[0], inner, U_RANGE[1]]
+
+
+def _exact_joint():
+    """(partitions, prob) with prob of shape (n_partitions, n_bins), summing to 1."""
+    n = DATA.shape[0]
+    partitions, masks, subsets, log_prior = _enumeration()
     shape, rate = A_PRIOR
     log_bins = []
-    for lo, hi in itertools.pairwise(bounds):
+    for lo, hi in itertools.pairwise(_log_bounds(BIN_EDGES)):
         u = np.linspace(lo, hi, NODES_PER_BIN)
         a = np.exp(u)
         log_subset = np.zeros((1 << n, u.size))
@@ -115,6 +127,12 @@ def _joint_chisquare(labels, a_draws):
     _, prob = _exact()
     cell = partition_index(labels, DATA.shape[0]) * prob.shape[1] + np.digitize(
         a_draws, BIN_EDGES[1:-1])
+    return _pearson_pvalue(cell, prob)
+
+
+def _pearson_pvalue(cell, prob):
+    """Pearson χ² p-value of the sampled cell indices against the exact law ``prob``
+    (flattened in the same order): cells with ``n p (1 - p) >= 1``, the rest lumped."""
     counts = np.bincount(cell, minlength=prob.size).astype(float)
     p = prob.reshape(-1)
     expected = counts.sum() * p
@@ -198,16 +216,18 @@ def test_stale_statistics_are_rejected(monkeypatch, hyperparameter_step):
 def test_slice_without_the_jacobian_is_rejected(monkeypatch):
     """Negative control of the slice step's own density: without the Jacobian of the log
     transform of a it samples a with density proportional to p(a | ...) / a."""
-    original = pm.Model.logp
-
-    def without_jacobian(self, *args, **kwargs):
-        kwargs["jacobian"] = False
-        return original(self, *args, **kwargs)
-
     monkeypatch.setattr(psm.HyperparameterSlice, "_build_log_density",
-                        _patched_build(without_jacobian))
+                        _patched_build(_logp_without_jacobian))
     labels, a_draws = _sample("gibbs", seed=2407, hyperparameter_step="slice")
     assert _joint_chisquare(labels, a_draws) < GOF_PVALUE_THRESHOLD
+
+
+_MODEL_LOGP = pm.Model.logp
+
+
+def _logp_without_jacobian(self, *args, **kwargs):
+    kwargs["jacobian"] = False
+    return _MODEL_LOGP(self, *args, **kwargs)
 
 
 def _patched_build(logp):
@@ -221,3 +241,100 @@ def _patched_build(logp):
             del model.logp
 
     return patched
+
+
+# ------------------------------------------------------------------ a 2-D block: a and b
+B_PRIOR = (2.0, 2.0)  # shape, rate of b in the 2-D block
+B_BIN_EDGES = (0.0, 0.8, np.inf)
+A_BIN_EDGES_2D = (0.0, 1.0, np.inf)
+NODES_PER_BIN_2D = 101
+EXACT_2D = None
+
+
+def _log_marginal_ab(rows, a, b):
+    """Beta–Bernoulli marginal of ``rows`` on a grid: ``a`` of shape (m, 1), ``b`` (1, m)."""
+    ones = rows.sum(axis=0)
+    zeros = rows.shape[0] - ones
+    return sum(betaln(a + one, b + zero) - betaln(a, b)
+               for one, zero in zip(ones, zeros, strict=True))
+
+
+def _exact_joint_2d():
+    """prob of shape (n_partitions, 2 bins of a, 2 bins of b): Simpson's rule in
+    (log a, log b) on each pair of bins."""
+    global EXACT_2D
+    if EXACT_2D is not None:
+        return EXACT_2D
+    n = DATA.shape[0]
+    partitions, masks, subsets, log_prior = _enumeration()
+
+    out = np.zeros((partitions.shape[0], len(A_BIN_EDGES_2D) - 1, len(B_BIN_EDGES) - 1))
+    for i, (a_lo, a_hi) in enumerate(itertools.pairwise(_log_bounds(A_BIN_EDGES_2D))):
+        u = np.linspace(a_lo, a_hi, NODES_PER_BIN_2D)
+        for j, (b_lo, b_hi) in enumerate(itertools.pairwise(_log_bounds(B_BIN_EDGES))):
+            v = np.linspace(b_lo, b_hi, NODES_PER_BIN_2D)
+            a, b = np.exp(u)[:, None], np.exp(v)[None, :]
+            log_subset = {mask: _log_marginal_ab(DATA[_members(mask, n)], a, b)
+                          for mask in subsets}
+            log_density = (stats.gamma.logpdf(a, A_PRIOR[0], scale=1 / A_PRIOR[1]) + u[:, None]
+                           + stats.gamma.logpdf(b, B_PRIOR[0], scale=1 / B_PRIOR[1])
+                           + v[None, :])  # Jacobians of the log transforms
+            for k, row in enumerate(masks):
+                log_f = log_prior[k] + log_density + sum(log_subset[m] for m in row if m)
+                top = log_f.max()
+                inner = integrate.simpson(np.exp(log_f - top), x=v, axis=1)
+                out[k, i, j] = np.log(integrate.simpson(inner, x=u)) + top
+    EXACT_2D = np.exp(out - logsumexp(out))
+    return EXACT_2D
+
+
+def _sample_2d(seed):
+    """Plain pm.sample(): DefaultPartitionStep on z, HyperparameterSlice on the block (a, b)
+    (hit-and-run moves in two dimensions)."""
+    with pm.Model():
+        a = pm.Gamma("a", alpha=A_PRIOR[0], beta=A_PRIOR[1])
+        b = pm.Gamma("b", alpha=B_PRIOR[0], beta=B_PRIOR[1])
+        z = psm.DirichletProcess("z", alpha=ALPHA, n=DATA.shape[0])
+        psm.ConjugateMixture("y", partition=z, component=BetaBernoulli(a=a, b=b),
+                             observed=DATA)
+        idata = pm.sample(draws=DRAWS, tune=TUNE, chains=CHAINS, cores=1, random_seed=seed,
+                          progressbar=False, compute_convergence_checks=False)
+    assert idata["sample_stats"]["hyperslice_evaluations"].ndim == 2  # one slice step: (a, b)
+    labels = thinned_labels(idata, THIN, chains=CHAINS)
+    draws = {name: np.asarray(idata["posterior"][name].values)[:, ::THIN].reshape(-1)
+             for name in ("a", "b")}
+    return labels, draws
+
+
+def _joint_chisquare_2d(labels, draws):
+    prob = _exact_joint_2d()
+    n_a, n_b = prob.shape[1:]
+    cell = ((partition_index(labels, DATA.shape[0]) * n_a
+             + np.digitize(draws["a"], A_BIN_EDGES_2D[1:-1])) * n_b
+            + np.digitize(draws["b"], B_BIN_EDGES[1:-1]))
+    return _pearson_pvalue(cell, prob)
+
+
+def test_exact_2d_joint_law_depends_on_both_hyperparameters():
+    prob = _exact_joint_2d()
+    assert prob.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.all(prob.sum(axis=(0, 2)) > 0.15) and np.all(prob.sum(axis=(0, 1)) > 0.15)
+    # the partition law differs across the bins of each hyperparameter
+    for axis in (1, 2):
+        conditional = prob.sum(axis=3 - axis) / prob.sum(axis=(0, 3 - axis))
+        assert np.abs(conditional[:, 0] - conditional[:, -1]).sum() > 0.05
+
+
+def test_hyperparameter_slice_on_a_2d_block_matches_quadrature():
+    labels, draws = _sample_2d(seed=2431)
+    pvalue = _joint_chisquare_2d(labels, draws)
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+
+
+def test_2d_block_without_the_jacobians_is_rejected(monkeypatch):
+    """Negative control: the 2-D slice step's density without the Jacobians of the log
+    transforms of a and b."""
+    monkeypatch.setattr(psm.HyperparameterSlice, "_build_log_density",
+                        _patched_build(_logp_without_jacobian))
+    labels, draws = _sample_2d(seed=2433)
+    assert _joint_chisquare_2d(labels, draws) < GOF_PVALUE_THRESHOLD

@@ -217,7 +217,10 @@ class ComponentFamily:
     def _pack_params(self, full: dict[str, Any]) -> np.ndarray:
         raise NotImplementedError
 
-    def _pack_empty_stats(self, full: dict[str, Any]) -> np.ndarray:
+    def _pack_empty_stats(self, full: dict[str, Any], params: np.ndarray) -> np.ndarray:
+        """Statistics row of an empty cluster; ``params`` is ``_pack_params(full)``, packed
+        once per binding (a family rebuilt for new hyperparameter values at every draw packs
+        it once)."""
         raise NotImplementedError
 
     def _check_data(self, x2d: np.ndarray) -> None:
@@ -259,7 +262,7 @@ class ComponentFamily:
         if self._canonical is not None:
             full = self._finalize(self._canonical, data_dim)  # may raise: bind nothing then
             params = np.ascontiguousarray(self._pack_params(full), dtype=np.float64)
-            empty = np.ascontiguousarray(self._pack_empty_stats(full), dtype=np.float64)
+            empty = np.ascontiguousarray(self._pack_empty_stats(full, params), dtype=np.float64)
             self._full, self._params, self._empty_stats = full, params, empty
         self._data_dim = data_dim
 
@@ -711,8 +714,8 @@ def _require_scale_matrix(family: str, name: str, value: np.ndarray) -> np.ndarr
         return value
     if value.shape[0] != value.shape[1]:
         raise ValueError(f"{family}: hyperparameter {name!r} must be square, got {value.shape}")
-    scale = max(float(np.max(np.abs(value))), 1e-300)
-    if not np.allclose(value, value.T, rtol=0.0, atol=1e-10 * scale):
+    scale = max(float(np.abs(value).max()), 1e-300)
+    if float(np.abs(value - value.T).max()) > 1e-10 * scale:
         raise ValueError(f"{family}: hyperparameter {name!r} must be symmetric")
     try:
         np.linalg.cholesky(value)

@@ -248,10 +248,10 @@ class BetaBernoulli(ComponentFamily):
         a, b = full["a"], full["b"]
         return np.concatenate([[a.shape[0]], a, b, a + b])
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba refresh writes the prior predictive's cached form
         row = np.zeros(3 * full["a"].shape[0] + 2)
-        _refresh_cache(self._pack_params(full), row)
+        _refresh_cache(params, row)
         return row
 
     def _check_data_domain(self, x2d):

@@ -337,10 +337,10 @@ class DirichletCategorical(ComponentFamily):
         totals = np.array([vector.sum() for vector in full["concentration"]])
         return np.concatenate([[categories.shape[0]], offsets, alpha, totals]).astype(np.float64)
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba refresh writes the prior predictive's cached form
         row = np.zeros(2 + 2 * int(np.sum(full["n_categories"])))
-        _refresh_cache(self._pack_params(full), row)
+        _refresh_cache(params, row)
         return row
 
     def _check_data_domain(self, x2d):

@@ -284,10 +284,10 @@ class GammaPoisson(ComponentFamily):
         equal = 1.0 if np.all(rate == rate[0]) else 0.0
         return np.concatenate([[rate.shape[0], equal], full["shape"], rate])
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba refresh writes the prior predictive's cached form
         row = np.zeros(2 * full["shape"].shape[0] + 3)
-        _refresh_cache(self._pack_params(full), row)
+        _refresh_cache(params, row)
         return row
 
     def _check_data_domain(self, x2d):

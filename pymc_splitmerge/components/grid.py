@@ -208,11 +208,11 @@ class GridComponent(ComponentFamily):
         grid = full["log_prior_grid"]
         return np.concatenate([[grid.shape[0]], grid])
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba refresh writes the prior predictive's cached form (the prior log weights)
         size = full["log_prior_grid"].shape[0]
         row = np.zeros(2 * size + 2)
-        _refresh_cache(self._pack_params(full), row, size)
+        _refresh_cache(params, row, size)
         return row
 
 

@@ -270,11 +270,11 @@ class NormalInverseGamma(ComponentFamily):
             [full["mu0"], full["kappa0"], full["alpha0"], full["beta0"], constant]
         )
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba refresh writes the prior predictive's cached form (same arithmetic as
         # a row emptied by remove_point)
         row = np.zeros(7)
-        _refresh_constant(self._pack_params(full), row)
+        _refresh_constant(params, row)
         return row
 
 

@@ -1004,10 +1004,12 @@ class NormalInverseWishart(ComponentFamily):
 
     def _pack_params(self, full):
         dim = full["mu0"].shape[0]
-        log_det = 2.0 * np.sum(np.log(np.diag(full["chol0"])))
-        sum_lgamma0 = float(np.sum(special.gammaln(0.5 * (full["nu0"] - np.arange(dim)))))
+        diagonal = full["chol0"].diagonal()
+        log_det = 2.0 * float(np.log(diagonal).sum())
+        sum_lgamma0 = float(special.gammaln(0.5 * (full["nu0"] - np.arange(dim))).sum())
         # inverse of the lower factor in numba: a LAPACK call here ran multi-threaded BLAS on
-        # a 4 x 4 matrix, milliseconds on a busy machine (at every hyperparameter change)
+        # a 4 x 4 matrix, milliseconds on a busy machine (at every hyperparameter change);
+        # NumPy's Cholesky factor is exactly lower triangular, and so is its inverse
         inverse0 = np.array(full["chol0"], dtype=np.float64).reshape(-1)
         _invert_lower_in_place(inverse0, dim)
         inverse0 = inverse0.reshape(dim, dim)
@@ -1016,18 +1018,18 @@ class NormalInverseWishart(ComponentFamily):
                 [dim, full["kappa0"], full["nu0"], log_det, sum_lgamma0],
                 full["mu0"],
                 full["psi0"].ravel(),
-                (np.tril(inverse0).T if dim == COLUMN_MAJOR_DIM else np.tril(inverse0)).ravel(),
-                0.5 * np.diag(full["chol0"]) ** 2,
+                (inverse0.T if dim == COLUMN_MAJOR_DIM else inverse0).ravel(),
+                0.5 * diagonal ** 2,
                 np.zeros(2 * dim),
             ]
         )
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba reset writes the prior's cached predictive form (same arithmetic as
         # every row emptied by remove_point)
         dim = full["mu0"].shape[0]
         row = np.zeros(5 + 2 * dim + 2 * dim * dim)
-        _niw_reset(np.ascontiguousarray(self._pack_params(full)), row)
+        _niw_reset(params, row)
         return row
 
 

@@ -386,10 +386,10 @@ class NormalKnownCovariance(ComponentFamily):
             ]
         )
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         # the numba refresh writes the prior predictive's cached form
         row = np.zeros(3 * full["mu0"].shape[0] + 3)
-        _refresh_cache(self._pack_params(full), row)
+        _refresh_cache(params, row)
         return row
 
 

@@ -299,10 +299,10 @@ class NormalLinearRegression(ComponentFamily):
         return np.concatenate([[float(p)], full["beta0"], precision.reshape(-1),
                                [full["a0"], full["b0"], constant, log_det]])
 
-    def _pack_empty_stats(self, full):
+    def _pack_empty_stats(self, full, params):
         p = full["beta0"].shape[0]
         row = np.zeros(2 * p * p + 2 * p + 7)
-        _refresh(self._pack_params(full), row)
+        _refresh(params, row)
         return row
 
     # ------------------------------------------------------------------ pytensor
