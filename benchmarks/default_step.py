@@ -95,10 +95,6 @@ CANDIDATES = {
     **{f"sams_cluster_m{m}_g{g}": _sams(anchor_proposal="cluster", n_split_merge_updates=m,
                                         n_gibbs_sweeps=g)
        for m in (5, 10, 20, 50, 100, 200) for g in (0, 1, 2)},
-    **{f"sams_cluster_m{m}_g1_u{int(100 * u)}": _sams(
-        anchor_proposal="cluster", n_split_merge_updates=m, n_gibbs_sweeps=1,
-        uniform_anchor_fraction=u)
-       for m in (30, 50, 80) for u in (0.0, 0.1, 0.2, 0.3, 0.5)},
 }
 
 

@@ -38,7 +38,6 @@ __all__ = [
     "rgsm_path_probability_move",
     "sams_cluster_anchors_without_anchor_law_ratio",
     "sams_sampled_reverse_split_move",
-    "sams_without_allocation_probability_move",
     "smc_cumulative_weights_evidence_runs",
     "smc_drop_first_term_evidence_runs",
     "smc_weight_after_move_evidence_runs",
@@ -96,36 +95,6 @@ def sams_sampled_reverse_split_move():
     """SAMS whose merge takes its reverse split probability from a freshly *sampled* split
     (the R ``sams`` package's mistake) instead of the forced current allocation."""
     return ProposeThenAccept(_sams_sampled_reverse_proposal)
-
-
-def _sams_without_allocation_probability_proposal(model, partition, tables, rng):
-    """SAMS's proposal (same uniforms as ``kernels.sams._sams_proposal``) whose log ratio
-    drops the sequential allocation's log probability (of the split proposed, or of the
-    forced reverse split of a merge): the posterior ratio alone."""
-    n = model.x.shape[0]
-    if n < 2:
-        return NO_PROPOSAL
-    uniforms = rng.random(2 * n)
-    anchor_i, anchor_j = _uniform_anchor_pair(n, uniforms)
-    move, log_ratio, moving, target = sams.sams_proposal_core(
-        model, partition, tables, anchor_i, anchor_j, uniforms)
-    family_id, params, x = model
-    members, current_sides = anchor_clusters_members(partition.labels, anchor_i, anchor_j)
-    size_s = members.shape[0]
-    permutation = np.argsort(uniforms[:size_s])
-    forced = move == MOVE_MERGE
-    sides = current_sides[permutation] if forced else np.empty(size_s, dtype=np.int64)
-    log_q = sams.sequential_allocation(
-        family_id, params, x, anchor_i, anchor_j, members[permutation], forced, sides,
-        uniforms if forced else uniforms[size_s:2 * size_s], tables.log_w,
-        partition.empty_row)[0]
-    log_ratio += -log_q if forced else log_q
-    return SplitMergeProposal(move, moving, target, log_ratio)
-
-
-def sams_without_allocation_probability_move():
-    """Uniform-anchor SAMS accepted on the posterior ratio alone (no proposal probability)."""
-    return ProposeThenAccept(_sams_without_allocation_probability_proposal)
 
 
 class _ClusterSAMSWithoutAnchorLawRatio:

@@ -7,20 +7,14 @@ invariance by enumeration for every prior and problem, and the negative control 
 batch without the anchor law's ratio) rejected by the same χ² test.  ``SAMSStep(z,
 n_split_merge_updates=m)`` composes the updates then the sweeps; ``DefaultPartitionStep`` is
 checked to be what ``pm.sample()`` assigns and exact through plain ``pm.sample()`` in
-tests/test_defaults.py.  ``uniform_anchor_fraction`` mixes uniform-anchor updates into the
-same compiled loop: one-step invariance of the mixture, and its negative control (the same
-mixture whose uniform-anchor updates leave out the allocation's probability) rejected.
+tests/test_defaults.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from broken_kernels import (
-    on_state,
-    sams_cluster_anchors_without_anchor_law_ratio,
-    sams_without_allocation_probability_move,
-)
+from broken_kernels import on_state, sams_cluster_anchors_without_anchor_law_ratio
 from conftest import PRIORS, PROBLEMS, niw_problem
 from kernel_checks import exactness_tests
 
@@ -46,52 +40,6 @@ def _batch_without_anchor_ratio(model, partition, tables, rng):
 (test_batched_cluster_anchor_updates_one_step_invariance,
  test_negative_control_batch_without_the_anchor_law_ratio_is_rejected) = exactness_tests(
     on_state(_BATCH), on_state(_batch_without_anchor_ratio), PRIORS, PROBLEMS, SEED)
-
-
-UNIFORM_FRACTION = 0.5
-_MIXED_BATCH = build_sams_move(cluster_anchors=True, n_updates=N_UPDATES,
-                               uniform_anchor_fraction=UNIFORM_FRACTION)
-_CLUSTER_UPDATE = build_sams_move(cluster_anchors=True)
-_BROKEN_UNIFORM_UPDATE = sams_without_allocation_probability_move()
-
-
-def _mixture_with_broken_uniform_updates(model, partition, tables, rng):
-    """The negative control of the mixture: ``N_UPDATES`` updates, each a uniform-anchor
-    update accepted without the allocation's probability (``broken_kernels``) with probability
-    ``UNIFORM_FRACTION``, else a real cluster-anchor update."""
-    for _ in range(N_UPDATES):
-        move = _BROKEN_UNIFORM_UPDATE if rng.random() < UNIFORM_FRACTION else _CLUSTER_UPDATE
-        info = move(model, partition, tables, rng)
-    return info
-
-
-(test_mixed_uniform_and_cluster_anchor_updates_one_step_invariance,
- test_negative_control_mixture_without_allocation_probabilities_is_rejected) = exactness_tests(
-    on_state(_MIXED_BATCH), on_state(_mixture_with_broken_uniform_updates), PRIORS, PROBLEMS,
-    [SEED, 2])
-
-
-def test_uniform_fraction_zero_is_the_cluster_anchor_batch():
-    """Fraction 0 draws no extra uniform: the same states as the cluster-anchor batch from
-    the same generator; fraction 1 (uniform anchors only) follows another path and keeps a
-    consistent state."""
-    family, x = niw_problem(6)
-    tables = PriorTables(*PRIORS["dp"].tables(x.shape[0]))
-    zero, one, reference = (PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
-                            for _ in range(3))
-    move_zero, move_one = (build_sams_move(cluster_anchors=True, n_updates=N_UPDATES,
-                                           uniform_anchor_fraction=fraction)
-                           for fraction in (0.0, 1.0))
-    differs = 0
-    for draw in range(50):
-        move_zero(zero.model, zero.partition, tables, np.random.default_rng([SEED, draw]))
-        move_one(one.model, one.partition, tables, np.random.default_rng([SEED, draw]))
-        _BATCH(reference.model, reference.partition, tables,
-               np.random.default_rng([SEED, draw]))
-        np.testing.assert_array_equal(zero.labels(), reference.labels())
-        differs += not np.array_equal(one.labels(), reference.labels())
-    one.check()
-    assert differs > 0
 
 
 def test_batched_cluster_anchor_updates_are_the_stage_one_updates():
@@ -122,12 +70,6 @@ def test_bad_update_counts_raise():
         build_sams_move(cluster_anchors=True, n_updates=2.5)
     with pytest.raises(ValueError, match="needs cluster_anchors"):
         build_sams_move(n_updates=3)
-    for bad, error in ((1.5, ValueError), (-0.1, ValueError), ("0.2", TypeError),
-                       (True, TypeError)):
-        with pytest.raises(error, match="uniform_anchor_fraction"):
-            build_sams_move(cluster_anchors=True, uniform_anchor_fraction=bad)
-    with pytest.raises(ValueError, match="uniform_anchor_fraction needs cluster_anchors"):
-        build_sams_move(uniform_anchor_fraction=0.2)
 
 
 def _bernoulli_model():

@@ -274,17 +274,6 @@ def _sams_proposal(model, partition, tables, rng, anchor_proposal):
     return SplitMergeProposal(move, moving, target, log_ratio)
 
 
-def _fraction(value) -> float:
-    """``uniform_anchor_fraction`` as a float in [0, 1], or a clear error."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise TypeError(f"uniform_anchor_fraction must be a number in [0, 1], got "
-                        f"{type(value).__name__}")
-    value = float(value)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"uniform_anchor_fraction must be in [0, 1], got {value}")
-    return value
-
-
 def _check_options(anchor_proposal) -> None:
     if anchor_proposal is not None and not isinstance(anchor_proposal, AnchorProposal):
         raise TypeError("anchor_proposal must be a kernels.anchors.AnchorProposal or None; got "
@@ -295,8 +284,8 @@ def _check_options(anchor_proposal) -> None:
 
 
 def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
-                    cluster_anchors: bool = False, n_updates: int = 1,
-                    uniform_anchor_fraction: float = 0.0) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
+                    cluster_anchors: bool = False, n_updates: int = 1
+                    ) -> Callable[[Model, Partition, PriorTables, np.random.Generator],
                                   SplitMergeInfo]:
     """Validate the options once; return ``move(model, partition, tables, rng)``.
 
@@ -321,11 +310,6 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         With ``cluster_anchors`` only: updates per call, all in one compiled call (the
         updates of :func:`_sams_updates` from the call's seed), so the Python-to-numba cost
         of a call (tens of microseconds) is paid once.
-    uniform_anchor_fraction : float, default 0
-        With ``cluster_anchors`` only: the probability, drawn afresh for each update, that
-        the update uses uniform anchors (Dahl's law) instead of the cluster law, in the same
-        compiled loop (a mixture of two exact kernels, :func:`_sams_updates`).  In
-        ``[0, 1]``.
 
     Returns
     -------
@@ -339,11 +323,7 @@ def build_sams_move(anchor_proposal: AnchorProposal | None = None, *,
         if anchor_proposal is not None:
             raise ValueError("cluster_anchors=True draws its own anchors; anchor_proposal "
                              "must be None")
-        return _ClusterSAMSMove(n_updates=n_updates,
-                                uniform_fraction=_fraction(uniform_anchor_fraction))
-    if uniform_anchor_fraction != 0.0:
-        raise ValueError("uniform_anchor_fraction needs cluster_anchors=True (without them "
-                         "every update has uniform anchors)")
+        return _ClusterSAMSMove(n_updates=n_updates)
     if n_updates != 1:
         raise ValueError("n_updates > 1 needs cluster_anchors=True (compose uniform-anchor "
                          "moves with splitmerge_common.build_moves_then_gibbs(n_moves=...))")
@@ -573,39 +553,6 @@ def _cluster_sams_update(model, partition, tables, uniforms, pair, index):
 
 
 @numba.njit(cache=True)
-def _uniform_sams_update(model, partition, tables, uniforms, pair, index):
-    """One uniform-anchor SAMS Metropolis–Hastings update (Dahl 2003) inside the compiled
-    loop of :func:`_sams_updates`: two distinct points uniformly (``uniform_anchors`` over
-    all ``n``), a split if they share a cluster, else a merge; the anchor law does not
-    depend on the partition, so no anchor term enters the ratio.  Same buffers, member
-    index and returns as :func:`_cluster_sams_update`.  Uniforms, in order: two for the
-    anchors, the Metropolis uniform, then, unless a merge is settled early, the ``2 |S|``
-    uniforms of the proposal."""
-    labels, sizes = partition.labels, partition.sizes
-    order, start, cursor = index
-    uniforms[0] = np.random.random()
-    uniforms[1] = np.random.random()
-    uniform_anchors(labels.shape[0], uniforms[:2], pair)
-    anchor_i = pair[0]
-    anchor_j = pair[1]
-    metropolis_uniform = np.random.random()
-    members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i, anchor_j)
-    if labels[anchor_i] != labels[anchor_j] and _merge_surely_rejected_members(
-            model, partition, tables, anchor_i, anchor_j, members, current_sides, 0.0,
-            metropolis_uniform):
-        return MOVE_MERGE, False, np.nan
-    for t in range(2 * members.shape[0]):
-        uniforms[t] = np.random.random()
-    move, log_ratio, moving, target = sams_proposal_given_members(
-        model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms)
-    if not metropolis_accepts(log_ratio, metropolis_uniform):
-        return move, False, log_ratio
-    apply_proposal(model, partition, moving, target)
-    _index_members(labels, sizes, order, start, cursor)
-    return move, True, log_ratio
-
-
-@numba.njit(cache=True)
 def _cluster_update_buffers(partition):
     """The scratch buffers of :func:`_cluster_sams_update` for ``partition``: ``uniforms``
     (``2 n``), ``pair`` (2) and a current member index ``(order, start, cursor)``
@@ -619,7 +566,7 @@ def _cluster_update_buffers(partition):
 
 
 @numba.njit(cache=True)
-def _sams_updates(model, partition, tables, n_updates, seed, uniform_fraction=0.0):
+def _sams_updates(model, partition, tables, n_updates, seed):
     r"""``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
     sweep), in one compiled call, from numba's generator seeded here with ``seed``.
 
@@ -652,15 +599,7 @@ def _sams_updates(model, partition, tables, n_updates, seed, uniform_fraction=0.
     loop serves both stage 1 of ``splitmerge_start`` (which reads the count) and the move
     ``build_sams_move(cluster_anchors=True, n_updates=...)`` of ``SAMSStep(z,
     anchor_proposal="cluster")`` (which reports the last update, through
-    :func:`_cluster_sams_move_fields`).
-
-    With ``uniform_fraction > 0`` each update is instead, with that probability (one
-    uniform drawn first, independent of the partition), a uniform-anchor update
-    (:func:`_uniform_sams_update`): a random-scan mixture of two kernels that each leave
-    the posterior invariant, so the mixture does too.  Uniform anchors propose to split or
-    merge large clusters in proportion to their sizes, which the cluster law (uniform over
-    clusters) does rarely when a few large clusters overlap.  With ``uniform_fraction = 0``
-    no extra uniform is drawn (the stream is that of the cluster-anchor updates alone).  Uniforms, in order, per update: the kind; for a
+    :func:`_cluster_sams_move_fields`).  Uniforms, in order, per update: the kind; for a
     split-type the cluster, then two for the anchors (``kernels.anchors.uniform_anchors``
     over its points); for a merge-type two for the clusters (``uniform_anchors`` over the
     ``K``), then one per anchor; the Metropolis uniform; then, unless the update ended
@@ -678,12 +617,8 @@ def _sams_updates(model, partition, tables, n_updates, seed, uniform_fraction=0.
     n_accepted = 0
     move, accepted, log_ratio = MOVE_NONE, False, np.nan
     for _ in range(n_updates):
-        if uniform_fraction > 0.0 and np.random.random() < uniform_fraction:
-            move, accepted, log_ratio = _uniform_sams_update(model, partition, tables,
-                                                             uniforms, pair, index)
-        else:
-            move, accepted, log_ratio = _cluster_sams_update(model, partition, tables,
-                                                             uniforms, pair, index)
+        move, accepted, log_ratio = _cluster_sams_update(model, partition, tables, uniforms,
+                                                         pair, index)
         if accepted:
             n_accepted += 1
     return n_accepted, move, accepted, log_ratio
@@ -691,31 +626,28 @@ def _sams_updates(model, partition, tables, n_updates, seed, uniform_fraction=0.
 
 @numba.njit(cache=True)
 def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
-                              where, cluster_count, log_v, log_w, seed, n_updates,
-                              uniform_fraction):
+                              where, cluster_count, log_v, log_w, seed, n_updates):
     """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
     slowly: cf. :func:`_sams_proposal_fields`); returns its result."""
     return _sams_updates(make_model(family_id, params, x),
                          Partition(labels, sizes, stats, empty_row, active, where,
                                    cluster_count),
-                         PriorTables(log_v, log_w), n_updates, seed, uniform_fraction)
+                         PriorTables(log_v, log_w), n_updates, seed)
 
 
 class _ClusterSAMSMove:
     """The built cluster-anchor SAMS move (a class, as ``ProposeThenAccept``: copied with
     its step)."""
 
-    def __init__(self, n_updates: int = 1, uniform_fraction: float = 0.0):
+    def __init__(self, n_updates: int = 1):
         self.n_updates = n_updates
-        self.uniform_fraction = uniform_fraction
 
     def __call__(self, model: Model, partition: Partition, tables: PriorTables,
                  rng: np.random.Generator) -> SplitMergeInfo:
         if model.x.shape[0] < 2:
             return SplitMergeInfo(MOVE_NONE, False, float("nan"))
         _, move, accepted, log_ratio = _cluster_sams_move_fields(
-            *model, *partition, *tables, numba_seed_from(rng), self.n_updates,
-            self.uniform_fraction)
+            *model, *partition, *tables, numba_seed_from(rng), self.n_updates)
         return SplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
     def run_updates(self, model: Model, partition: Partition, tables: PriorTables,
@@ -726,6 +658,5 @@ class _ClusterSAMSMove:
         if model.x.shape[0] < 2:
             raise ValueError("SAMS updates need at least 2 points")
         return int(_cluster_sams_move_fields(*model, *partition, *tables,
-                                             numba_seed_from(rng), int(n_updates),
-                                             self.uniform_fraction)[0])
+                                             numba_seed_from(rng), int(n_updates))[0])
 

@@ -45,11 +45,6 @@ class SAMSStep(PartitionStep):
     n_split_merge_updates : int, default 1
         SAMS updates per draw, before the sweeps (with ``anchor_proposal="cluster"`` all in
         one compiled call: ``build_sams_move(cluster_anchors=True, n_updates=...)``).
-    uniform_anchor_fraction : float, default 0
-        With ``anchor_proposal="cluster"`` only: the probability that each of the updates
-        draws its anchors uniformly among all points instead (a mixture of the two exact
-        updates in the same compiled call; uniform anchors split and merge large clusters
-        in proportion to their sizes).
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -78,8 +73,7 @@ class SAMSStep(PartitionStep):
     }
 
     def __init__(self, vars, anchor_proposal: str = "uniform", n_gibbs_sweeps: int = 0,
-                 n_split_merge_updates: int = 1, model=None, rng=None,
-                 uniform_anchor_fraction: float = 0.0, **kwargs):
+                 n_split_merge_updates: int = 1, model=None, rng=None, **kwargs):
         if anchor_proposal not in SAMS_ANCHOR_PROPOSALS:
             raise ValueError(
                 f"unknown anchor_proposal {anchor_proposal!r}; choose one of "
@@ -89,7 +83,6 @@ class SAMSStep(PartitionStep):
         self.n_split_merge_updates = positive_integer(n_split_merge_updates,
                                                       "n_split_merge_updates")
         self.cluster_anchors = anchor_proposal == "cluster"
-        self.uniform_anchor_fraction = uniform_anchor_fraction
         # cluster anchors depend on the partition: their own move, no AnchorProposal to adapt
         self.anchor_proposal = (None if self.cluster_anchors
                                 else AnchorProposal(kind=anchor_proposal, n_anchors=2))
@@ -104,14 +97,9 @@ class SAMSStep(PartitionStep):
 
     def build_transition(self):
         if self.cluster_anchors:  # all the updates in one compiled call
-            move = build_sams_move(cluster_anchors=True, n_updates=self.n_split_merge_updates,
-                                   uniform_anchor_fraction=self.uniform_anchor_fraction)
+            move = build_sams_move(cluster_anchors=True, n_updates=self.n_split_merge_updates)
             n_moves = 1
         else:
-            if self.uniform_anchor_fraction != 0.0:
-                raise ValueError(
-                    "uniform_anchor_fraction needs anchor_proposal='cluster' (the other "
-                    "anchor proposals do not mix in uniform-anchor updates)")
             move = build_sams_move(self.anchor_proposal)
             n_moves = self.n_split_merge_updates
         return build_moves_then_gibbs(move, n_moves=n_moves,
