@@ -103,7 +103,7 @@ class PartitionModel:
         outputs = self._function(point)
         return dict(zip(self._symbolic_names, outputs, strict=True))
 
-    def hyperparameter_values(self, point) -> dict[str, Any]:
+    def hyperparameter_values(self, point, evaluated=None) -> dict[str, Any]:
         """Current hyperparameter values.
 
         Parameters
@@ -111,6 +111,9 @@ class PartitionModel:
         point : dict
             A PyMC point (value-variable name -> value); may be empty when no hyperparameter
             is random.
+        evaluated : dict, optional
+            The random hyperparameters already evaluated at ``point`` (``_evaluate(point)``),
+            so that a caller that compared them does not evaluate them a second time.
 
         Returns
         -------
@@ -119,7 +122,8 @@ class PartitionModel:
             ``k_prior`` as applicable) and ``"family"``: a dict of every family
             hyperparameter with numeric values.
         """
-        evaluated = self._evaluate(point)
+        if evaluated is None:
+            evaluated = self._evaluate(point)
         values = dict(self._constant_prior_values)
         family_values = dict(self.family.hyperparameters)
         for key, value in evaluated.items():
@@ -131,9 +135,10 @@ class PartitionModel:
         values["family"] = family_values
         return values
 
-    def numeric_prior(self, point) -> GibbsTypePrior:
-        """Numeric prior with the hyperparameter values of ``point``."""
-        values = self.hyperparameter_values(point)
+    def numeric_prior(self, point, evaluated=None) -> GibbsTypePrior:
+        """Numeric prior with the hyperparameter values of ``point`` (``evaluated``: as in
+        :meth:`hyperparameter_values`)."""
+        values = self.hyperparameter_values(point, evaluated)
         values.pop("family")
         return self._numeric_prior_factory(values)
 
@@ -152,6 +157,19 @@ class PartitionModel:
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _PointFunction:
+    """A compiled function of some value variables, called with a whole PyMC point."""
+
+    __slots__ = ("function", "names")
+
+    def __init__(self, function, names):
+        self.function = function
+        self.names = names
+
+    def __call__(self, point):
+        return self.function(*[point[name] for name in self.names])
 
 
 def _free_rv_or_none(variable, model) -> Variable | None:
@@ -319,8 +337,14 @@ def _discover(partition_var, model) -> PartitionModel:
     function = None
     if symbolic_outputs:
         replaced = model.replace_rvs_by_values(symbolic_outputs)
-        function = model.compile_fn(replaced, inputs=model.value_vars,
-                                    on_unused_input="ignore")
+        # only the value variables the hyperparameters depend on: each input of a compiled
+        # function costs per call, and the labels (n of them) are not among them
+        needed = set(ancestors(replaced))
+        inputs = [value for value in model.value_vars if value in needed]
+        function = _PointFunction(
+            model.compile_fn(replaced, inputs=inputs, on_unused_input="ignore",
+                             point_fn=False),
+            tuple(value.name for value in inputs))
 
     alpha_var = discount_var = None
     if "alpha" in op.parameter_names:

@@ -262,10 +262,21 @@ class GibbsTypePrior(ABC):
         log_w_table : ndarray of float64, shape (n + 2,)
             ``log_w_table[m] = log W(m)`` for ``m = 1..n+1`` and ``log_w_table[0] = 0``.
         """
+        # Called at every draw whose hyperparameters changed: the subclass formulas are
+        # evaluated directly on valid int64 arguments (the same values as :meth:`log_v` and
+        # :meth:`log_w` over ``0..n+1``, without their per-call argument checks).
         n = _validate_n(n)
-        log_v_table = np.asarray(self.log_v(n, np.arange(n + 2)), dtype=np.float64).copy()
+        log_v_table = np.full(n + 2, -np.inf)
+        if n == 0:
+            log_v_table[0] = 0.0
+        else:
+            k = np.arange(1, n + 2, dtype=np.int64)
+            if self.max_clusters is not None:
+                k = k[k <= self.max_clusters]
+            if k.size:
+                log_v_table[k] = self._log_v(n, k)
         log_w_table = np.zeros(n + 2)
-        log_w_table[1:] = self.log_w(np.arange(1, n + 2))
+        log_w_table[1:] = self._log_w(np.arange(1, n + 2, dtype=np.int64))
         return log_v_table, log_w_table
 
     def sample(self, n: int, rng: np.random.Generator, size: int | None = None) -> np.ndarray:

@@ -196,6 +196,7 @@ class PartitionStep(PerChainSetup, BlockedStep):
             check_labels(labels, self.value_name, self.n_points,
                          self.n_slots if self._start_checked else None)
         prior_changed = family_changed = self._state is None or self._prior is None
+        evaluated = None
         if self.partition_model.random_hyperparameters:
             evaluated = self.partition_model._evaluate(point)
             cached = self._cached_evaluated
@@ -209,7 +210,7 @@ class PartitionStep(PerChainSetup, BlockedStep):
                 self._cached_evaluated = {key: np.array(value, copy=True)
                                           for key, value in evaluated.items()}
         if prior_changed:
-            self._prior = self.partition_model.numeric_prior(point)
+            self._prior = self.partition_model.numeric_prior(point, evaluated)
             self._tables = PriorTables(*self._prior.tables(self.n_points))
         if family_changed or labels_changed:
             if family_changed or self._family is None:

@@ -282,16 +282,32 @@ class ConcentrationGibbs(_ParameterStep):
         self.model = model
         self.vars = [value_var]
         self.partition_value_name = model.rvs_to_values[partition_rv].name
-        self.access = _ParameterAccess(rv, value_var, model, extra_outputs=(shape, 1.0 / scale))
+        self.value_name = value_var.name
+        self.value_dtype = value_var.dtype
+        # Fast path (no compiled call per draw): alpha read through its value transform and
+        # constant (or directly free) Gamma parameters; otherwise one compiled function.
+        pair = _transform_pair(rv, model)
+        readers = [_fast_reader(param, model) for param in (rv, shape, 1.0 / scale)]
+        if pair is not None and all(read is not None for read in readers):
+            self.readers, self.forward, self.access = readers, pair[1], None
+        else:
+            self.readers = self.forward = None
+            self.access = _ParameterAccess(rv, value_var, model,
+                                           extra_outputs=(shape, 1.0 / scale))
         self.rng = get_random_generator(rng)
 
     def step(self, point):
-        alpha, shape, rate = (float(v) for v in self.access.values(point))
+        if self.access is None:
+            alpha, shape, rate = (read(point) for read in self.readers)
+        else:
+            alpha, shape, rate = (float(v) for v in self.access.values(point))
         labels = np.asarray(point[self.partition_value_name])
         sizes = _sizes(labels, self.partition_value_name)
         info = escobar_west_update(alpha, sizes.size, labels.size, shape, rate, self.rng)
         new_point = dict(point)
-        new_point[self.access.value_name] = self.access.transformed(info.alpha, point)
+        new_point[self.value_name] = (
+            np.asarray(self.forward(info.alpha), dtype=self.value_dtype)
+            if self.access is None else self.access.transformed(info.alpha, point))
         return new_point, [{"concentration_eta": info.eta}]
 
 
