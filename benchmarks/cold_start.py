@@ -19,6 +19,9 @@ blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache
   another's compilation counted once; worker processes of ``cores > 1`` not included),
   with the number of such compilations;
 * ``notice``: whether the one-line "compiling numba kernels" message was printed;
+* the compiled functions with the most seconds of their own in the cold run (a function's
+  compilation less the compilations of its callees it started; an inlined function is part
+  of its caller's);
 * the run-time switches over every family (``components._leaf_dispatch``) the cold run
   compiled: none when every kernel was specialised to the model's family.
 
@@ -50,6 +53,20 @@ import numpy as np
 import pymc as pm
 import pymc_splitmerge as psm
 from pymc_splitmerge import _compile_notice
+from numba.core import event
+levels, stack = {}, []
+class Levels(event.Listener):  # every compiled function's own seconds (callees' excluded)
+    def on_start(self, ev):
+        function = getattr(ev.data.get("dispatcher"), "py_func", None)
+        name = f"{function.__module__}.{function.__qualname__}" if function else "?"
+        stack.append([name, time.perf_counter(), 0.0])
+    def on_end(self, ev):
+        name, began, inner = stack.pop()
+        seconds = time.perf_counter() - began
+        levels[name] = levels.get(name, 0.0) + seconds - inner
+        if stack:
+            stack[-1][2] += seconds
+event.register("numba:compile", Levels())
 config = json.loads(sys.argv[1])
 imported = time.perf_counter()
 y, _ = psm.datasets.gaussian_blobs(n=config["n"], n_components=4, dim=2, seed=1)
@@ -71,6 +88,7 @@ n_clusters = np.asarray(idata["posterior"]["n_clusters"].values)
 print(json.dumps({"imports": imported - start, "model": built - imported,
                   "pm.sample": sampled - built, "numba compile": seconds, "compilations": count,
                   "kernels": _compile_notice.compiled_kernels(), "switches": switches,
+                  "levels": sorted(levels.items(), key=lambda item: -item[1])[:12],
                   "draws_hash": int(n_clusters.sum() * 1000003 + n_clusters[..., ::7].sum())}))
 """
 
@@ -119,6 +137,10 @@ def main(argv=None):
     print("cold run's outermost compilations (kernel: seconds):")
     for kernel, seconds in runs["cold"][0]["kernels"]:
         print(f"  {kernel}: {seconds:.1f}")
+    print("cold run's compiled functions with the most seconds of their own (callees "
+          "excluded; a function inlined into its caller is not one):")
+    for function, seconds in runs["cold"][0]["levels"]:
+        print(f"  {function}: {seconds:.1f}")
     print("run-time family switches compiled in the cold run (none when every kernel is "
           f"specialised to the model's family): {runs['cold'][0]['switches'] or 'none'}")
     print(f"{'notice printed':<24}{all(r['notice'] for r in runs['cold'])!s:>10}"

@@ -164,6 +164,48 @@ def test_negative_control_a_plain_int_links_the_switch_over_every_family():
     assert any("_leaf_dispatch" in name for name in _defined_and_called(int_ir))
 
 
+# ------------------------------------------------------------------ compiled levels
+def _compiled_callees(dispatcher):
+    """Names of the numba functions a compiled kernel calls as compiled functions of their
+    own (from its typed IR, kept in the cache too); an inlined function is not one."""
+    import re
+
+    names = set()
+    for result in dispatcher.overloads.values():
+        annotation = str(result.type_annotation)
+        globals_ = dict(re.findall(r"#\s+(\S+) = global\((\w+): CPUDispatcher", annotation))
+        names |= {globals_[var] for var in re.findall(r"= call (\S+)\(", annotation)
+                  if var in globals_}
+    return names
+
+
+def test_the_cluster_sams_update_is_one_compiled_level():
+    """The default step's split-merge kernel compiles the family's code once: the update and
+    its internal levels (the proposal, the sequential allocation, the early merge rejection,
+    the merged statistics) are inlined into the entry point, none is a compiled function of
+    its own (each would re-optimise and re-emit the family's code linked below it)."""
+    from pymc_splitmerge.kernels import sams
+    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
+
+    family, _ = _niw()
+    x = np.ascontiguousarray(family.prepare_data(
+        np.random.default_rng(1).normal(size=(12, 2))))
+    state = PartitionState(family, x, np.arange(12) % 3)
+    tables = prior_tables(12, np.zeros(14), np.zeros(14))
+    sams.build_sams_move(cluster_anchors=True, n_updates=5)(
+        state.model, state.partition, tables, np.random.default_rng(2))
+    state.check()
+    callees = _compiled_callees(sams._cluster_sams_move_fields)
+    internal = {name for name in callees if hasattr(sams, name)
+                and getattr(sams, name).py_func.__module__ == sams.__name__}
+    assert not internal, internal
+    assert "sequential_allocation" not in callees
+    # negative control: the detector sees a compiled callee (``merge_surely_rejected`` calls
+    # ``splitmerge_common.anchor_clusters_members``, not inlined) and not an inlined one
+    sams.merge_surely_rejected(state.model, state.partition, tables, 0, 1, 0.0, 0.5)
+    assert _compiled_callees(sams.merge_surely_rejected) == {"anchor_clusters_members"}
+
+
 # ------------------------------------------------------------------ the cache
 CACHED_KERNELS = '''
 import numba

@@ -146,26 +146,11 @@ def _leaves_of(family_id):
     raise errors.TypingError(f"unknown family_id {value}")
 
 
-# Each stub below is typed by its @overload: the family's leaf for a literal id (prefer_literal:
-# numba offers the literal type first), the switch otherwise.  They are the fallback of the
-# direct calls (``_direct`` below), which reach a family's leaf without them when it has the
+# The three optional forms (a batch predictive, slot-index updates): each stub below is typed
+# by its @overload, the family's leaf (or its row form) for a literal id (prefer_literal: numba
+# offers the literal type first), the switch otherwise.  They are the fallback of the direct
+# calls (``_resolve_direct`` below), which reach a family's leaf without them when it has the
 # form asked for.
-def _add_point(family_id, params, stats_row, x_row):
-    raise NotImplementedError  # numba only
-
-
-def _remove_point(family_id, params, stats_row, x_row):
-    raise NotImplementedError  # numba only
-
-
-def _log_predictive(family_id, params, stats_row, x_row):
-    raise NotImplementedError  # numba only
-
-
-def _log_marginal(family_id, params, stats_row):
-    raise NotImplementedError  # numba only
-
-
 def _log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out):
     raise NotImplementedError  # numba only
 
@@ -181,58 +166,37 @@ def _remove_point_at(family_id, params, stats, slot, x, i):
 _SELECT = {"prefer_literal": True}
 
 
-@overload(_add_point, **_SELECT)
-def _add_point_typed(family_id, params, stats_row, x_row):
-    leaves = _leaves_of(family_id)
-    if leaves is None:
-        def switch(family_id, params, stats_row, x_row):
-            if family_id == FAMILY_PRODUCT:
-                product_add_point(params, stats_row, x_row)
-            else:
-                leaf_add_point(family_id, params, stats_row, x_row)
-        return switch
-    leaf = leaves.add_point
-    return lambda family_id, params, stats_row, x_row: leaf(params, stats_row, x_row)
+# The switches over every family for a run-time id (a plain ``int``, or an id computed at run
+# time, as ``ProductFamily`` does for its sub-families).  A literal id never reaches them:
+# every family has these four leaves, which ``_resolve_direct`` calls directly.
+@njit(cache=True)
+def _add_point(family_id, params, stats_row, x_row):
+    if family_id == FAMILY_PRODUCT:
+        product_add_point(params, stats_row, x_row)
+    else:
+        leaf_add_point(family_id, params, stats_row, x_row)
 
 
-@overload(_remove_point, **_SELECT)
-def _remove_point_typed(family_id, params, stats_row, x_row):
-    leaves = _leaves_of(family_id)
-    if leaves is None:
-        def switch(family_id, params, stats_row, x_row):
-            if family_id == FAMILY_PRODUCT:
-                product_remove_point(params, stats_row, x_row)
-            else:
-                leaf_remove_point(family_id, params, stats_row, x_row)
-        return switch
-    leaf = leaves.remove_point
-    return lambda family_id, params, stats_row, x_row: leaf(params, stats_row, x_row)
+@njit(cache=True)
+def _remove_point(family_id, params, stats_row, x_row):
+    if family_id == FAMILY_PRODUCT:
+        product_remove_point(params, stats_row, x_row)
+    else:
+        leaf_remove_point(family_id, params, stats_row, x_row)
 
 
-@overload(_log_predictive, **_SELECT)
-def _log_predictive_typed(family_id, params, stats_row, x_row):
-    leaves = _leaves_of(family_id)
-    if leaves is None:
-        def switch(family_id, params, stats_row, x_row):
-            if family_id == FAMILY_PRODUCT:
-                return product_log_predictive(params, stats_row, x_row)
-            return leaf_log_predictive(family_id, params, stats_row, x_row)
-        return switch
-    leaf = leaves.log_predictive
-    return lambda family_id, params, stats_row, x_row: leaf(params, stats_row, x_row)
+@njit(cache=True)
+def _log_predictive(family_id, params, stats_row, x_row):
+    if family_id == FAMILY_PRODUCT:
+        return product_log_predictive(params, stats_row, x_row)
+    return leaf_log_predictive(family_id, params, stats_row, x_row)
 
 
-@overload(_log_marginal, **_SELECT)
-def _log_marginal_typed(family_id, params, stats_row):
-    leaves = _leaves_of(family_id)
-    if leaves is None:
-        def switch(family_id, params, stats_row):
-            if family_id == FAMILY_PRODUCT:
-                return product_log_marginal(params, stats_row)
-            return leaf_log_marginal(family_id, params, stats_row)
-        return switch
-    leaf = leaves.log_marginal
-    return lambda family_id, params, stats_row: leaf(params, stats_row)
+@njit(cache=True)
+def _log_marginal(family_id, params, stats_row):
+    if family_id == FAMILY_PRODUCT:
+        return product_log_marginal(params, stats_row)
+    return leaf_log_marginal(family_id, params, stats_row)
 
 
 @overload(_log_predictive_many, **_SELECT)

@@ -302,7 +302,7 @@ def _niw_refresh_constant(params, stats):
     stats[tail + 2] = shrink
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _niw_after_update(params, stats, tail):
     """Count one incremental update; refresh from the raw sums every REFRESH_INTERVAL."""
     updates = stats[tail + 3] + 1.0
@@ -711,17 +711,17 @@ def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
 # fallback), call the row functions through views.
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _niw_add_point_row(params, stats, slot, x, i):
     niw_add_point(params, stats[slot], x[i])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _niw_remove_point_row(params, stats, slot, x, i):
     return niw_remove_point(params, stats[slot], x[i])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _niw_recompute_row(params, stats, slot):
     niw_recompute(params, stats[slot])
 

@@ -76,7 +76,7 @@ import numpy as np
 
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
-from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.core.slots import free_slot, reset_row
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.kernels.smc import (
     SeatingStep,
@@ -330,12 +330,12 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     # particle 0's first block gets the anchor's statistics; the others copy that row (the
     # same numbers as adding the point to each: one family call instead of N)
     for j in range(m):
-        stats[j, :] = empty_row
+        reset_row(stats, j, empty_row)
     dispatch.add_point(family_id, params, stats[0], first)
     for p in range(num_particles):
         if p > 0:
             for j in range(m):
-                stats[p * m + j, :] = stats[j]
+                reset_row(stats, p * m + j, stats[j])
         sizes[p, 0] = 1
         log_gamma[p] = log_first
         decisions[0, p] = 0

@@ -87,7 +87,7 @@ __all__ = [
     "sequential_allocation",
 ]
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, forced, sides,
                           uniforms, log_w_table, empty_row):
     """Sequential allocation of ``order`` to the clusters seeded by the two anchors.
@@ -142,7 +142,7 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
     return log_proposal, stats_a, stats_b, size_a, size_b
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
     """The whole SAMS proposal for given anchors, in one compiled call.
 
@@ -175,7 +175,7 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
                                        current_sides, uniforms)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
                                 current_sides, uniforms):
     """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
@@ -190,32 +190,35 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     size_s = members.shape[0]
     permutation = np.argsort(uniforms[:size_s])
     order = members[permutation]
-    allocation_uniforms = uniforms[size_s:2 * size_s]
     is_split = labels[anchor_i] == labels[anchor_j]
-    if is_split:  # the merged cluster is the current one: its statistics row as it is
+    # one call of the allocation for both directions (``forced`` a run-time flag: one compiled
+    # copy of it); a merge's reverse split is FORCED to the current clusters along the same
+    # order
+    if is_split:
         sides = np.empty(size_s, dtype=np.int64)
-        log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
-            family_id, params, x, anchor_i, anchor_j, order, False, sides, allocation_uniforms,
-            log_w_table, empty_row)
-        log_ratio = log_split_merge_ratio_given_merged(
-            family_id, params, stats_a, size_a, stats_b, size_b,
-            partition.stats[labels[anchor_i]], log_v_table, log_w_table, n_clusters)
-        moving = anchor_i_side(anchor_i, order, sides, size_a)
-        return MOVE_SPLIT, log_ratio - log_q, moving, -1
-    # merge: the reverse split is FORCED to the current clusters along the same order
-    sides_current = current_sides[permutation]
-    log_q_forced, stats_a, stats_b, size_a, size_b = sequential_allocation(
-        family_id, params, x, anchor_i, anchor_j, order, True, sides_current, uniforms,
-        log_w_table, empty_row)
+        allocation_uniforms = uniforms[size_s:2 * size_s]
+    else:
+        sides = current_sides[permutation]
+        allocation_uniforms = uniforms  # unused when forced
+    log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
+        family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
+        allocation_uniforms, log_w_table, empty_row)
+    if is_split:  # the merged cluster is the current one: its statistics row as it is
+        merged = partition.stats[labels[anchor_i]]
+        n_clusters_merged = n_clusters
+    else:
+        merged = merged_statistics(model, partition, anchor_i, anchor_j, members, current_sides)
+        n_clusters_merged = n_clusters - 1
     log_ratio = log_split_merge_ratio_given_merged(
-        family_id, params, stats_a, size_a, stats_b, size_b,
-        merged_statistics(model, partition, anchor_i, anchor_j, members, current_sides),
-        log_v_table, log_w_table, n_clusters - 1)
-    moving = anchor_i_side(anchor_i, order, sides_current, size_a)
-    return MOVE_MERGE, log_q_forced - log_ratio, moving, labels[anchor_j]
+        family_id, params, stats_a, size_a, stats_b, size_b, merged, log_v_table, log_w_table,
+        n_clusters_merged)
+    moving = anchor_i_side(anchor_i, order, sides, size_a)
+    if is_split:
+        return MOVE_SPLIT, log_ratio - log_q, moving, -1
+    return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
     """Statistics row of the union of the anchors' two (different) clusters: a copy of the
     larger cluster's row (anchor ``i``'s on a tie) plus the smaller cluster's points, its
@@ -399,7 +402,7 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
                                           sides, log_offset, uniform)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
                                    sides, log_offset, uniform):
     """:func:`merge_surely_rejected` given the clusters' other points ``members`` and their
@@ -426,7 +429,7 @@ def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
     return math.log(uniform) > bound + margin
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _index_members(labels, sizes, order, start, cursor):
     """(Re)build the member index of a partition: the points of slot ``s`` are
     ``order[start[s]:start[s] + sizes[s]]``, in increasing order (a counting sort,
@@ -443,7 +446,7 @@ def _index_members(labels, sizes, order, start, cursor):
         cursor[slot] += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _indexed_members(labels, sizes, order, start, anchor_i, anchor_j):
     """``splitmerge_common.anchor_clusters_members`` from the member index: the same arrays
     (the points of the anchors' clusters other than the anchors, in increasing order, and
@@ -473,14 +476,14 @@ def _indexed_members(labels, sizes, order, start, anchor_i, anchor_j):
     return members, sides
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _log_split_type_probability(n_clusters):
     """Log probability that a cluster-anchor update is split-type from ``n_clusters``
     clusters: 1/2, or 1 from a single cluster (no pair of clusters to merge)."""
     return 0.0 if n_clusters == 1 else -math.log(2.0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _cluster_sams_update(model, partition, tables, uniforms, pair, index):
     """One cluster-anchor SAMS Metropolis–Hastings update (law: :func:`_sams_updates`),
     drawing from numba's generator (seeded by the caller); ``partition`` changes in place if
@@ -552,7 +555,7 @@ def _cluster_sams_update(model, partition, tables, uniforms, pair, index):
     return move, True, log_ratio
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _cluster_update_buffers(partition):
     """The scratch buffers of :func:`_cluster_sams_update` for ``partition``: ``uniforms``
     (``2 n``), ``pair`` (2) and a current member index ``(order, start, cursor)``
@@ -612,6 +615,27 @@ def _sams_updates(model, partition, tables, n_updates, seed):
     move, accepted, log_accept_ratio : int, bool, float
         The last update's (``MOVE_NONE``, False, ``nan`` if ``n_updates`` is 0).
     """
+    return _cluster_sams_move_fields(
+        model.family_id, model.params, model.x, partition.labels, partition.sizes,
+        partition.stats, partition.empty_row, partition.active, partition.where,
+        partition.cluster_count, tables.log_v, tables.log_w, seed, n_updates)
+
+
+@numba.njit(cache=True)
+def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
+                              where, cluster_count, log_v, log_w, seed, n_updates):
+    """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
+    slowly: cf. :func:`_sams_proposal_fields`); returns its result.
+
+    The one compiled level of the cluster-anchor SAMS updates: the update and everything it
+    calls are inlined here (``inline="always"``), the family's leaves are linked in, and the
+    loop is written here rather than inlined from :func:`_sams_updates` (numba copies an
+    inlined function's whole IR, twice, at every level it is inlined through: a level of
+    inlining of the complete update costs seconds of a first run's compilation).
+    """
+    model = make_model(family_id, params, x)
+    partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
+    tables = PriorTables(log_v, log_w)
     np.random.seed(seed)
     uniforms, pair, index = _cluster_update_buffers(partition)
     n_accepted = 0
@@ -622,17 +646,6 @@ def _sams_updates(model, partition, tables, n_updates, seed):
         if accepted:
             n_accepted += 1
     return n_accepted, move, accepted, log_ratio
-
-
-@numba.njit(cache=True)
-def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
-                              where, cluster_count, log_v, log_w, seed, n_updates):
-    """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
-    slowly: cf. :func:`_sams_proposal_fields`); returns its result."""
-    return _sams_updates(make_model(family_id, params, x),
-                         Partition(labels, sizes, stats, empty_row, active, where,
-                                   cluster_count),
-                         PriorTables(log_v, log_w), n_updates, seed)
 
 
 class _ClusterSAMSMove:

@@ -67,7 +67,7 @@ from pymc_splitmerge.core.logweights import (
     sample_weights,
 )
 from pymc_splitmerge.core.relabel import canonical_labels
-from pymc_splitmerge.core.slots import free_slot
+from pymc_splitmerge.core.slots import free_slot, reset_row
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights as gibbs_join_and_new
 from pymc_splitmerge.kernels.rng import seed_numba_from
 from pymc_splitmerge.kernels.state import Model, Partition, add, log_target, remove
@@ -373,7 +373,7 @@ def empty_population(num_particles, n, empty_row):
     stats = np.empty((num_particles, capacity, empty_row.shape[0]))
     for p in range(num_particles):
         for slot in range(capacity):
-            stats[p, slot, :] = empty_row
+            reset_row(stats[p], slot, empty_row)
     return Population(np.zeros((num_particles, n), dtype=np.int64),
                       np.zeros((num_particles, capacity), dtype=np.int64), stats,
                       np.zeros((num_particles, capacity), dtype=np.int64),
@@ -399,12 +399,12 @@ def copy_particle(placed, source, target):
     empty_row = target.empty_row
     for j in range(target.cluster_count[0]):
         slot = target.active[j]
-        target.stats[slot, :] = empty_row
+        reset_row(target.stats, slot, empty_row)
         target.sizes[slot] = 0
         target.where[slot] = -1
     for j in range(source.cluster_count[0]):
         slot = source.active[j]
-        target.stats[slot, :] = source.stats[slot, :]
+        reset_row(target.stats, slot, source.stats[slot])
         target.sizes[slot] = source.sizes[slot]
         target.where[slot] = j
         target.active[j] = slot

@@ -172,7 +172,7 @@ def metropolis_accept(log_accept_ratio: float, rng: np.random.Generator) -> bool
     return bool(metropolis_accepts.py_func(value, uniform))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def metropolis_accepts(log_accept_ratio, uniform):
     """The decision of :func:`metropolis_accept` given its uniform (for compiled loops that
     draw their uniforms in advance): ``nan`` and ``-inf`` reject, ``>= 0`` accepts, otherwise
@@ -211,7 +211,7 @@ def anchor_clusters_members(labels, anchor_i, anchor_j):
     return members, sides
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def anchor_i_side(anchor_i, points, sides, size):
     """The ``size`` points of anchor ``i``'s side: ``anchor_i``, then ``points[t]`` with
     ``sides[t] == 0`` in order (the points a split or merge proposal moves).
@@ -238,7 +238,7 @@ def anchor_i_side(anchor_i, points, sides, size):
     return moving
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b, size_b,
                               log_w_table):
     """Normalised log probabilities of allocating ``x_row`` to candidate cluster A or B.
@@ -285,7 +285,7 @@ def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, sta
                                               n_clusters_merged)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def log_split_merge_ratio_given_merged(family_id, params, stats_a, size_a, stats_b, size_b,
                                        merged, log_v_table, log_w_table, n_clusters_merged):
     """``log pi(c_split) - log pi(c_merge)`` (:func:`log_split_merge_ratio`) given the
