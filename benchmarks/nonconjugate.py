@@ -239,43 +239,38 @@ def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=N
     y, y_test = y_all[:n], y_all[n:]
     x, x_test = (None, None) if x_all is None else (x_all[:n], x_all[n:])
     tune = draws if tune is None else tune
+    print(f"\n{problem}: n = {n}, {chains} chains x {draws} draws (+{tune} tuning), "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+    print(f"{'contender':<13}{'seconds':>9}{'K':>7}{'mcse':>7}{'ESS/s K':>9}"
+          f"{'largest':>9}{'mcse':>7}{'ESS/s lg':>9}{'lpd':>9}{'depth':>7}  K per chain",
+          flush=True)
     rows = []
-    for contender in contenders:
+    for contender in contenders:  # each row as soon as it is measured
         seconds, k, largest, log_pred, depth = _sample_contender(
             problem, contender, y, x, y_test, x_test, draws, tune, chains, seed, capacity, rng)
         lpd = float(np.mean(logsumexp(log_pred, axis=0) - np.log(len(log_pred))))
-        rows.append((contender, seconds, k, largest, lpd, depth))
-    reference = None
+        rows.append((contender, k, largest))
+        print(f"{contender:<13}{seconds:>9.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
+              f"{ess(k) / seconds:>9.3f}{largest.mean():>9.3f}{mcse(largest):>7.3f}"
+              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  "
+              f"{np.round(k.mean(axis=1), 2).tolist()}", flush=True)
     if reference_draws:
-        _, k, largest, _, _ = _sample_contender(
+        _, k_ref, largest_ref, _, _ = _sample_contender(
             problem, "alg8+laplace", y, x, y_test, x_test, reference_draws, tune,
             reference_chains, seed + 1000, capacity, rng)
-        reference = (k.mean(), mcse(k), largest.mean(), mcse(largest))
-    print(f"\n{problem}: n = {n}, {chains} chains x {draws} draws (+{tune} tuning), "
-          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
-    header = (f"{'contender':<13}{'seconds':>9}{'K':>7}{'mcse':>7}{'ESS/s K':>9}"
-              f"{'largest':>9}{'mcse':>7}{'ESS/s lg':>9}{'lpd':>9}{'depth':>7}")
-    if reference is not None:
-        header += f"{'z K':>7}{'z lg':>7}"
-    print(header)
-    for name, seconds, k, largest, lpd, depth in rows:
-        line = (f"{name:<13}{seconds:>9.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
-                f"{ess(k) / seconds:>9.3f}{largest.mean():>9.3f}{mcse(largest):>7.3f}"
-                f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}")
-        if reference is not None:
-            k_ref, k_mcse, l_ref, l_mcse = reference
-            line += (f"{(k.mean() - k_ref) / np.hypot(mcse(k), k_mcse):>7.2f}"
-                     f"{(largest.mean() - l_ref) / np.hypot(mcse(largest), l_mcse):>7.2f}")
-        print(line)
-    if reference is not None:
         print(f"reference (alg8+laplace, {reference_chains} chains x {reference_draws} draws): "
-              f"K {reference[0]:.3f} +- {reference[1]:.3f}, largest {reference[2]:.3f} +- "
-              f"{reference[3]:.3f}")
+              f"K {k_ref.mean():.3f} +- {mcse(k_ref):.3f}, largest {largest_ref.mean():.3f} "
+              f"+- {mcse(largest_ref):.3f}; distance in MCSE (sqrt(mcse^2 + mcse_ref^2)):")
+        for name, k, largest in rows:
+            z_k = (k.mean() - k_ref.mean()) / np.hypot(mcse(k), mcse(k_ref))
+            z_l = (largest.mean() - largest_ref.mean()) / np.hypot(mcse(largest),
+                                                                    mcse(largest_ref))
+            print(f"  {name:<13} K {z_k:+.2f}  largest {z_l:+.2f}")
 
 
 CONTENDER_MOVES = {
     "alg8": {"n_split_merge": 0, "n_parameter_split_merge": 0},
-    "alg8+laplace": {"n_split_merge": 0, "n_parameter_updates": 1},
+    "alg8+laplace": {"n_split_merge": 10, "n_parameter_updates": 1},
     "alg8+sm": {"n_parameter_split_merge": 1},
 }
 
