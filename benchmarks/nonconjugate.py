@@ -26,7 +26,10 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
   update on alpha;
 * ``alg8+laplace``: ``psm.SlotGibbsStep(z, n_split_merge=0, n_parameter_updates=1)``:
   Algorithm 8 and, instead of NUTS, one independence Metropolis-Hastings update of every
-  occupied slot's parameters from the Laplace approximation of its conditional posterior;
+  occupied slot's parameters from the Laplace approximation of its conditional posterior,
+  and 10 split-merge updates of the labels given the parameters (cheap: O(cluster size));
+* ``laplace+psm``: ``alg8+laplace`` and one split-merge with Laplace-proposed parameters
+  (``n_parameter_split_merge=1``) per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
@@ -201,7 +204,7 @@ def mcse(values):
     return float(values.std() / np.sqrt(arviz_ess(values, method="mean")))
 
 
-CONTENDERS = ("alg8", "alg8+laplace", "alg8+sm", "pymc_sb")
+CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "alg8+sm", "pymc_sb")
 
 
 def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, chains, seed,
@@ -271,6 +274,8 @@ def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=N
 CONTENDER_MOVES = {
     "alg8": {"n_split_merge": 0, "n_parameter_split_merge": 0},
     "alg8+laplace": {"n_split_merge": 10, "n_parameter_updates": 1},
+    "laplace+psm": {"n_split_merge": 10, "n_parameter_updates": 1,
+                    "n_parameter_split_merge": 1},
     "alg8+sm": {"n_parameter_split_merge": 1},
 }
 
