@@ -3,7 +3,12 @@ stick-breaking model with NUTS.
 
 Run ``python benchmarks/nonconjugate.py`` (reduced default: n = 300 / 500, 300 draws per
 chain, 2 chains; a few minutes on two cores) or ``--n-student 2000 --n-poisson 5000 --draws
-2000 --chains 4`` (the full sizes).
+2000 --chains 4`` (the full sizes).  The script sets ``OPENBLAS_NUM_THREADS=1`` (unless set)
+for every contender: NUTS on small vector parameters loses most of its time to BLAS thread
+hand-offs on a busy machine.  ``--reference-draws R`` adds a long run of ``alg8+laplace``
+(R draws per chain, ``--reference-chains`` chains) and the distance of every contender's
+posterior means of K and the largest fraction from it in Monte Carlo standard errors
+(``sqrt(mcse^2 + mcse_ref^2)``).
 
 Problems (training data, 25 % more points held out, DP(alpha ~ Gamma(1, 1)) prior):
 
@@ -13,11 +18,18 @@ Problems (training data, 25 % more points held out, DP(alpha ~ Gamma(1, 1)) prio
 * ``poisson``: a mixture of Poisson regressions with log link, ``y ~ Poisson(exp(b0 + b1 x))``,
   three true clusters; ``beta ~ MvNormal(0, 2 I)`` per cluster.
 
-Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning):
+Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
+``--contenders`` picks some):
 
 * ``alg8``: ``psm.SlotGibbsStep(z, n_split_merge=0, n_parameter_split_merge=0)``
   (Algorithm 8 in slot form) + NUTS on the cluster parameters, the exact concentration
   update on alpha;
+* ``alg8+laplace``: ``psm.SlotGibbsStep(z, n_split_merge=0, n_parameter_updates=1)``:
+  Algorithm 8 and, instead of NUTS, one independence Metropolis-Hastings update of every
+  occupied slot's parameters from the Laplace approximation of its conditional posterior,
+  and 10 split-merge updates of the labels given the parameters (cheap: O(cluster size));
+* ``laplace+psm``: ``alg8+laplace`` and one split-merge with Laplace-proposed parameters
+  (``n_parameter_split_merge=1``) per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
@@ -48,9 +60,11 @@ the empty slots holding fresh base-distribution draws).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-import arviz as az
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -58,6 +72,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import pymc_splitmerge as psm
+from pymc_splitmerge.analysis._arviz_compat import ess as arviz_ess
 from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 
 
@@ -179,45 +194,90 @@ def stick_breaking_summaries(problem, idata, y, x, y_test, x_test, rng):
 
 
 def ess(values):
-    return float(az.ess(np.asarray(values), method="bulk"))
+    """Bulk ESS of an array (chain, draw), computed the same way for every contender."""
+    return arviz_ess(values, method="bulk")
 
 
-def run(problem, n, draws, chains, seed, capacity):
+def mcse(values):
+    """Monte Carlo standard error of the mean: sd / sqrt(ESS of the mean)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.std() / np.sqrt(arviz_ess(values, method="mean")))
+
+
+CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "alg8+sm", "pymc_sb")
+
+
+def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, chains, seed,
+                      capacity, rng):
+    """Run one contender; returns (seconds, K (chain, draw), largest, log_pred, acceptance)."""
+    if contender == "pymc_sb":
+        model = stick_breaking_model(problem, y, x)
+        step = None
+    else:
+        model = slot_model(problem, y, x, capacity)
+        with model:
+            step = [psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[contender])]
+    with model:
+        start = time.perf_counter()
+        idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=step,
+                          random_seed=seed, progressbar=False,
+                          compute_convergence_checks=False)
+        seconds = time.perf_counter() - start
+    if contender == "pymc_sb":
+        k, largest, log_pred = stick_breaking_summaries(problem, idata, y, x, y_test, x_test,
+                                                        rng)
+        depth = np.asarray(idata["sample_stats"]["tree_depth"]).mean()
+    else:
+        k, largest, log_pred = slot_summaries(problem, idata, y, x, y_test, x_test)
+        stats = idata["sample_stats"]
+        depth = np.asarray(stats["tree_depth"]).mean() if "tree_depth" in stats else np.nan
+    return seconds, k, largest, log_pred, depth
+
+
+def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=None,
+        reference_draws=0, reference_chains=4):
     rng = np.random.default_rng(seed)
     generate = student_data if problem == "student_t" else poisson_data
     y_all, x_all = generate(n + n // 4, rng)
     y, y_test = y_all[:n], y_all[n:]
     x, x_test = (None, None) if x_all is None else (x_all[:n], x_all[n:])
+    tune = draws if tune is None else tune
+    print(f"\n{problem}: n = {n}, {chains} chains x {draws} draws (+{tune} tuning), "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+    print(f"{'contender':<13}{'seconds':>9}{'K':>7}{'mcse':>7}{'ESS/s K':>9}"
+          f"{'largest':>9}{'mcse':>7}{'ESS/s lg':>9}{'lpd':>9}{'depth':>7}  K per chain",
+          flush=True)
     rows = []
-    for contender in ("alg8", "alg8+sm", "pymc_sb"):
-        if contender == "pymc_sb":
-            model = stick_breaking_model(problem, y, x)
-            step = None
-        else:
-            model = slot_model(problem, y, x, capacity)
-            with model:
-                step = [psm.SlotGibbsStep(model["z"], **STUCK_MOVES[
-                    "alg8" if contender == "alg8" else "all"])]
-        with model:
-            start = time.perf_counter()
-            idata = pm.sample(draws, tune=draws, chains=chains, cores=1, step=step,
-                              random_seed=seed, progressbar=False,
-                              compute_convergence_checks=False)
-            seconds = time.perf_counter() - start
-        if contender == "pymc_sb":
-            k, largest, log_pred = stick_breaking_summaries(problem, idata, y, x, y_test,
-                                                            x_test, rng)
-        else:
-            k, largest, log_pred = slot_summaries(problem, idata, y, x, y_test, x_test)
+    for contender in contenders:  # each row as soon as it is measured
+        seconds, k, largest, log_pred, depth = _sample_contender(
+            problem, contender, y, x, y_test, x_test, draws, tune, chains, seed, capacity, rng)
         lpd = float(np.mean(logsumexp(log_pred, axis=0) - np.log(len(log_pred))))
-        rows.append((contender, seconds, k.mean(), ess(k) / seconds, largest.mean(),
-                     ess(largest) / seconds, lpd))
-    print(f"\n{problem}: n = {n}, {chains} chains x {draws} draws (+{draws} tuning)")
-    print(f"{'contender':<10}{'seconds':>9}{'K':>7}{'ESS/s K':>10}{'largest':>9}"
-          f"{'ESS/s lg':>10}{'lpd':>9}")
-    for name, seconds, k, ess_k, largest, ess_l, lpd in rows:
-        print(f"{name:<10}{seconds:>9.1f}{k:>7.2f}{ess_k:>10.2f}{largest:>9.3f}{ess_l:>10.2f}"
-              f"{lpd:>9.3f}")
+        rows.append((contender, k, largest))
+        print(f"{contender:<13}{seconds:>9.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
+              f"{ess(k) / seconds:>9.3f}{largest.mean():>9.3f}{mcse(largest):>7.3f}"
+              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  "
+              f"{np.round(k.mean(axis=1), 2).tolist()}", flush=True)
+    if reference_draws:
+        _, k_ref, largest_ref, _, _ = _sample_contender(
+            problem, "alg8+laplace", y, x, y_test, x_test, reference_draws, tune,
+            reference_chains, seed + 1000, capacity, rng)
+        print(f"reference (alg8+laplace, {reference_chains} chains x {reference_draws} draws): "
+              f"K {k_ref.mean():.3f} +- {mcse(k_ref):.3f}, largest {largest_ref.mean():.3f} "
+              f"+- {mcse(largest_ref):.3f}; distance in MCSE (sqrt(mcse^2 + mcse_ref^2)):")
+        for name, k, largest in rows:
+            z_k = (k.mean() - k_ref.mean()) / np.hypot(mcse(k), mcse(k_ref))
+            z_l = (largest.mean() - largest_ref.mean()) / np.hypot(mcse(largest),
+                                                                    mcse(largest_ref))
+            print(f"  {name:<13} K {z_k:+.2f}  largest {z_l:+.2f}")
+
+
+CONTENDER_MOVES = {
+    "alg8": {"n_split_merge": 0, "n_parameter_split_merge": 0},
+    "alg8+laplace": {"n_split_merge": 10, "n_parameter_updates": 1},
+    "laplace+psm": {"n_split_merge": 10, "n_parameter_updates": 1,
+                    "n_parameter_split_merge": 1},
+    "alg8+sm": {"n_parameter_split_merge": 1},
+}
 
 
 STUCK_MOVES = {
@@ -285,6 +345,11 @@ def main():
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--capacity", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tune", type=int, default=None, help="tuning draws (default --draws)")
+    parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS),
+                        choices=list(CONTENDERS))
+    parser.add_argument("--reference-draws", type=int, default=0)
+    parser.add_argument("--reference-chains", type=int, default=4)
     parser.add_argument("--problems", nargs="+", default=["student_t", "poisson"])
     parser.add_argument("--stuck", action="store_true",
                         help="only the stuck case (two separated groups started together)")
@@ -300,7 +365,8 @@ def main():
         return
     sizes = {"student_t": args.n_student, "poisson": args.n_poisson}
     for problem in args.problems:
-        run(problem, sizes[problem], args.draws, args.chains, args.seed, args.capacity)
+        run(problem, sizes[problem], args.draws, args.chains, args.seed, args.capacity,
+            args.contenders, args.tune, args.reference_draws, args.reference_chains)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ draw, with the cluster parameters held by the other steps (NUTS by default):
    likelihood term;
 2. the (n, C) matrix ``log f(y_i | theta_s)`` is computed by one compiled pytensor function
    (the observed terms' per-observation log densities, vectorised over the C slots);
-3. ``n_split_merge`` split-merge updates and ``n_gibbs_sweeps`` Algorithm 8 sweeps
+3. ``n_parameter_updates`` independence Metropolis-Hastings updates of the occupied slots'
+   parameters given the labels (Laplace proposals; optional: the step then owns the cluster
+   parameters and PyMC gives them no NUTS);
+4. ``n_split_merge`` split-merge updates and ``n_gibbs_sweeps`` Algorithm 8 sweeps
    (:mod:`pymc_splitmerge.kernels.cluster_slots`, numba) move the labels given that matrix.
 
 Plain ``pm.sample()`` assigns it to every partition variable with cluster parameters
@@ -48,6 +51,7 @@ from pymc_splitmerge.distributions.cluster_parameters import (
 from pymc_splitmerge.distributions.priors import MixtureOfFiniteMixturesRV, PartitionPriorRV
 from pymc_splitmerge.distributions.statistics import mark_written_labels
 from pymc_splitmerge.kernels.cluster_slots import (
+    laplace_parameter_update,
     parameter_split_merge,
     slot_gibbs_sweeps,
     slot_sizes,
@@ -347,6 +351,18 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
         blocks once per step (seconds to a minute for vector parameters) and costs two
         bounded Newton fits (~20-25 evaluations on three slots) per move, hence opt-in.
+    n_parameter_updates : int, default 0
+        Updates of the occupied slots' parameters given the labels per draw (after the
+        refresh, before the label moves): per slot an independence Metropolis-Hastings
+        proposal from the Laplace approximation of the slot's conditional posterior
+        (:func:`~pymc_splitmerge.kernels.cluster_slots.laplace_parameter_update`).  With
+        ``n_parameter_updates >= 1`` the step also owns the cluster parameters (``vars``
+        includes them), so ``pm.sample`` gives them no NUTS: every draw then costs a few
+        Newton fits on three slots at a time (O(n) each) instead of NUTS trajectories over all
+        slots, whose step size the clusters' very different posterior scales (a cluster of
+        hundreds of points next to empty slots at the base distribution's scale) drive down.
+        Needs continuous cluster parameters with gradients, like
+        ``n_parameter_split_merge``; the first draw compiles their Hessian blocks.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -354,8 +370,9 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
     Notes
     -----
     Sampler stats: ``slot_gibbs_changed`` (point updates that changed slot),
-    ``slot_split_merge_accepted`` (accepted split-merge updates in the draw) and
-    ``slot_gibbs_n_clusters``.  A draw after tuning whose clusters fill every slot while the
+    ``slot_split_merge_accepted`` (accepted split-merge updates in the draw),
+    ``slot_parameter_update_acceptance`` (accepted fraction of the occupied slots' parameter
+    proposals in the draw, ``nan`` without them) and ``slot_gibbs_n_clusters``.  A draw after tuning whose clusters fill every slot while the
     prior allows more stops the chain with an error naming ``capacity`` (the posterior needs
     more slots); during tuning this is allowed (transients from the start).
 
@@ -372,11 +389,13 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         "slot_gibbs_changed": (np.int64, []),
         "slot_split_merge_accepted": (np.int64, []),
         "slot_parameter_split_merge_accepted": (np.int64, []),
+        "slot_parameter_update_acceptance": (np.float64, []),
         "slot_gibbs_n_clusters": (np.int64, []),
     }
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, n_split_merge: int = 1,
-                 n_parameter_split_merge: int = 0, model=None, rng=None, **kwargs):
+                 n_parameter_split_merge: int = 0, n_parameter_updates: int = 0, model=None,
+                 rng=None, **kwargs):
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
         if kwargs:
@@ -385,6 +404,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         self.n_split_merge = non_negative_integer(n_split_merge, "n_split_merge")
         self.n_parameter_split_merge = non_negative_integer(n_parameter_split_merge,
                                                             "n_parameter_split_merge")
+        self.n_parameter_updates = non_negative_integer(n_parameter_updates,
+                                                        "n_parameter_updates")
         if self.n_gibbs_sweeps + self.n_split_merge + self.n_parameter_split_merge == 0:
             raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1, n_split_merge >= 1 or "
                              "n_parameter_split_merge >= 1")
@@ -395,6 +416,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         self.value_name = value_var.name
         self.partition_var = rv
         self.slots = SlotLikelihood(rv, model)
+        if self.n_parameter_updates:  # the step owns the cluster parameters: no NUTS on them
+            self.vars += [model.rvs_to_values[p] for p in self.slots.spec.parameters]
         self.capacity = self.slots.capacity
         self.n_points = self.slots.n_points
         self.rng = get_random_generator(rng)
@@ -462,16 +485,23 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         prior, (log_v, log_w) = self.slots.prior_and_tables(point)
         sizes = slot_sizes(labels, self.capacity)
         parameters_accepted = 0
-        if self.n_parameter_split_merge:
+        updates_proposed = updates_accepted = 0
+        if self.n_parameter_split_merge or self.n_parameter_updates:
             slot_model = self.slots.parameter_model()
             values = slot_model.bind(new_point)
+            for _ in range(self.n_parameter_updates):
+                info = laplace_parameter_update(slot_model, values, labels, sizes, self.rng,
+                                                log_likelihood=log_likelihood)
+                log_likelihood = info.log_likelihood
+                updates_proposed += info.n_proposed
+                updates_accepted += info.n_accepted
             for _ in range(self.n_parameter_split_merge):
                 info = parameter_split_merge(slot_model, values, labels, sizes, log_v, log_w,
                                              self.rng, log_likelihood=log_likelihood)
                 if info.accepted:
                     parameters_accepted += 1
                     log_likelihood = slot_model.log_likelihood(values)
-            if parameters_accepted:
+            if parameters_accepted or updates_accepted:
                 new_point.update(slot_model.unpack(values))
         accepted = 0
         for _ in range(self.n_split_merge):
@@ -488,5 +518,7 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
             labels.astype(np.asarray(point[self.value_name]).dtype, copy=True))
         stats = {"slot_gibbs_changed": changed, "slot_split_merge_accepted": accepted,
                  "slot_parameter_split_merge_accepted": parameters_accepted,
+                 "slot_parameter_update_acceptance": (updates_accepted / updates_proposed
+                                                      if updates_proposed else np.nan),
                  "slot_gibbs_n_clusters": n_clusters}
         return new_point, [stats]

@@ -106,7 +106,7 @@ class BlockParameterSampler:
         self.grid = np.linspace(*bounds, grid_size)
         self._cdfs: dict = {}
 
-    def __call__(self, points, rng):
+    def _cdf_table(self, points) -> np.ndarray:
         points = tuple(points)
         cdf = self._cdfs.get(points)
         if cdf is None:
@@ -115,7 +115,15 @@ class BlockParameterSampler:
             cdf = np.cumsum(np.exp(log_density - log_density.max()))
             cdf /= cdf[-1]
             self._cdfs[points] = cdf
-        return float(np.interp(rng.random(), cdf, self.grid))
+        return cdf
+
+    def __call__(self, points, rng):
+        return float(np.interp(rng.random(), self._cdf_table(points), self.grid))
+
+    def cdf(self, points, theta: float) -> float:
+        """The block posterior's CDF at ``theta`` (for probability-integral-transform tests
+        of parameter updates)."""
+        return float(np.interp(theta, self.grid, self._cdf_table(points)))
 
 
 def slot_state_draws(exact: ExactPosterior, capacity: int, draw_parameter: Callable,
