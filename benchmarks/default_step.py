@@ -85,20 +85,9 @@ def _sams(**options):
     return make
 
 
-def _default_with_concentration(n_updates):
-    """The default partition step with ``ConcentrationGibbs(alpha, n_updates=...)``."""
-    def make(model):
-        import pymc_splitmerge as psm
-
-        return [psm.DefaultPartitionStep(model["z"]),
-                psm.ConcentrationGibbs(model["alpha"], n_updates=n_updates)]
-    return make
-
-
 #: name -> None (plain ``pm.sample()``) or ``make(model) -> list of steps`` for ``step=``
 CANDIDATES = {
     "default": None,
-    **{f"default_ew{k}": _default_with_concentration(k) for k in (1, 3, 10, 30)},
     "sams_uniform_g1": _sams(n_gibbs_sweeps=1),
     "sams_cluster_g1": _sams(anchor_proposal="cluster", n_gibbs_sweeps=1),
     **{f"sams_uniform_m{m}_g1": _sams(n_split_merge_updates=m, n_gibbs_sweeps=1)

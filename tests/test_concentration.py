@@ -106,48 +106,6 @@ def test_escobar_west_negative_controls_rejected(broken):
     assert one_step_pvalue(posterior, update, seed=1, n_steps=2) < P_THRESHOLD
 
 
-def broken_loop_average(alpha, n_clusters, n, shape, rate, rng, n_updates=3):
-    """BUG: ``n_updates`` Escobar–West updates whose concentrations are averaged."""
-    values = []
-    for _ in range(n_updates):
-        alpha = conc.escobar_west_update(alpha, n_clusters, n, shape, rate, rng).alpha
-        values.append(alpha)
-    return float(np.mean(values))
-
-
-@pytest.mark.parametrize("n_clusters,n,shape,rate", [(3, 8, 2.0, 0.5), (1, 6, 1.0, 1.0)])
-def test_escobar_west_several_updates_exact(n_clusters, n, shape, rate):
-    """``n_updates=3`` in one call leaves alpha's conditional invariant (one-step KS)."""
-    posterior = dp_alpha_posterior(n_clusters, n, shape, rate)
-
-    def update(alpha, rng):
-        return conc.escobar_west_update(alpha, n_clusters, n, shape, rate, rng,
-                                        n_updates=3).alpha
-
-    assert one_step_pvalue(posterior, update, seed=2) > P_THRESHOLD
-
-
-def test_escobar_west_several_updates_negative_control_rejected():
-    n_clusters, n, shape, rate = 3, 8, 2.0, 0.5
-    posterior = dp_alpha_posterior(n_clusters, n, shape, rate)
-
-    def update(alpha, rng):
-        return broken_loop_average(alpha, n_clusters, n, shape, rate, rng)
-
-    assert one_step_pvalue(posterior, update, seed=2) < P_THRESHOLD
-
-
-def test_escobar_west_one_update_is_the_default():
-    """``n_updates=1`` makes the same draws as the default (seeded runs unchanged)."""
-    first = conc.escobar_west_update(1.3, 3, 8, 2.0, 0.5, np.random.default_rng(5))
-    second = conc.escobar_west_update(1.3, 3, 8, 2.0, 0.5, np.random.default_rng(5),
-                                      n_updates=1)
-    assert first == second
-    several = conc.escobar_west_update(1.3, 3, 8, 2.0, 0.5, np.random.default_rng(5),
-                                       n_updates=4)
-    assert several.alpha != first.alpha
-
-
 def test_escobar_west_chain_mean_matches_exact():
     """Long chain: posterior mean within 4 Monte Carlo standard errors (batch means)."""
     n_clusters, n, shape, rate = 4, 8, 2.0, 1.0
@@ -170,8 +128,6 @@ def test_escobar_west_validates():
         conc.escobar_west_update(1.0, 6, 5, 1.0, 1.0, rng)
     with pytest.raises(TypeError, match="Generator"):
         conc.escobar_west_update(1.0, 2, 5, 1.0, 1.0, 3)
-    with pytest.raises(ValueError, match="n_updates"):
-        conc.escobar_west_update(1.0, 2, 5, 1.0, 1.0, rng, n_updates=0)
 
 
 # ------------------------------------------------------------------------- slice updates

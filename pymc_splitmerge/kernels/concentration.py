@@ -49,7 +49,6 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from pymc_splitmerge.kernels.options import positive_integer
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
 from pymc_splitmerge.priors.dirichlet_process import dirichlet_process_log_eppf_numba
 from pymc_splitmerge.priors.finite_dirichlet import finite_dirichlet_log_eppf_numba
@@ -114,15 +113,8 @@ def _check_rng(rng):
 
 
 def escobar_west_update(alpha: float, n_clusters: int, n: int, prior_shape: float,
-                        prior_rate: float, rng: np.random.Generator,
-                        n_updates: int = 1) -> EscobarWestInfo:
+                        prior_rate: float, rng: np.random.Generator) -> EscobarWestInfo:
     """Escobar–West auxiliary-variable Gibbs update of the DP concentration.
-
-    Each update draws the auxiliary :math:`η \\mid α, K \\sim \\mathrm{Beta}(α + 1, n)` and
-    then α from the two-Gamma mixture given :math:`η` (module docstring).  Every update
-    leaves :math:`p(α \\mid K)` invariant, so ``n_updates`` of them in a row do too; the
-    pair (α, η) is autocorrelated, so several updates bring α closer to an independent
-    draw from its conditional (cheap: three scalar draws each, no likelihood).
 
     Parameters
     ----------
@@ -136,20 +128,16 @@ def escobar_west_update(alpha: float, n_clusters: int, n: int, prior_shape: floa
         Shape ``a > 0`` and *rate* ``b > 0`` of the Gamma prior on α
         (``pm.Gamma("alpha", alpha=a, beta=b)``).
     rng : numpy.random.Generator
-    n_updates : int, default 1
-        Updates in a row, ``>= 1``.
 
     Returns
     -------
     EscobarWestInfo
-        Of the last update.
 
     References
     ----------
     Escobar & West (1995), section 6, eqs. (13)-(14).
     """
     _check_rng(rng)
-    n_updates = positive_integer(n_updates, "n_updates")
     alpha = float(alpha)
     if not (alpha > 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a finite positive number; got {alpha}")
@@ -160,16 +148,15 @@ def escobar_west_update(alpha: float, n_clusters: int, n: int, prior_shape: floa
         raise ValueError(
             f"Gamma prior shape and rate must be positive; got {prior_shape}, {prior_rate}"
         )
-    tiny = np.finfo(float).tiny
-    for _ in range(n_updates):
-        eta = rng.beta(alpha + 1.0, n)
-        rate = prior_rate - math.log(eta)
-        odds = (prior_shape + n_clusters - 1.0) / (n * rate)
-        larger = bool(rng.random() * (1.0 + odds) < odds)
-        shape = prior_shape + n_clusters - (0.0 if larger else 1.0)
-        # Gamma draws can underflow to 0 for tiny shapes; keep the concentration positive.
-        alpha = max(float(rng.gamma(shape, 1.0 / rate)), tiny)
-    return EscobarWestInfo(alpha, float(eta), larger)
+    eta = rng.beta(alpha + 1.0, n)
+    rate = prior_rate - math.log(eta)
+    odds = (prior_shape + n_clusters - 1.0) / (n * rate)
+    larger = bool(rng.random() * (1.0 + odds) < odds)
+    shape = prior_shape + n_clusters - (0.0 if larger else 1.0)
+    new_alpha = rng.gamma(shape, 1.0 / rate)
+    # Gamma draws can underflow to 0 for tiny shapes; keep the concentration positive.
+    new_alpha = max(new_alpha, np.finfo(float).tiny)
+    return EscobarWestInfo(float(new_alpha), float(eta), larger)
 
 
 def _as_log_density(log_prior_density):

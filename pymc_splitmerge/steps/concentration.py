@@ -52,12 +52,8 @@ from pymc_splitmerge.kernels.concentration import (
     escobar_west_update,
     prior_parameter_update,
 )
-from pymc_splitmerge.kernels.options import positive_integer
 
 __all__ = ["ConcentrationGibbs", "PartitionPriorSlice"]
-
-#: Escobar–West updates per draw of :class:`ConcentrationGibbs` (``benchmarks/default_step.py``)
-N_UPDATES_DEFAULT = 1
 
 
 def _strip_casts(variable):
@@ -235,18 +231,13 @@ class ConcentrationGibbs(_ParameterStep):
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
-    n_updates : int, default 1
-        Escobar–West updates per draw (each leaves α's conditional invariant; the auxiliary
-        variable makes one update autocorrelated, and a few more cost microseconds while
-        the number of clusters of a partition step next to it mixes faster per CPU second:
-        ``benchmarks/default_step.py``).
 
     Notes
     -----
     ``pm.Slice`` / NUTS on α are also valid but evaluate the full model logp several times
     per draw; this update is O(1) given the number of clusters.  PyMC's Gamma is
     parameterised internally by shape and *scale* = 1/beta; the rate is read as 1/scale.
-    Sampler stat: ``concentration_eta`` (the auxiliary Beta variable of the last update).
+    Sampler stat: ``concentration_eta`` (the auxiliary Beta variable).
 
     References
     ----------
@@ -268,10 +259,8 @@ class ConcentrationGibbs(_ParameterStep):
             return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
-    def __init__(self, vars, model=None, rng=None, n_updates: int = N_UPDATES_DEFAULT,
-                 **kwargs):
+    def __init__(self, vars, model=None, rng=None, **kwargs):
         kwargs.pop("blocked", None)
-        self.n_updates = positive_integer(n_updates, "n_updates")
         model = modelcontext(model)
         if isinstance(vars, list | tuple):
             if len(vars) != 1:
@@ -314,8 +303,7 @@ class ConcentrationGibbs(_ParameterStep):
             alpha, shape, rate = (float(v) for v in self.access.values(point))
         labels = np.asarray(point[self.partition_value_name])
         sizes = _sizes(labels, self.partition_value_name)
-        info = escobar_west_update(alpha, sizes.size, labels.size, shape, rate, self.rng,
-                                   self.n_updates)
+        info = escobar_west_update(alpha, sizes.size, labels.size, shape, rate, self.rng)
         new_point = dict(point)
         new_point[self.value_name] = (
             np.asarray(self.forward(info.alpha), dtype=self.value_dtype)
