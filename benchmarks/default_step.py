@@ -25,12 +25,16 @@ sweep, the concentration update, the partition step's per-draw work (current sta
 labels), and the rest (PyMC's loop and trace).  cProfile inflates Python-level costs.
 
 ``--kernel-only`` runs the same transition as the default step (50 cluster-anchor SAMS updates,
-one Gibbs sweep) as a plain loop over a ``PartitionState`` with alpha fixed at
-``--alpha`` (no PyMC, no concentration update): the cost and the IAT of a draw of the kernel
-alone, beside the ``pm.sample`` figures of the comparison table.
+one Gibbs sweep) as a plain loop over a ``PartitionState`` (no PyMC), with alpha treated as
+``--concentration`` says, side by side within a seed: ``fixed`` at ``--alpha``; ``gibbs``, one
+Escobar–West update of alpha ~ Gamma(1, 1) and new prior tables before each draw (the
+transition ``pm.sample`` makes, without PyMC); ``collapsed``, alpha integrated out (the
+partition's prior is then the Gibbs-type prior with ``V(n, K) = E[alpha^K Gamma(alpha) /
+Gamma(alpha + n)]`` under the Gamma prior, by quadrature: :func:`gamma_mixed_dp_log_v`).
 
 Run: ``python benchmarks/default_step.py [--cpu 8] [--seeds 4] [--budgets 1 2 4]
-[--candidates default ...] [--profile [--profile-draws 500]] [--kernel-only [--alpha 0.7]]``
+[--candidates default ...] [--profile [--profile-draws 500]]
+[--kernel-only [--alpha 0.7] [--concentration fixed gibbs collapsed] [--kernel-draws 1000]]``
 """
 
 from __future__ import annotations
@@ -204,9 +208,39 @@ def profile(model, draws):
     print(f"| PyMC's own per-draw work (loop minus the two steps) | {rest:.0f} |")
 
 
-def kernel_only(y, draws, seeds, alpha):
-    """The default step's transition alone, 4 chains per seed: (ms / draw, IAT, ESS / CPU s)."""
+def gamma_mixed_dp_log_v(n, shape, rate, grid=20001):
+    r"""``log V(n, K)``, ``K = 0..n+1``, of the DP with alpha ~ Gamma(shape, rate) integrated out.
+
+    :math:`V(n, K) = \int \alpha^K \Gamma(\alpha)/\Gamma(\alpha + n)\,
+    \mathrm{Gamma}(\alpha; a, b)\, d\alpha` (a Gibbs-type prior with the DP's
+    :math:`W(m) = \Gamma(m)`), by the trapezoid rule in ``log alpha`` on [-20, 9].
+    """
+    from scipy.special import gammaln, logsumexp
+
+    u = np.linspace(-20.0, 9.0, grid)
+    alpha = np.exp(u)
+    log_prior = shape * np.log(rate) - gammaln(shape) + shape * u - rate * alpha  # of log alpha
+    k = np.arange(n + 2)[:, None]
+    log_v = logsumexp(k * u + gammaln(alpha) - gammaln(alpha + n) + log_prior, axis=1)
+    log_v += np.log(u[1] - u[0])
+    log_v[0] = -np.inf
+    return log_v
+
+
+#: ``--kernel-only --concentration`` modes: how the transition treats alpha ~ Gamma(1, 1)
+CONCENTRATION_MODES = ("fixed", "gibbs", "collapsed")
+
+
+def kernel_only(y, draws, seeds, alpha, modes=("fixed",)):
+    """The default step's transition alone, 4 chains per seed, side by side per mode.
+
+    Modes: ``fixed`` (alpha = ``alpha``), ``gibbs`` (one Escobar–West update of alpha ~
+    Gamma(1, 1) before each draw, the tables rebuilt: what ``pm.sample`` does) and
+    ``collapsed`` (alpha integrated out: the tables of :func:`gamma_mixed_dp_log_v`).
+    Returns ``{mode: (ms / draw, IAT, ESS / CPU s, mean K)}``, medians over seeds.
+    """
     from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+    from pymc_splitmerge.kernels.concentration import escobar_west_update
     from pymc_splitmerge.kernels.sams import build_sams_move
     from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
     from pymc_splitmerge.kernels.state import PartitionState, PriorTables
@@ -216,25 +250,35 @@ def kernel_only(y, draws, seeds, alpha):
     family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=0.05, nu0=dim + 2.0,
                                   psi0=0.3 * np.eye(dim))
     x = family.prepare_data(y)
-    tables = PriorTables(*DirichletProcessPrior(alpha=alpha).tables(x.shape[0]))
+    n = x.shape[0]
+    fixed = PriorTables(*DirichletProcessPrior(alpha=alpha).tables(n))
+    collapsed = PriorTables(gamma_mixed_dp_log_v(n, 1.0, 1.0), fixed.log_w)
     transition = build_moves_then_gibbs(build_sams_move(cluster_anchors=True, n_updates=50),
                                         n_moves=1, n_gibbs_sweeps=1)
-    rows = []
+    rows = {mode: [] for mode in modes}
     for seed in range(-1, seeds):  # seed -1: warm-up
-        rng = np.random.default_rng(seed + 1)
-        n_clusters = np.empty((4, draws))
-        start = time.process_time()
-        for chain in range(4):
-            state = PartitionState(family, x, np.zeros(x.shape[0], dtype=np.int64))
-            for draw in range(draws):
-                transition(state.model, state.partition, tables, rng)
-                n_clusters[chain, draw] = state.n_clusters
-        cpu = time.process_time() - start
-        half = n_clusters[:, draws // 2:]
-        if seed >= 0:
-            rows.append((1e3 * cpu / n_clusters.size, half.size / ess(half),
-                         ess(half) / (cpu / 2)))
-    return np.median(np.array(rows), axis=0)
+        for mode in modes:
+            rng = np.random.default_rng(seed + 1)
+            n_clusters = np.empty((4, draws))
+            start = time.process_time()
+            for chain in range(4):
+                state = PartitionState(family, x, np.zeros(n, dtype=np.int64))
+                concentration = 1.0
+                tables = collapsed if mode == "collapsed" else fixed
+                for draw in range(draws):
+                    if mode == "gibbs":
+                        concentration = escobar_west_update(concentration, state.n_clusters, n,
+                                                            1.0, 1.0, rng).alpha
+                        tables = PriorTables(
+                            *DirichletProcessPrior(alpha=concentration).tables(n))
+                    transition(state.model, state.partition, tables, rng)
+                    n_clusters[chain, draw] = state.n_clusters
+            cpu = time.process_time() - start
+            half = n_clusters[:, draws // 2:]
+            if seed >= 0:
+                rows[mode].append((1e3 * cpu / n_clusters.size, half.size / ess(half),
+                                   ess(half) / (cpu / 2), half.mean()))
+    return {mode: np.median(np.array(rows[mode]), axis=0) for mode in modes}
 
 
 def main(argv=None):
@@ -252,6 +296,11 @@ def main(argv=None):
     parser.add_argument("--kernel-only", action="store_true",
                         help="the default step's transition alone (no PyMC), alpha fixed")
     parser.add_argument("--alpha", type=float, default=0.7)
+    parser.add_argument("--concentration", nargs="+", default=["fixed"],
+                        choices=CONCENTRATION_MODES,
+                        help="--kernel-only: alpha fixed at --alpha, updated by Escobar-West "
+                             "before each draw, or integrated out (alpha ~ Gamma(1, 1))")
+    parser.add_argument("--kernel-draws", type=int, default=1000)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     import logging
@@ -263,10 +312,15 @@ def main(argv=None):
         profile(model, args.profile_draws)
         return
     if args.kernel_only:
-        ms, iat, per_cpu = kernel_only(iris(), 1000, args.seeds, args.alpha)
-        print(f"# kernel alone (alpha = {args.alpha:g}), 4 chains x 1000 draws, medians over "
-              f"{args.seeds} seeds: {ms:.2f} ms / draw, IAT {iat:.1f} draws, "
-              f"ESS / CPU s {per_cpu:.0f}")
+        results = kernel_only(iris(), args.kernel_draws, args.seeds, args.alpha,
+                              args.concentration)
+        print(f"# the default transition alone, 4 chains x {args.kernel_draws} draws, medians "
+              f"over {args.seeds} seeds (modes side by side within a seed)\n")
+        print("| alpha | ms / draw | IAT (draws) | ESS / CPU s | mean K |")
+        print("|---|---|---|---|---|")
+        for mode, (ms, iat, per_cpu, mean_k) in results.items():
+            label = f"fixed at {args.alpha:g}" if mode == "fixed" else mode
+            print(f"| {label} | {ms:.2f} | {iat:.2f} | {per_cpu:.0f} | {mean_k:.2f} |")
         return
     draws = {}
     for name in args.candidates:  # warm-up (numba caches, PyTensor), then the cost of a draw
