@@ -99,10 +99,6 @@ CANDIDATES = {
     **{f"sams_cluster_m{m}_g{g}": _sams(anchor_proposal="cluster", n_split_merge_updates=m,
                                         n_gibbs_sweeps=g)
        for m in (5, 10, 20, 50, 100, 200) for g in (0, 1, 2)},
-    # cluster-anchor SAMS whose split is refined by s restricted Gibbs scans (kernels.sams_refined)
-    **{f"refined_m{m}_s{s}_g1": _sams(anchor_proposal="cluster", n_split_merge_updates=m,
-                                      n_restricted_scans=s, n_gibbs_sweeps=1)
-       for m in (10, 15, 20, 25, 30, 50) for s in (1, 2, 3)},
 }
 
 

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 from kernel_references import composed_cluster_sams_updates
 
-from pymc_splitmerge.kernels import arm, pgsm, rgsm, sams, sams_refined, smc
+from pymc_splitmerge.kernels import arm, pgsm, rgsm, sams, smc
 from pymc_splitmerge.kernels.anchors import uniform_anchors
 from pymc_splitmerge.kernels.pgsm import PGSMOptions
 from pymc_splitmerge.kernels.rng import numba_seed_from, seed_numba_from
@@ -37,7 +37,6 @@ __all__ = [
     "pgsm_plain_smc_move",
     "rgsm_path_probability_move",
     "sams_cluster_anchors_without_anchor_law_ratio",
-    "sams_refined_launched_from_current_split",
     "sams_sampled_reverse_split_move",
     "smc_cumulative_weights_evidence_runs",
     "smc_drop_first_term_evidence_runs",
@@ -113,14 +112,6 @@ class _ClusterSAMSWithoutAnchorLawRatio:
 def sams_cluster_anchors_without_anchor_law_ratio():
     """SAMS with cluster anchors whose acceptance ratio drops the anchor law's ratio."""
     return _ClusterSAMSWithoutAnchorLawRatio()
-
-
-def sams_refined_launched_from_current_split(n_scans: int = 1):
-    """Refined cluster-anchor SAMS (``kernels.sams_refined``) whose merge launches its
-    restricted Gibbs scans from the current split instead of a sampled sequential allocation:
-    the launch's law then depends on the state, and the merge's reverse probability is no
-    longer the split's forward one."""
-    return sams_refined._RefinedClusterSAMSMove(1, n_scans, launch_from_current=True)
 
 
 def _rgsm_path_probability_proposal(model, partition, tables, rng, n_intermediate_scans):

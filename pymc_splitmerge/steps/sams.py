@@ -7,7 +7,6 @@ import numpy as np
 from pymc_splitmerge.kernels.anchors import ANCHOR_PROPOSALS, AnchorProposal
 from pymc_splitmerge.kernels.options import non_negative_integer, positive_integer
 from pymc_splitmerge.kernels.sams import build_sams_move
-from pymc_splitmerge.kernels.sams_refined import build_refined_sams_move
 from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
 from pymc_splitmerge.steps.base import PartitionStep
 
@@ -46,12 +45,6 @@ class SAMSStep(PartitionStep):
     n_split_merge_updates : int, default 1
         SAMS updates per draw, before the sweeps (with ``anchor_proposal="cluster"`` all in
         one compiled call: ``build_sams_move(cluster_anchors=True, n_updates=...)``).
-    n_restricted_scans : int, default 0
-        With ``anchor_proposal="cluster"`` only: when positive, the sequential allocation is
-        the launch of that many restricted Gibbs scans of the two candidate clusters, the
-        last one scored (Jain & Neal 2004 with a SAMS launch:
-        :mod:`pymc_splitmerge.kernels.sams_refined`); each update then costs about
-        ``1 + 1.5 n_restricted_scans`` SAMS updates.
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -80,8 +73,7 @@ class SAMSStep(PartitionStep):
     }
 
     def __init__(self, vars, anchor_proposal: str = "uniform", n_gibbs_sweeps: int = 0,
-                 n_split_merge_updates: int = 1, n_restricted_scans: int = 0, model=None,
-                 rng=None, **kwargs):
+                 n_split_merge_updates: int = 1, model=None, rng=None, **kwargs):
         if anchor_proposal not in SAMS_ANCHOR_PROPOSALS:
             raise ValueError(
                 f"unknown anchor_proposal {anchor_proposal!r}; choose one of "
@@ -91,10 +83,6 @@ class SAMSStep(PartitionStep):
         self.n_split_merge_updates = positive_integer(n_split_merge_updates,
                                                       "n_split_merge_updates")
         self.cluster_anchors = anchor_proposal == "cluster"
-        self.n_restricted_scans = non_negative_integer(n_restricted_scans,
-                                                       "n_restricted_scans")
-        if self.n_restricted_scans and not self.cluster_anchors:
-            raise ValueError('n_restricted_scans > 0 needs anchor_proposal="cluster"')
         # cluster anchors depend on the partition: their own move, no AnchorProposal to adapt
         self.anchor_proposal = (None if self.cluster_anchors
                                 else AnchorProposal(kind=anchor_proposal, n_anchors=2))
@@ -108,11 +96,7 @@ class SAMSStep(PartitionStep):
     minimum_points = 2
 
     def build_transition(self):
-        if self.n_restricted_scans:  # all the updates in one compiled call
-            move = build_refined_sams_move(n_updates=self.n_split_merge_updates,
-                                           n_scans=self.n_restricted_scans)
-            n_moves = 1
-        elif self.cluster_anchors:  # all the updates in one compiled call
+        if self.cluster_anchors:  # all the updates in one compiled call
             move = build_sams_move(cluster_anchors=True, n_updates=self.n_split_merge_updates)
             n_moves = 1
         else:
