@@ -146,14 +146,27 @@ class DefaultPartitionStep(SAMSStep):
     vars : TensorVariable or list of one TensorVariable
     n_gibbs_sweeps : int, default 1
     anchor_proposal : str, default "cluster"
-    n_split_merge_updates : int, default 50
+    n_split_merge_updates : int, optional
+        50 by default; ``random_family_split_merge_updates`` (150) when a hyperparameter of
+        the component family is a free random variable (or depends on one): the number of
+        clusters then mixes more slowly per draw, and split-merge updates raise its
+        effective sample size per CPU second more than further hyperparameter moves do
+        (``benchmarks/hierarchical.py --parts iris``).
     **kwargs
         Other :class:`SAMSStep` parameters.
     """
 
     minimum_points = 1
 
+    #: Split-merge updates per draw when the component family has random hyperparameters
+    #: (``benchmarks/hierarchical.py --parts iris``); 50 otherwise.
+    random_family_split_merge_updates = 150
+
     def __init__(self, vars, n_gibbs_sweeps: int = 1, anchor_proposal: str = "cluster",
-                 n_split_merge_updates: int = 50, **kwargs):
+                 n_split_merge_updates: int | None = None, **kwargs):
         super().__init__(vars, n_gibbs_sweeps=n_gibbs_sweeps, anchor_proposal=anchor_proposal,
-                         n_split_merge_updates=n_split_merge_updates, **kwargs)
+                         n_split_merge_updates=50 if n_split_merge_updates is None
+                         else n_split_merge_updates, **kwargs)
+        if n_split_merge_updates is None and self.partition_model.random_family:
+            self.n_split_merge_updates = self.random_family_split_merge_updates
+            self.transition = self.build_transition()
