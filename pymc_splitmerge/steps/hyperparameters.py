@@ -45,7 +45,11 @@ except ImportError:  # pragma: no cover - older pytensor
 
 from pymc_splitmerge.distributions.mixture import ConjugateMixtureRV
 from pymc_splitmerge.distributions.statistics import ClusterStatistics
-from pymc_splitmerge.kernels.hit_and_run_slice import MetricEstimator, hit_and_run_slice_move
+from pymc_splitmerge.kernels.hit_and_run_slice import (
+    MetricEstimator,
+    hit_and_run_slice_move,
+    orthonormal_directions,
+)
 from pymc_splitmerge.steps.base import PerChainSetup
 
 __all__ = ["HyperparameterSlice"]
@@ -243,10 +247,12 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
                 "current point (a hyperparameter outside its prior's support or the family's "
                 "domain); give starts inside it (pm.sample(initvals=...))")
         evaluations = 1
-        for _ in range(self.n_updates):
+        # directions drawn before the moves (independent of the state): sweeps over random
+        # orthonormal bases of the whitened block (module doc of kernels.hit_and_run_slice)
+        for direction in orthonormal_directions(self.dimension, self.n_updates, self.rng):
             current, log_current, used = hit_and_run_slice_move(
                 lambda flat: self.log_density(flat, fixed), current, log_current,
-                self.metric.factor, self.width, self.max_steps, self.rng)
+                self.metric.factor, self.width, self.max_steps, self.rng, direction)
             evaluations += used
         if self.tune:
             self.metric.update(current)
