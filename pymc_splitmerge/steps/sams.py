@@ -148,25 +148,31 @@ class DefaultPartitionStep(SAMSStep):
     anchor_proposal : str, default "cluster"
     n_split_merge_updates : int, optional
         50 by default; ``random_family_split_merge_updates`` (150) when a hyperparameter of
-        the component family is a free random variable (or depends on one): the number of
-        clusters then mixes more slowly per draw, and split-merge updates raise its
-        effective sample size per CPU second more than further hyperparameter moves do
-        (``benchmarks/hierarchical.py --parts iris``).
+        the component family is a free random variable (or depends on one) and there are at
+        most ``random_family_max_points`` (1,000) points.  The number of clusters then mixes
+        more slowly per draw, and on small data a draw's fixed costs (the hyperparameter
+        step, the family rebuilt for new values) dominate the 50 updates, so further
+        updates raise its effective sample size per CPU second
+        (``benchmarks/hierarchical.py --parts iris``); on large data the updates dominate
+        the draw and 50 are kept (``--parts large``).
     **kwargs
         Other :class:`SAMSStep` parameters.
     """
 
     minimum_points = 1
 
-    #: Split-merge updates per draw when the component family has random hyperparameters
+    #: Split-merge updates per draw when a hyperparameter of the component family is random
+    #: and there are at most ``random_family_max_points`` points
     #: (``benchmarks/hierarchical.py --parts iris``); 50 otherwise.
     random_family_split_merge_updates = 150
+    random_family_max_points = 1000
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, anchor_proposal: str = "cluster",
                  n_split_merge_updates: int | None = None, **kwargs):
         super().__init__(vars, n_gibbs_sweeps=n_gibbs_sweeps, anchor_proposal=anchor_proposal,
                          n_split_merge_updates=50 if n_split_merge_updates is None
                          else n_split_merge_updates, **kwargs)
-        if n_split_merge_updates is None and self.partition_model.random_family:
+        if (n_split_merge_updates is None and self.n_points <= self.random_family_max_points
+                and self.partition_model.random_family):
             self.n_split_merge_updates = self.random_family_split_merge_updates
             self.transition = self.build_transition()
