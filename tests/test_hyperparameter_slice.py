@@ -104,7 +104,20 @@ def test_sampling_is_reproducible_and_identical_for_one_and_two_cores():
         assert np.unique(values.reshape(values.shape[0] * values.shape[1], -1),
                          axis=0).shape[0] > 10  # the hyperparameters move
     evaluations = np.asarray(first["sample_stats"]["hyperslice_evaluations"].values)
-    assert evaluations.min() >= 1 + 2 * 10  # each of the 10 moves evaluates at least twice
+    # by default one sweep over the 4-D block (mu0 of length 2, kappa0, scale): each of its
+    # 4 moves evaluates at least twice
+    assert evaluations.min() >= 1 + 2 * 4
+
+
+def test_default_number_of_moves_is_one_sweep_of_the_block_and_at_least_three():
+    model = _model()
+    with model:
+        block = psm.HyperparameterSlice([model["mu0"], model["kappa0"], model["scale"]])
+        single = psm.HyperparameterSlice([model["kappa0"]])
+        given = psm.HyperparameterSlice([model["kappa0"]], n_updates=7)
+    assert (block.dimension, block.n_updates) == (4, 4)
+    assert (single.dimension, single.n_updates) == (1, 3)
+    assert given.n_updates == 7
 
 
 def test_bad_arguments_are_refused_with_their_names():

@@ -147,7 +147,7 @@ class DefaultPartitionStep(SAMSStep):
     n_gibbs_sweeps : int, default 1
     anchor_proposal : str, default "cluster"
     n_split_merge_updates : int, optional
-        50 by default; ``random_family_split_merge_updates`` (150) when a hyperparameter of
+        50 by default; ``random_family_split_merge_updates`` (100) when a hyperparameter of
         the component family is a free random variable (or depends on one) and there are at
         most ``random_family_max_points`` (1,000) points.  The number of clusters then mixes
         more slowly per draw, and on small data a draw's fixed costs (the hyperparameter
@@ -164,7 +164,7 @@ class DefaultPartitionStep(SAMSStep):
     #: Split-merge updates per draw when a hyperparameter of the component family is random
     #: and there are at most ``random_family_max_points`` points
     #: (``benchmarks/hierarchical.py --parts iris``); 50 otherwise.
-    random_family_split_merge_updates = 150
+    random_family_split_merge_updates = 100
     random_family_max_points = 1000
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, anchor_proposal: str = "cluster",
