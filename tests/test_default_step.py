@@ -146,7 +146,7 @@ def test_default_partition_step_makes_more_updates_when_the_family_is_random(mon
                              observed=data)
         random = DefaultPartitionStep(z)
         explicit = DefaultPartitionStep(z, n_split_merge_updates=7)
-    with pm.Model() as data_only:
+    with pm.Model():
         b = pm.Data("b", 1.5)
         z = psm.DirichletProcess("z", alpha=1.0, n=len(data))
         psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=b),
