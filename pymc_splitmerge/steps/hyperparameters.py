@@ -104,9 +104,10 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
         bases of the whitened block (:func:`~pymc_splitmerge.kernels.hit_and_run_slice.
         orthonormal_directions`).  Default: the block's dimension ``d`` (one sweep, which
         for a Gaussian conditional matched by the metric gives an independent draw), at
-        least 3; on hierarchical Iris (``mu0``, ``kappa0``, the ``psi0`` scale: d = 6) one
-        sweep gave the hyperparameters about 1.8 times the effective sample size of 3
-        moves and the number of clusters the same (``benchmarks/hierarchical.py``).
+        least 3.  On hierarchical Iris (``mu0``, ``kappa0``, the ``psi0`` scale: d = 6) one
+        sweep (about 28 evaluations per draw) gave ``mu0`` and ``kappa0`` about 1.8 times the
+        effective sample size of 3 moves along uniform directions (about 15 evaluations) and
+        the number of clusters the same (``docs/benchmarks.md``).
     width : float, default 2.0
         Initial interval width along a direction of unit length in the adapted metric.
     max_steps : int, default 10

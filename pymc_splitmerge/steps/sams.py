@@ -127,7 +127,8 @@ class DefaultPartitionStep(SAMSStep):
     """The step plain ``pm.sample()`` assigns to a partition variable: SAMS + one Gibbs sweep.
 
     Identical to ``SAMSStep(z, anchor_proposal="cluster", n_split_merge_updates=50,
-    n_gibbs_sweeps=1)``: 50 cluster-anchor SAMS updates (one compiled call), then one
+    n_gibbs_sweeps=1)`` (100 updates for a random component family on small data:
+    ``n_split_merge_updates`` below): 50 cluster-anchor SAMS updates (one compiled call), then one
     collapsed Gibbs sweep, per draw (same stats, ``sams_*``, and the same
     step name ``"sams"``: ``pm.sample`` passes a keyword argument named after a step to it,
     e.g. ``pm.sample(sams={"n_gibbs_sweeps": 2})``).  Importing ``pymc_splitmerge`` registers this class first in
