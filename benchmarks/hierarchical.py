@@ -36,7 +36,7 @@ numba, without BLAS threads.
 Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hierarchical.py
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
 [--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
-[--hyperslice-updates M]
+[--gibbs-sweeps G] [--hyperslice-updates M]
 [--large-n 20000 --large-draws 200]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
@@ -266,10 +266,13 @@ def _describe(label, total, setup, steps):
 def iris_goal(args):
     """The fixed twin once (seed 24), the random model once per ``--seeds``; the time ratio
     is the mean over the seeds.  ``--sams-updates N`` gives the random model's partition step
-    ``pm.sample(sams={"n_split_merge_updates": N})``, ``--hyperslice-updates M`` its
+    ``pm.sample(sams={"n_split_merge_updates": N})`` (``--gibbs-sweeps G``: and
+    ``"n_gibbs_sweeps": G``), ``--hyperslice-updates M`` its
     hyperparameter step ``pm.sample(hyperslice={"n_updates": M})``."""
     x = iris_data()
-    sams = None if args.sams_updates is None else {"n_split_merge_updates": args.sams_updates}
+    sams = {key: value for key, value in (("n_split_merge_updates", args.sams_updates),
+                                          ("n_gibbs_sweeps", args.gibbs_sweeps))
+            if value is not None} or None
     hyperslice = (None if args.hyperslice_updates is None
                   else {"n_updates": args.hyperslice_updates})
     times = {False: [], True: []}
@@ -353,6 +356,7 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[24])
     parser.add_argument("--sams-updates", type=int, default=None)
     parser.add_argument("--hyperslice-updates", type=int, default=None)
+    parser.add_argument("--gibbs-sweeps", type=int, default=None)
     parser.add_argument("--large-n", type=int, default=20_000)
     parser.add_argument("--large-draws", type=int, default=200)
     args = parser.parse_args()

@@ -125,3 +125,39 @@ def test_default_partition_step_is_fifty_cluster_anchor_updates_and_a_sweep():
     assert default.n_gibbs_sweeps == 1 and default.transition.sweep is not None
     assert not custom.cluster_anchors and custom.transition.n_moves == 2
     assert custom.transition.sweep is None
+
+
+def test_default_partition_step_makes_more_updates_when_the_family_is_random(monkeypatch):
+    """A component family with a free random hyperparameter gets
+    ``random_family_split_merge_updates`` updates per draw on small data (a constant or
+    ``pm.Data`` one keeps 50, so do more than ``random_family_max_points`` points); an
+    explicit ``n_split_merge_updates`` wins."""
+    import pymc as pm
+
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.steps import DefaultPartitionStep
+
+    data = np.array([[1, 1, 0], [1, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [0, 1, 0]])
+    with pm.Model() as model:
+        a = pm.Gamma("a", 2.0, 2.0)
+        fixed_b = pm.Data("b", 1.5)
+        z = psm.DirichletProcess("z", alpha=1.0, n=len(data))
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=a, b=fixed_b),
+                             observed=data)
+        random = DefaultPartitionStep(z)
+        explicit = DefaultPartitionStep(z, n_split_merge_updates=7)
+    with pm.Model():
+        b = pm.Data("b", 1.5)
+        z = psm.DirichletProcess("z", alpha=1.0, n=len(data))
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=1.0, b=b),
+                             observed=data)
+        constant = DefaultPartitionStep(z)
+    updates = DefaultPartitionStep.random_family_split_merge_updates
+    assert updates > 50 and len(data) <= DefaultPartitionStep.random_family_max_points
+    assert random.transition.move.n_updates == random.n_split_merge_updates == updates
+    assert explicit.transition.move.n_updates == 7
+    assert constant.transition.move.n_updates == 50
+    monkeypatch.setattr(DefaultPartitionStep, "random_family_max_points", len(data) - 1)
+    with model:
+        large = DefaultPartitionStep(model["z"])
+    assert large.transition.move.n_updates == 50

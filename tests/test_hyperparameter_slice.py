@@ -13,7 +13,11 @@ import pytest
 import pymc_splitmerge as psm
 from pymc_splitmerge.core.linalg import log_det_spd_stack
 from pymc_splitmerge.distributions.statistics import mark_written_labels
-from pymc_splitmerge.kernels.hit_and_run_slice import MetricEstimator, hit_and_run_slice_move
+from pymc_splitmerge.kernels.hit_and_run_slice import (
+    MetricEstimator,
+    hit_and_run_slice_move,
+    orthonormal_directions,
+)
 
 RNG = np.random.default_rng(24)
 Y = np.r_[RNG.normal(-2.0, 1.0, (12, 2)), RNG.normal(2.0, 1.0, (12, 2))]
@@ -100,7 +104,20 @@ def test_sampling_is_reproducible_and_identical_for_one_and_two_cores():
         assert np.unique(values.reshape(values.shape[0] * values.shape[1], -1),
                          axis=0).shape[0] > 10  # the hyperparameters move
     evaluations = np.asarray(first["sample_stats"]["hyperslice_evaluations"].values)
-    assert evaluations.min() >= 1 + 2 * 10  # each of the 10 moves evaluates at least twice
+    # by default one sweep over the 4-D block (mu0 of length 2, kappa0, scale): each of its
+    # 4 moves evaluates at least twice
+    assert evaluations.min() >= 1 + 2 * 4
+
+
+def test_default_number_of_moves_is_one_sweep_of_the_block_and_at_least_three():
+    model = _model()
+    with model:
+        block = psm.HyperparameterSlice([model["mu0"], model["kappa0"], model["scale"]])
+        single = psm.HyperparameterSlice([model["kappa0"]])
+        given = psm.HyperparameterSlice([model["kappa0"]], n_updates=7)
+    assert (block.dimension, block.n_updates) == (4, 4)
+    assert (single.dimension, single.n_updates) == (1, 3)
+    assert given.n_updates == 7
 
 
 def test_bad_arguments_are_refused_with_their_names():
@@ -130,9 +147,11 @@ def test_log_det_spd_stack_matches_numpy_and_flags_non_positive_definite():
     assert log_det_spd_stack(np.empty((0, 3, 3))).shape == (0,)
 
 
-def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5):
+def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5, orthonormal=False):
     """Exact draws of a correlated 2-D Gaussian, one hit-and-run move each (a fixed,
-    mismatched metric); the moved draws' Mahalanobis radii (chi-square, 2 dof)."""
+    mismatched metric; directions uniform on the circle, or with ``orthonormal`` the first
+    vector of a sweep of :func:`orthonormal_directions`); the moved draws' Mahalanobis radii
+    (chi-square, 2 dof)."""
     from scipy import stats
 
     covariance = np.array([[1.0, 0.8], [0.8, 1.0]])
@@ -146,9 +165,10 @@ def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5):
 
     moved = np.empty_like(draws)
     for i, theta in enumerate(draws):
+        direction = orthonormal_directions(2, 1, rng)[0] if orthonormal else None
         moved[i], _, _ = hit_and_run_slice_move(log_density, theta,
                                                 log_density(theta) + level_shift, factor,
-                                                2.0, 10, rng)
+                                                2.0, 10, rng, direction)
     radii = np.einsum("ij,jk,ik->i", moved, precision, moved)
     return stats.kstest(radii, stats.chi2(2).cdf).pvalue, moved, draws
 
@@ -162,6 +182,31 @@ def test_hit_and_run_move_keeps_the_target_and_a_wrong_level_does_not():
     # negative control: a slice level drawn below p(theta) U (the move then spreads the
     # draws out)
     assert _one_move_from_exact_draws(level_shift=-1.0)[0] < GOF_PVALUE_THRESHOLD
+
+
+def test_moves_along_orthonormal_directions_keep_the_target_and_a_wrong_level_does_not():
+    from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD
+
+    pvalue, moved, draws = _one_move_from_exact_draws(seed=6, orthonormal=True)
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+    assert np.mean(np.any(moved != draws, axis=1)) == 1.0
+    assert _one_move_from_exact_draws(level_shift=-1.0, seed=6,
+                                      orthonormal=True)[0] < GOF_PVALUE_THRESHOLD
+
+
+def test_orthonormal_directions_are_sweeps_over_random_orthonormal_bases():
+    rng = np.random.default_rng(3)
+    directions = orthonormal_directions(3, 7, rng)
+    assert directions.shape == (7, 3)
+    for block in (directions[:3], directions[3:6]):
+        np.testing.assert_allclose(block @ block.T, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(directions, axis=1), 1.0, rtol=1e-12)
+    assert not np.allclose(directions[:3], directions[3:6])  # a new basis per sweep
+    # Haar: the first vector is uniform on the sphere (mean 0, second moment I / d)
+    first = np.array([orthonormal_directions(3, 1, rng)[0] for _ in range(4000)])
+    np.testing.assert_allclose(first.mean(axis=0), 0.0, atol=0.05)
+    np.testing.assert_allclose(first.T @ first / 4000, np.eye(3) / 3, atol=0.03)
+    assert orthonormal_directions(1, 2, rng).shape == (2, 1)
 
 
 def test_metric_estimator_matches_the_sample_covariance():

@@ -142,13 +142,24 @@ class PartitionModel:
         values.pop("family")
         return self._numeric_prior_factory(values)
 
-    def numeric_family(self, point) -> ComponentFamily:
-        """Numeric family with the hyperparameter values of ``point`` (bound to the data)."""
+    @property
+    def random_family(self) -> bool:
+        """Whether a hyperparameter of the component family depends on a free random variable
+        of the model (so that the family changes between draws)."""
+        op = self.observed_var.owner.op
+        inputs = list(op.dist_params(self.observed_var.owner))[1:1 + len(op.symbolic_names)]
+        free = set(self.model.free_RVs)
+        return any(variable in free for variable in ancestors(inputs))
+
+    def numeric_family(self, point, evaluated=None) -> ComponentFamily:
+        """Numeric family with the hyperparameter values of ``point`` (bound to the data);
+        ``evaluated``: as in :meth:`hyperparameter_values`."""
         if self.family.is_numeric and not any(
             key.startswith("family:") for key in self._symbolic_names
         ):
             return self.family
-        evaluated = self._evaluate(point)
+        if evaluated is None:
+            evaluated = self._evaluate(point)
         symbolic = {key.split(":", 1)[1]: np.asarray(value) for key, value in evaluated.items()
                     if key.startswith("family:")}
         return self.observed_var.owner.op.numeric_family(

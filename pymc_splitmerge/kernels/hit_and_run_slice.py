@@ -1,14 +1,22 @@
 r"""Hit-and-run slice moves on a continuous block, with a metric adapted while tuning.
 
 One move from :math:`\theta` with log density :math:`\ell(\theta)` (Neal 2003, section 4 and
-5.2): draw a direction :math:`u = L e / \lVert e \rVert`, :math:`e \sim N(0, I)`, where
+5.2): take a direction :math:`u = L e`, with :math:`e` a unit vector drawn independently of
+:math:`\theta` (uniform on the sphere, :math:`e = g / \lVert g \rVert` with
+:math:`g \sim N(0, I)`, or the next vector of a random orthonormal basis:
+:func:`orthonormal_directions`), where
 :math:`L` is a fixed lower factor of the metric :math:`\Sigma = L L^T`; draw the slice level
 :math:`\log y = \ell(\theta) + \log U`; place an interval of ``width`` around :math:`t = 0`
 at random and step out along :math:`\theta + t u` (at most ``max_steps`` steps, split at
 random between the two ends: fig. 3), then sample :math:`t` uniformly, shrinking the interval
-towards 0 at every rejection (fig. 5).  The direction's law does not depend on
-:math:`\theta` and is symmetric in :math:`u`, so each move leaves the law with density
-:math:`\propto e^{\ell}` invariant.  :math:`\ell = -\infty` (or NaN) is outside the slice.
+towards 0 at every rejection (fig. 5).  The direction does not depend on :math:`\theta`,
+and given it the update of :math:`t` is a slice update of the line's conditional law, so each
+move leaves the law with density :math:`\propto e^{\ell}` invariant.  In whitened
+coordinates (:math:`\theta = L \eta`) moves along the :math:`d` vectors of an orthonormal
+basis are a Gibbs sweep in a rotated basis: for a Gaussian whose covariance the metric
+matches, one sweep of :math:`d` moves gives an independent draw, where :math:`d` moves along
+directions drawn uniformly on the sphere leave a correlation of about
+:math:`(1 - 1/d)^d \approx e^{-1}`.  :math:`\ell = -\infty` (or NaN) is outside the slice.
 The update of :math:`t` is the package's univariate slice sampler
 (:func:`~pymc_splitmerge.kernels.concentration.slice_sample`) on
 :math:`t \mapsto \ell(\theta + t u)` from :math:`t = 0`.
@@ -32,12 +40,13 @@ import numpy as np
 
 from pymc_splitmerge.kernels.concentration import slice_sample
 
-__all__ = ["MetricEstimator", "hit_and_run_slice_move"]
+__all__ = ["MetricEstimator", "hit_and_run_slice_move", "orthonormal_directions"]
 
 
 def hit_and_run_slice_move(log_density: Callable[[np.ndarray], float], current: np.ndarray,
                            log_current: float, factor: np.ndarray, width: float,
-                           max_steps: int, rng: np.random.Generator
+                           max_steps: int, rng: np.random.Generator,
+                           direction: np.ndarray | None = None
                            ) -> tuple[np.ndarray, float, int]:
     """One hit-and-run slice move (module doc).
 
@@ -56,17 +65,37 @@ def hit_and_run_slice_move(log_density: Callable[[np.ndarray], float], current: 
     max_steps : int
         Maximum number of stepping-out steps.
     rng : numpy.random.Generator
+    direction : ndarray of shape (d,), optional
+        The unit vector ``e`` of the move (its direction is ``L e``), drawn independently of
+        ``current`` (e.g. a row of :func:`orthonormal_directions` drawn before the moves);
+        uniform on the sphere when not given.
 
     Returns
     -------
     (new, log_new, evaluations) : (ndarray of shape (d,), float, int)
         The new state, its log density and the number of ``log_density`` calls.
     """
-    direction = rng.standard_normal(current.shape[0])
-    direction = factor @ (direction / np.linalg.norm(direction))
+    if direction is None:
+        direction = rng.standard_normal(current.shape[0])
+        direction = direction / np.linalg.norm(direction)
+    direction = factor @ direction
     step = slice_sample(0.0, lambda t: log_density(current + t * direction), rng, width=width,
                         max_steps_out=max_steps, log_value=log_current)
     return current + step.value * direction, step.log_density, step.n_evaluations
+
+
+def orthonormal_directions(dimension: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` unit vectors: consecutive blocks of ``dimension`` orthonormal vectors, each
+    block the rows of a uniformly random (Haar) orthogonal matrix (the QR factor of a
+    Gaussian matrix with the signs of R's diagonal moved into Q), the last block cut short.
+
+    Returns an array of shape (count, dimension).
+    """
+    blocks = []
+    for _ in range(-(-int(count) // int(dimension))):
+        q, r = np.linalg.qr(rng.standard_normal((dimension, dimension)))
+        blocks.append((q * np.where(np.diagonal(r) < 0, -1.0, 1.0)).T)
+    return np.concatenate(blocks)[:count] if blocks else np.empty((0, dimension))
 
 
 class MetricEstimator:

@@ -214,7 +214,7 @@ class PartitionStep(PerChainSetup, BlockedStep):
             self._tables = PriorTables(*self._prior.tables(self.n_points))
         if family_changed or labels_changed:
             if family_changed or self._family is None:
-                self._family = self.partition_model.numeric_family(point)
+                self._family = self.partition_model.numeric_family(point, evaluated)
             self._state = PartitionState(self._family, self.partition_model.data, labels)
         return self._state, self._prior, self._tables
 

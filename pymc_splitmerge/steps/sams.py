@@ -127,7 +127,8 @@ class DefaultPartitionStep(SAMSStep):
     """The step plain ``pm.sample()`` assigns to a partition variable: SAMS + one Gibbs sweep.
 
     Identical to ``SAMSStep(z, anchor_proposal="cluster", n_split_merge_updates=50,
-    n_gibbs_sweeps=1)``: 50 cluster-anchor SAMS updates (one compiled call), then one
+    n_gibbs_sweeps=1)`` (100 updates for a random component family on small data:
+    ``n_split_merge_updates`` below): 50 cluster-anchor SAMS updates (one compiled call), then one
     collapsed Gibbs sweep, per draw (same stats, ``sams_*``, and the same
     step name ``"sams"``: ``pm.sample`` passes a keyword argument named after a step to it,
     e.g. ``pm.sample(sams={"n_gibbs_sweeps": 2})``).  Importing ``pymc_splitmerge`` registers this class first in
@@ -146,14 +147,33 @@ class DefaultPartitionStep(SAMSStep):
     vars : TensorVariable or list of one TensorVariable
     n_gibbs_sweeps : int, default 1
     anchor_proposal : str, default "cluster"
-    n_split_merge_updates : int, default 50
+    n_split_merge_updates : int, optional
+        50 by default; ``random_family_split_merge_updates`` (100) when a hyperparameter of
+        the component family is a free random variable (or depends on one) and there are at
+        most ``random_family_max_points`` (1,000) points.  The number of clusters then mixes
+        more slowly per draw, and on small data a draw's fixed costs (the hyperparameter
+        step, the family rebuilt for new values) dominate the 50 updates, so further
+        updates raise its effective sample size per CPU second
+        (``benchmarks/hierarchical.py --parts iris``); on large data the updates dominate
+        the draw and 50 are kept (``--parts large``).
     **kwargs
         Other :class:`SAMSStep` parameters.
     """
 
     minimum_points = 1
 
+    #: Split-merge updates per draw when a hyperparameter of the component family is random
+    #: and there are at most ``random_family_max_points`` points
+    #: (``benchmarks/hierarchical.py --parts iris``); 50 otherwise.
+    random_family_split_merge_updates = 100
+    random_family_max_points = 1000
+
     def __init__(self, vars, n_gibbs_sweeps: int = 1, anchor_proposal: str = "cluster",
-                 n_split_merge_updates: int = 50, **kwargs):
+                 n_split_merge_updates: int | None = None, **kwargs):
         super().__init__(vars, n_gibbs_sweeps=n_gibbs_sweeps, anchor_proposal=anchor_proposal,
-                         n_split_merge_updates=n_split_merge_updates, **kwargs)
+                         n_split_merge_updates=50 if n_split_merge_updates is None
+                         else n_split_merge_updates, **kwargs)
+        if (n_split_merge_updates is None and self.n_points <= self.random_family_max_points
+                and self.partition_model.random_family):
+            self.n_split_merge_updates = self.random_family_split_merge_updates
+            self.transition = self.build_transition()
