@@ -398,7 +398,8 @@ def _positive_precision(negative_hessian: np.ndarray, floor: float) -> np.ndarra
 
 
 def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: float = 1e-4,
-                      scale: float = 1.0) -> list[LaplaceProposal]:
+                      scale: float = 1.0, start: np.ndarray | None = None
+                      ) -> list[LaplaceProposal]:
     r"""Laplace approximations of weighted block posteriors, one per column of ``weights``.
 
     Column ``m`` defines :math:`h_m(\theta) = \log G_0(\theta) + \sum_i w_{im}
@@ -418,6 +419,8 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
         block = np.zeros((n, capacity))
         block[:, :width] = weights[:, first:first + width]
         x = np.zeros((capacity, dimension))
+        if start is not None:
+            x[:width] = start[first:first + width]
         objective, gradient, hessian = model.fit_terms(x, block)
         for _ in range(n_newton):
             precision = _positive_precision(-hessian, floor)
@@ -487,24 +490,68 @@ def _split_proposals(model, members, i, j, n_newton):
     return proposals
 
 
+#: EM iterations (each ``SPLIT_EM_NEWTON`` warm-started Newton steps) of the two-component
+#: fit behind a split's parameter proposals.
+SPLIT_EM_ITERATIONS = 8
+SPLIT_EM_NEWTON = 3
+#: Standard deviations of the split proposals ``q_a, q_b`` relative to their Laplace fits.
+SPLIT_PROPOSAL_SCALE = 1.5
+
+
+def _fit_log_likelihood(model, values):
+    """``log f(y_i | theta_w)`` (n, W) for ``W <= model.fit_width`` vectors ``values``."""
+    fit = getattr(model, "fit_log_likelihood", None)
+    if fit is not None:
+        return fit(values)
+    padded = np.zeros((model.capacity, model.dimension))
+    padded[:values.shape[0]] = values
+    return model.log_likelihood(padded)[:, :values.shape[0]]
+
+
 def _fit_split_proposals(model, members, i, j, n_newton):
+    r"""``(q_a, q_b, q_merged)``: a deterministic function of the block and the anchors.
+
+    ``q_a, q_b`` come from a two-component fit of the block: from the anchors' one-point fits,
+    ``SPLIT_EM_ITERATIONS`` EM iterations (responsibilities :math:`r_l \propto \pi_a
+    f(y_l \mid \theta_a)` against :math:`\pi_b f(y_l \mid \theta_b)`, the anchors held on
+    their sides; then a few warm-started Newton steps of each side's weighted block posterior),
+    then the Laplace approximations at the last responsibilities with their standard deviations
+    scaled by ``SPLIT_PROPOSAL_SCALE``.  Soft responsibilities make the fit land where the
+    split states of the chain are (two overlapping halves of one cluster included), so the
+    reverse of a merge can propose the current halves' parameters; a hard preliminary split
+    (each member to the nearer anchor) put them tens of standard deviations away, and no
+    merge of two overlapping halves was accepted.  ``q_merged`` is the Laplace fit of the
+    whole block from the fixed start.
+    """
     n = model.n_points
     anchors = np.zeros((n, 2))
     anchors[i, 0] = anchors[j, 1] = 1.0
-    # the one-point fits only sort the members (and may have no mode: a one-point block
-    # with a scale parameter), so a few Newton steps
+    # the one-point fits only start the EM (and may have no mode: a one-point block with a
+    # scale parameter), so a few Newton steps
     anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
-    values = np.zeros((model.capacity, model.dimension))
-    values[0], values[1] = anchor_a.mean, anchor_b.mean
-    log_likelihood = model.log_likelihood(values)
-    closer_to_b = log_likelihood[members, 1] > log_likelihood[members, 0]
+    theta = np.array([anchor_a.mean, anchor_b.mean])
+    log_mix = np.log([0.5, 0.5])
     weights = np.zeros((n, 3))
-    weights[members, 0] = ~closer_to_b
-    weights[members, 1] = closer_to_b
-    weights[i, 0], weights[i, 1] = 1.0, 0.0
-    weights[j, 0], weights[j, 1] = 0.0, 1.0
     weights[members, 2] = 1.0
-    return laplace_proposals(model, weights, n_newton)
+    for iteration in range(SPLIT_EM_ITERATIONS + 1):
+        terms = _fit_log_likelihood(model, theta)[members] + log_mix
+        difference = np.clip(terms[:, 0] - terms[:, 1], -700.0, 700.0)
+        side_b = 1.0 / (1.0 + np.exp(np.where(np.isfinite(difference), difference, 0.0)))
+        weights[members, 0], weights[members, 1] = 1.0 - side_b, side_b
+        weights[i, 0], weights[i, 1] = 1.0, 0.0
+        weights[j, 0], weights[j, 1] = 0.0, 1.0
+        if iteration == SPLIT_EM_ITERATIONS:
+            break
+        fits = laplace_proposals(model, weights[:, :2], SPLIT_EM_NEWTON, start=theta)
+        theta = np.array([fits[0].mean, fits[1].mean])
+        sizes = weights[members, :2].sum(axis=0)
+        log_mix = np.log(sizes / sizes.sum())
+    start = np.zeros((3, model.dimension))
+    start[:2] = theta
+    # the merged block (third column) from the fixed start
+    q_a, q_b, q_merged = laplace_proposals(model, weights, n_newton, start=start)
+    return (LaplaceProposal(q_a.mean, q_a.cholesky / SPLIT_PROPOSAL_SCALE),
+            LaplaceProposal(q_b.mean, q_b.cholesky / SPLIT_PROPOSAL_SCALE), q_merged)
 
 
 def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table, rng,
@@ -515,12 +562,12 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     Two distinct points ``i, j`` (ordered, uniform).
 
     * Same slot ``k`` (block ``S``): **split**.  An empty slot ``s`` is chosen uniformly;
-      Laplace proposals :math:`q_a, q_b` (:func:`laplace_proposals`) are fitted to a
-      deterministic preliminary split of ``S`` (each member to the anchor ``i`` or ``j``
-      whose one-point fit gives it the larger likelihood), :math:`\theta_k' \sim q_a`,
-      :math:`\theta_s' \sim q_b`, then the members other than ``i, j`` are allocated in a
-      random order to ``k`` or ``s`` with probabilities :math:`\propto m_a f(y \mid
-      \theta_k')` and :math:`m_b f(y \mid \theta_s')` (SAMS).
+      Laplace proposals :math:`q_a, q_b` are fitted to a deterministic two-component fit of
+      ``S`` from the anchors ``i`` and ``j`` (EM with soft responsibilities,
+      :func:`_fit_split_proposals`), :math:`\theta_k' \sim q_a`, :math:`\theta_s' \sim q_b`,
+      then the members other than ``i, j`` are allocated in a random order to ``k`` or ``s``
+      with probabilities :math:`\propto m_a f(y \mid \theta_k')` and :math:`m_b f(y \mid
+      \theta_s')` (SAMS).
     * Different slots ``k`` (of ``i``) and ``o``: **merge** ``o`` into ``k``,
       :math:`\theta_k' \sim q_m` (the Laplace fit of the union) and the emptied slot's
       parameter drawn from :math:`G_0`.

@@ -256,6 +256,8 @@ class ParameterSlotModel:
                             for c in range(self.dimension)], axis=1)
         inputs = slots.value_vars
         self._prior = compile_pytensor(inputs, prior, on_unused_input="ignore")
+        self._fit_log_likelihood = compile_pytensor(inputs, slots.per_slot_graph(width),
+                                                    on_unused_input="ignore")
         self._fit = compile_pytensor([*inputs, weights], [objective, gradient, hessian],
                                      on_unused_input="ignore")
         self.point = None
@@ -287,6 +289,14 @@ class ParameterSlotModel:
         point = dict(self.point)
         point.update(self.unpack(values))
         return self.slots.log_likelihood(point)
+
+    def fit_log_likelihood(self, values) -> np.ndarray:
+        """``log f(y_i | theta_w)`` (n, W) of ``W <= fit_width`` vectors ``values`` (W, d):
+        O(n W), whatever the capacity."""
+        padded = self.pack(self.point)
+        padded[:values.shape[0]] = values
+        matrix = np.asarray(self._fit_log_likelihood(*self._inputs(padded)), dtype=np.float64)
+        return np.ascontiguousarray(matrix[:values.shape[0]].T)
 
     def log_prior(self, values) -> np.ndarray:
         return np.asarray(self._prior(*self._inputs(values)), dtype=np.float64)
