@@ -476,13 +476,14 @@ def _sequential_allocation(log_a, log_b, order, side_b, forced, uniforms):
     return size_a, size_b, log_prob
 
 
-def _split_proposals(model, members, i, j, n_newton):
+def _split_proposals(model, members, i, j, n_newton, soft=True):
     """``(q_a, q_b, q_merged)`` for the block ``members`` with anchors ``i`` (side a) and
     ``j`` (side b): a deterministic function of the block and the anchors; ``None`` when a fit
     fails (non-finite terms, a linear-algebra error), which the split and the merge of the
     same block and anchors then share."""
     try:
-        proposals = _fit_split_proposals(model, members, i, j, n_newton)
+        proposals = (_fit_split_proposals(model, members, i, j, n_newton) if soft else
+                     _fit_hard_split_proposals(model, members, i, j, n_newton))
     except (np.linalg.LinAlgError, FloatingPointError, ValueError, OverflowError):
         return None
     if not all(np.isfinite(q.mean).all() and np.isfinite(q.cholesky).all() for q in proposals):
@@ -496,6 +497,9 @@ SPLIT_EM_ITERATIONS = 8
 SPLIT_EM_NEWTON = 3
 #: Standard deviations of the split proposals ``q_a, q_b`` relative to their Laplace fits.
 SPLIT_PROPOSAL_SCALE = 1.5
+#: Probability that a parameter split-merge uses the soft two-component fit (else the hard
+#: preliminary split by the anchors' one-point fits).
+SOFT_SPLIT_PROBABILITY = 0.5
 
 
 def _fit_log_likelihood(model, values):
@@ -506,6 +510,25 @@ def _fit_log_likelihood(model, values):
     padded = np.zeros((model.capacity, model.dimension))
     padded[:values.shape[0]] = values
     return model.log_likelihood(padded)[:, :values.shape[0]]
+
+
+def _fit_hard_split_proposals(model, members, i, j, n_newton):
+    """``(q_a, q_b, q_merged)`` fitted to a hard preliminary split of the block: each member
+    to the anchor whose one-point fit gives it the larger likelihood (sharp for well-separated
+    groups; overlapping halves of one cluster land tens of standard deviations away)."""
+    n = model.n_points
+    anchors = np.zeros((n, 2))
+    anchors[i, 0] = anchors[j, 1] = 1.0
+    anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
+    log_likelihood = _fit_log_likelihood(model, np.array([anchor_a.mean, anchor_b.mean]))
+    closer_to_b = log_likelihood[members, 1] > log_likelihood[members, 0]
+    weights = np.zeros((n, 3))
+    weights[members, 0] = ~closer_to_b
+    weights[members, 1] = closer_to_b
+    weights[i, 0], weights[i, 1] = 1.0, 0.0
+    weights[j, 0], weights[j, 1] = 0.0, 1.0
+    weights[members, 2] = 1.0
+    return laplace_proposals(model, weights, n_newton)
 
 
 def _fit_split_proposals(model, members, i, j, n_newton):
@@ -543,9 +566,12 @@ def _fit_split_proposals(model, members, i, j, n_newton):
         if iteration == SPLIT_EM_ITERATIONS:
             break
         fits = laplace_proposals(model, weights[:, :2], SPLIT_EM_NEWTON, start=theta)
-        theta = np.array([fits[0].mean, fits[1].mean])
+        previous, theta = theta, np.array([fits[0].mean, fits[1].mean])
         sizes = weights[members, :2].sum(axis=0)
-        log_mix = np.log(sizes / sizes.sum())
+        previous_mix, log_mix = log_mix, np.log(sizes / sizes.sum())
+        if (np.max(np.abs(theta - previous)) < 1e-6
+                and np.max(np.abs(log_mix - previous_mix)) < 1e-6):
+            break  # a fixed point: these responsibilities are final
     start = np.zeros((3, model.dimension))
     start[:2] = theta
     # the merged block (third column) from the fixed start
@@ -563,8 +589,12 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
 
     * Same slot ``k`` (block ``S``): **split**.  An empty slot ``s`` is chosen uniformly;
       Laplace proposals :math:`q_a, q_b` are fitted to a deterministic two-component fit of
-      ``S`` from the anchors ``i`` and ``j`` (EM with soft responsibilities,
-      :func:`_fit_split_proposals`), :math:`\theta_k' \sim q_a`, :math:`\theta_s' \sim q_b`,
+      ``S`` from the anchors ``i`` and ``j``: with probability ``SOFT_SPLIT_PROBABILITY``
+      (drawn first, independent of the state: a mixture of two exact kernels) EM with soft
+      responsibilities (:func:`_fit_split_proposals`, which lets a merge of two overlapping
+      halves of one cluster propose the reverse split), otherwise a hard preliminary split
+      (each member to the anchor whose one-point fit gives it the larger likelihood: sharp for
+      well-separated groups), :math:`\theta_k' \sim q_a`, :math:`\theta_s' \sim q_b`,
       then the members other than ``i, j`` are allocated in a random order to ``k`` or ``s``
       with probabilities :math:`\propto m_a f(y \mid \theta_k')` and :math:`m_b f(y \mid
       \theta_s')` (SAMS).
@@ -622,6 +652,9 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     i = int(rng.integers(n))
     j = int(rng.integers(n - 1))
     j += j >= i
+    # the kind of the parameter proposals, independent of the state: a random mixture of two
+    # exact kernels
+    soft = bool(rng.random() < SOFT_SPLIT_PROBABILITY)
     n_occupied = int(np.count_nonzero(sizes))
     k = int(labels[i])
     if log_likelihood is None:
@@ -634,7 +667,7 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
             return ParameterSplitMergeInfo(0, False, np.nan)
         other = int(rng.choice(np.flatnonzero(sizes == 0)))
         members = np.flatnonzero(labels == k)
-        proposals = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton, soft)
         if proposals is None:
             return ParameterSplitMergeInfo(1, False, -np.inf)
         q_a, q_b, q_merged = proposals
@@ -642,7 +675,7 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     else:  # ------------------------------------------------------------------------ merge
         other = int(labels[j])
         members = np.flatnonzero((labels == k) | (labels == other))
-        proposals = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton, soft)
         if proposals is None:
             return ParameterSplitMergeInfo(2, False, -np.inf)
         q_a, q_b, q_merged = proposals
