@@ -446,6 +446,16 @@ class ScalarSlotModel:
         return at, ((up - down) / (2 * h))[:, None], ((up - 2 * at + down) / h**2)[:, None, None]
 
 
+class LabelScalarSlotModel(ScalarSlotModel):
+    """``ScalarSlotModel`` with the labels' form of the fit terms (every slot at once, each
+    point at its own label), which :func:`laplace_parameter_update` then uses."""
+
+    def label_fit_terms(self, values, labels):
+        weights = np.zeros((self.n_points, self.capacity))
+        weights[np.arange(self.n_points), labels] = 1.0
+        return self.fit_terms(values, weights)
+
+
 def _parameter_split_merge_labels(problem, prior, capacity, num_samples, seed, drop=None,
                                   n_moves=3):
     rng = np.random.default_rng(seed)
@@ -525,6 +535,13 @@ def test_parameter_slot_model_of_a_two_parameter_likelihood():
         np.testing.assert_allclose(gradient[:, c], (up - down) / (2 * h), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(hessian[:, :, c], (up_gradient - down_gradient) / (2 * h),
                                    rtol=1e-4, atol=1e-5)
+    # the labels' form: every slot at once, each point at its own label (capacity 3 = W)
+    labels = np.array([0, 0, 2, 2, 1])
+    one_hot = np.zeros((5, 3))
+    one_hot[np.arange(5), labels] = 1.0
+    for got, expected in zip(slot_model.label_fit_terms(values, labels),
+                             slot_model.fit_terms(values, one_hot), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
 
 
 def test_parameter_split_merge_separates_two_groups_started_together():
@@ -562,14 +579,15 @@ def test_parameter_split_merge_separates_two_groups_started_together():
 
 # --------------------------------------------------------------------------- the occupied slots'
 # parameters given the labels (Laplace independence proposals)
-def _parameter_update_pit(problem_name, num_samples, seed, drop=None, n_updates=3):
+def _parameter_update_pit(problem_name, num_samples, seed, drop=None, n_updates=3,
+                          slot_model=ScalarSlotModel):
     """Probability integral transforms of the occupied slots' parameters after
     ``n_updates`` updates from exact draws of ``(z, theta)``: uniform iff the update leaves
     every block posterior invariant.  Also the acceptance rate."""
     problem = PROBLEMS[problem_name]
     rng = np.random.default_rng(seed)
     prior, capacity = PRIORS["dp"], problem.y.size
-    model = ScalarSlotModel(problem, capacity)
+    model = slot_model(problem, capacity)
     pit, proposed, accepted = [], 0, 0
     for labels, theta in slot_state_draws(problem.exact(prior, capacity), capacity,
                                           problem.draw_parameter, num_samples, rng):
@@ -587,18 +605,23 @@ def _parameter_update_pit(problem_name, num_samples, seed, drop=None, n_updates=
     return np.array(pit), accepted / proposed
 
 
+@pytest.mark.parametrize("slot_model", [ScalarSlotModel, LabelScalarSlotModel])
 @pytest.mark.parametrize("problem_name", ["student_t", "poisson"])
-def test_laplace_parameter_update_leaves_the_block_posteriors_invariant(problem_name):
+def test_laplace_parameter_update_leaves_the_block_posteriors_invariant(problem_name,
+                                                                        slot_model):
     """Non-Gaussian block posteriors (Student-t location, Poisson log-rate): the proposals
-    are not exact, so the acceptance ratio matters (acceptance strictly below one)."""
-    pit, acceptance = _parameter_update_pit(problem_name, 400, seed=21)
+    are not exact, so the acceptance ratio matters (acceptance strictly below one).  Fits by
+    weight columns and by labels (all blocks at once)."""
+    pit, acceptance = _parameter_update_pit(problem_name, 400, seed=21, slot_model=slot_model)
     assert 0.2 < acceptance < 0.99
     assert kstest(pit, "uniform").pvalue > GOF_PVALUE_THRESHOLD
 
 
-def test_laplace_parameter_update_negative_control_without_the_proposal_density():
+@pytest.mark.parametrize("slot_model", [ScalarSlotModel, LabelScalarSlotModel])
+def test_laplace_parameter_update_negative_control_without_the_proposal_density(slot_model):
     """Treating the independence proposal as symmetric must fail the same test."""
-    pit, _ = _parameter_update_pit("student_t", 400, seed=21, drop="proposal")
+    pit, _ = _parameter_update_pit("student_t", 400, seed=21, drop="proposal",
+                                   slot_model=slot_model)
     assert kstest(pit, "uniform").pvalue < GOF_PVALUE_THRESHOLD
 
 

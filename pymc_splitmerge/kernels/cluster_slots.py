@@ -421,35 +421,50 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
         x = np.zeros((capacity, dimension))
         if start is not None:
             x[:width] = start[first:first + width]
-        objective, gradient, hessian = model.fit_terms(x, block)
-        for _ in range(n_newton):
-            precision = _positive_precision(-hessian, floor)
-            if dimension == 1:
-                step = gradient / precision[:, :, 0]
-            else:
-                step = np.linalg.solve(precision, gradient[..., None])[..., 0]
-            step = np.where(np.isfinite(step), step, 0.0)
-            if np.max(np.abs(step)) < 1e-7:
-                break
-            length = np.ones(capacity)
-            pending = np.ones(capacity, dtype=bool)
-            for _ in range(25):  # backtracking, per slot
-                candidate = np.where(pending[:, None], x + length[:, None] * step, x)
-                new_objective, new_gradient, new_hessian = model.fit_terms(candidate, block)
-                improved = pending & (new_objective >= objective - 1e-12)
-                x = np.where(improved[:, None], candidate, x)
-                objective = np.where(improved, new_objective, objective)
-                gradient = np.where(improved[:, None], new_gradient, gradient)
-                hessian = np.where(improved[:, None, None], new_hessian, hessian)
-                pending &= ~improved
-                if not pending.any():
-                    break
-                length = np.where(pending, 0.5 * length, length)
-        precision = _positive_precision(-hessian, floor) / scale**2
-        cholesky = np.linalg.cholesky(precision)  # positive definite: eigenvalues >= floor
-        proposals.extend(LaplaceProposal(x[s].copy(), cholesky[s].copy())
-                         for s in range(width))
+        x, hessian = _newton(lambda values, block=block: model.fit_terms(values, block), x,
+                             n_newton, floor)
+        proposals.extend(_laplace(x, hessian, floor, scale)[:width])
     return proposals
+
+
+def _laplace(x, hessian, floor, scale=1.0):
+    """One :class:`LaplaceProposal` per row of ``x`` (the mode) and ``hessian``."""
+    precision = _positive_precision(-hessian, floor) / scale**2
+    cholesky = np.linalg.cholesky(precision)  # positive definite: eigenvalues >= floor
+    return [LaplaceProposal(x[s].copy(), cholesky[s].copy()) for s in range(x.shape[0])]
+
+
+def _newton(terms, x, n_newton, floor):
+    """Damped Newton ascent of ``W`` independent objectives at once: ``terms(x)`` gives the
+    objectives (W,), gradients (W, d) and Hessians (W, d, d) at ``x`` (W, d); at most
+    ``n_newton`` steps, each with at most 25 halvings per row.  Returns the last ``x`` and
+    its Hessians."""
+    dimension = x.shape[1]
+    objective, gradient, hessian = terms(x)
+    for _ in range(n_newton):
+        precision = _positive_precision(-hessian, floor)
+        if dimension == 1:
+            step = gradient / precision[:, :, 0]
+        else:
+            step = np.linalg.solve(precision, gradient[..., None])[..., 0]
+        step = np.where(np.isfinite(step), step, 0.0)
+        if np.max(np.abs(step)) < 1e-7:
+            break
+        length = np.ones(x.shape[0])
+        pending = np.ones(x.shape[0], dtype=bool)
+        for _ in range(25):  # backtracking, per row
+            candidate = np.where(pending[:, None], x + length[:, None] * step, x)
+            new_objective, new_gradient, new_hessian = terms(candidate)
+            improved = pending & (new_objective >= objective - 1e-12)
+            x = np.where(improved[:, None], candidate, x)
+            objective = np.where(improved, new_objective, objective)
+            gradient = np.where(improved[:, None], new_gradient, gradient)
+            hessian = np.where(improved[:, None, None], new_hessian, hessian)
+            pending &= ~improved
+            if not pending.any():
+                break
+            length = np.where(pending, 0.5 * length, length)
+    return x, hessian
 
 
 @numba.njit(cache=True)
@@ -740,6 +755,31 @@ class ParameterUpdateInfo(NamedTuple):
     """``log f(y_i | theta_s)`` (n, C) for the parameters after the update."""
 
 
+def _block_proposals(model, labels, occupied, n_newton, floor=1e-4):
+    """Laplace proposals of the occupied slots' block posteriors given the labels (from the
+    fixed start): with ``model.label_fit_terms(values (C, d), labels)`` (every slot's terms
+    from one O(n) pass over the points, each point at its own label) all blocks at once,
+    otherwise by weight columns, ``fit_width`` blocks per evaluation."""
+    label_terms = getattr(model, "label_fit_terms", None)
+    if label_terms is None:
+        weights = np.zeros((labels.shape[0], occupied.size))
+        weights[np.arange(labels.shape[0]), np.searchsorted(occupied, labels)] = 1.0
+        return laplace_proposals(model, weights, n_newton, floor)
+    x = np.zeros((model.capacity, model.dimension))
+
+    def terms(values):
+        objective, gradient, hessian = label_terms(values, labels)
+        return objective[occupied], gradient[occupied], hessian[occupied]
+
+    def padded_terms(rows):
+        full = np.zeros((model.capacity, model.dimension))
+        full[occupied] = rows
+        return terms(full)
+
+    rows, hessian = _newton(padded_terms, x[occupied], n_newton, floor)
+    return _laplace(rows, hessian, floor)
+
+
 def laplace_parameter_update(model, values, labels, sizes, rng, log_likelihood=None,
                              n_newton: int = 12, _drop: str | None = None
                              ) -> ParameterUpdateInfo:
@@ -785,10 +825,8 @@ def laplace_parameter_update(model, values, labels, sizes, rng, log_likelihood=N
     if log_likelihood is None:
         log_likelihood = model.log_likelihood(values)
     occupied = np.flatnonzero(sizes > 0)
-    weights = np.zeros((n, occupied.size))
-    weights[np.arange(n), np.searchsorted(occupied, labels)] = 1.0
     try:
-        proposals = laplace_proposals(model, weights, n_newton)
+        proposals = _block_proposals(model, labels, occupied, n_newton)
     except (np.linalg.LinAlgError, FloatingPointError, ValueError, OverflowError):
         return ParameterUpdateInfo(0, 0, log_likelihood)
     fitted = np.array([np.isfinite(q.mean).all() and np.isfinite(q.cholesky).all()

@@ -258,6 +258,25 @@ class ParameterSlotModel:
         self._prior = compile_pytensor(inputs, prior, on_unused_input="ignore")
         self._fit_log_likelihood = compile_pytensor(inputs, slots.per_slot_graph(width),
                                                     on_unused_input="ignore")
+        # every slot's terms with each point at its own label: one O(n d) pass per derivative
+        point_terms = None
+        for term in slots.spec.likelihood_terms:
+            (log_density,) = model.logp(vars=[term], sum=False, jacobian=False)
+            if log_density.ndim > 1:
+                log_density = log_density.sum(axis=tuple(range(1, log_density.ndim)))
+            point_terms = log_density if point_terms is None else point_terms + log_density
+        one_hot = pt.eq(slots._value_var[:, None], pt.arange(capacity)[None, :])
+        label_objective = prior + (point_terms[:, None] * one_hot).sum(axis=0)
+        total = prior.sum() + point_terms.sum()
+
+        def full(gradients):
+            return pt.concatenate([g.reshape((capacity, -1)) for g in gradients], axis=1)
+
+        label_gradient = full(pt.grad(total, parameter_values))
+        label_hessian = pt.stack([full(pt.grad(label_gradient[:, c].sum(), parameter_values))
+                                  for c in range(self.dimension)], axis=1)
+        self._label_fit = compile_pytensor(inputs, [label_objective, label_gradient,
+                                                    label_hessian], on_unused_input="ignore")
         self._fit = compile_pytensor([*inputs, weights], [objective, gradient, hessian],
                                      on_unused_input="ignore")
         self.point = None
@@ -289,6 +308,19 @@ class ParameterSlotModel:
         point = dict(self.point)
         point.update(self.unpack(values))
         return self.slots.log_likelihood(point)
+
+    def label_fit_terms(self, values, labels):
+        r"""Objective (C,), gradient (C, d), Hessian (C, d, d) of :math:`\log G_0(\theta_s) +
+        \sum_{i: z_i = s} \log f(y_i \mid \theta_s)` for every slot, the labels ``labels``:
+        one evaluation costs O(n d) whatever the capacity."""
+        point = dict(self.point)
+        point.update(self.unpack(values))
+        point[self.slots._value_var.name] = np.asarray(labels).astype(
+            np.asarray(self.point[self.slots._value_var.name]).dtype)
+        objective, gradient, hessian = self._label_fit(*[point[var.name]
+                                                         for var in self.slots.value_vars])
+        return (np.asarray(objective, dtype=np.float64), np.asarray(gradient, dtype=np.float64),
+                np.asarray(hessian, dtype=np.float64))
 
     def fit_log_likelihood(self, values) -> np.ndarray:
         """``log f(y_i | theta_w)`` (n, W) of ``W <= fit_width`` vectors ``values`` (W, d):
