@@ -75,11 +75,13 @@ import pymc_splitmerge as psm
 from pymc_splitmerge.analysis._arviz_compat import ess as arviz_ess
 from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 
+STUDENT_CENTRES, STUDENT_SCALES = np.array([-6.0, 0.0, 5.0]), np.array([1.0, 0.6, 1.5])
 
-def student_data(n, rng):
-    centres, scales = np.array([-6.0, 0.0, 5.0]), np.array([1.0, 0.6, 1.5])
+
+def student_data(n, rng, return_labels=False):
     labels = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
-    return centres[labels] + scales[labels] * rng.standard_t(4, size=n), None
+    y = STUDENT_CENTRES[labels] + STUDENT_SCALES[labels] * rng.standard_t(4, size=n)
+    return (y, labels) if return_labels else (y, None)
 
 
 def poisson_data(n, rng):
@@ -337,6 +339,53 @@ def stuck(n, draws, tune, chains, seed, capacity, contenders=tuple(STUCK_MOVES),
               f"{k.mean():>7.2f}")
 
 
+class _WeightColumns:
+    """A slot model seen without its ``label_fit_terms``: the Laplace update then fits the
+    blocks by weight columns, ``fit_width`` slots per evaluation over all n points."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        if name == "label_fit_terms":
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
+def update_cost(n, capacity, repeats, seed):
+    """Seconds per Laplace parameter update (every occupied slot), fits by labels (one pass
+    over the points for all slots) against fits by weight columns, side by side."""
+    from pymc_splitmerge.kernels.cluster_slots import laplace_parameter_update, slot_sizes
+    from pymc_splitmerge.steps.cluster_slots import SlotLikelihood
+
+    rng = np.random.default_rng(seed)
+    y, truth = student_data(n + n // 4, rng, return_labels=True)
+    y, truth = y[:n], truth[:n]
+    model = slot_model("student_t", y, None, capacity)
+    parameter_model = SlotLikelihood(model["z"], model).parameter_model()
+    point = model.initial_point()
+    point["z"] = truth.astype(point["z"].dtype)
+    point["mu"] = np.resize(np.concatenate([STUDENT_CENTRES, np.zeros(capacity)]), capacity)
+    values = parameter_model.bind(point)
+    labels, sizes = truth.astype(np.int64), slot_sizes(truth, capacity)
+    print(f"\nLaplace update of every occupied slot: Student-t n = {n}, capacity {capacity}, "
+          f"{np.count_nonzero(sizes)} occupied slots, {repeats} updates per path (after one "
+          "warm-up each, which compiles)")
+    seconds = {}
+    for name, target in (("labels", parameter_model),
+                         ("weight columns", _WeightColumns(parameter_model))):
+        laplace_parameter_update(target, values.copy(), labels, sizes, rng)
+        accepted = proposed = 0
+        start = time.perf_counter()
+        for _ in range(repeats):
+            info = laplace_parameter_update(target, values.copy(), labels, sizes, rng)
+            accepted, proposed = accepted + info.n_accepted, proposed + info.n_proposed
+        seconds[name] = (time.perf_counter() - start) / repeats
+        print(f"  {name:<15} {1000 * seconds[name]:8.1f} ms / update, acceptance "
+              f"{accepted / max(proposed, 1):.2f}", flush=True)
+    print(f"  weight columns / labels: {seconds['weight columns'] / seconds['labels']:.1f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -358,7 +407,13 @@ def main():
     parser.add_argument("--stuck-dimension", type=int, default=1, choices=[1, 2])
     parser.add_argument("--stuck-contenders", nargs="+", default=list(STUCK_MOVES),
                         choices=list(STUCK_MOVES))
+    parser.add_argument("--update-cost", action="store_true",
+                        help="only the cost of one Laplace parameter update, two ways")
+    parser.add_argument("--update-repeats", type=int, default=20)
     args = parser.parse_args()
+    if args.update_cost:
+        update_cost(args.n_student, args.capacity, args.update_repeats, args.seed)
+        return
     if args.stuck:
         stuck(args.n_stuck, args.draws, args.stuck_tune, args.chains, args.seed,
               min(args.capacity, args.n_stuck), args.stuck_contenders, args.stuck_dimension)
