@@ -30,6 +30,7 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
   and 10 split-merge updates of the labels given the parameters (cheap: O(cluster size));
 * ``laplace+psm``: ``alg8+laplace`` and one split-merge with Laplace-proposed parameters
   (``n_parameter_split_merge=1``) per draw;
+* ``laplace+psm3``: the same with three parameter split-merge updates per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
@@ -206,7 +207,7 @@ def mcse(values):
     return float(values.std() / np.sqrt(arviz_ess(values, method="mean")))
 
 
-CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "alg8+sm", "pymc_sb")
+CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "laplace+psm3", "alg8+sm", "pymc_sb")
 
 
 def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, chains, seed,
@@ -257,8 +258,9 @@ def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=N
         rows.append((contender, k, largest))
         print(f"{contender:<13}{seconds:>9.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
               f"{ess(k) / seconds:>9.3f}{largest.mean():>9.3f}{mcse(largest):>7.3f}"
-              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  "
-              f"{np.round(k.mean(axis=1), 2).tolist()}", flush=True)
+              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  K per chain "
+              f"{np.round(k.mean(axis=1), 2).tolist()}  largest per chain "
+              f"{np.round(largest.mean(axis=1), 3).tolist()}", flush=True)
     if reference_draws:
         _, k_ref, largest_ref, _, _ = _sample_contender(
             problem, "alg8+laplace", y, x, y_test, x_test, reference_draws, tune,
@@ -278,6 +280,8 @@ CONTENDER_MOVES = {
     "alg8+laplace": {"n_split_merge": 10, "n_parameter_updates": 1},
     "laplace+psm": {"n_split_merge": 10, "n_parameter_updates": 1,
                     "n_parameter_split_merge": 1},
+    "laplace+psm3": {"n_split_merge": 10, "n_parameter_updates": 1,
+                     "n_parameter_split_merge": 3},
     "alg8+sm": {"n_parameter_split_merge": 1},
 }
 
