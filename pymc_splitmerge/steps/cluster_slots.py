@@ -391,16 +391,18 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
         cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
-        blocks once per step (seconds to a minute for vector parameters) and costs two
-        bounded Newton fits (~20-25 evaluations on three slots) per move, hence opt-in.
+        blocks once per step (seconds to a minute for vector parameters) and costs bounded
+        Newton fits on three slots (half the moves also a two-component EM fit of the block:
+        up to ~100 evaluations, O(n) each) per move, hence opt-in.
     n_parameter_updates : int, default 0
         Updates of the occupied slots' parameters given the labels per draw (after the
         refresh, before the label moves): per slot an independence Metropolis-Hastings
         proposal from the Laplace approximation of the slot's conditional posterior
         (:func:`~pymc_splitmerge.kernels.cluster_slots.laplace_parameter_update`).  With
         ``n_parameter_updates >= 1`` the step also owns the cluster parameters (``vars``
-        includes them), so ``pm.sample`` gives them no NUTS: every draw then costs a few
-        Newton fits on three slots at a time (O(n) each) instead of NUTS trajectories over all
+        includes them), so ``pm.sample`` gives them no NUTS: every draw then costs one
+        Newton fit of all occupied slots at once (each evaluation one O(n) pass over the
+        points, each at its own label) instead of NUTS trajectories over all
         slots, whose step size the clusters' very different posterior scales (a cluster of
         hundreds of points next to empty slots at the base distribution's scale) drive down.
         Needs continuous cluster parameters with gradients, like
