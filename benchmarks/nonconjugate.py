@@ -30,6 +30,7 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
   and 10 split-merge updates of the labels given the parameters (cheap: O(cluster size));
 * ``laplace+psm``: ``alg8+laplace`` and one split-merge with Laplace-proposed parameters
   (``n_parameter_split_merge=1``) per draw;
+* ``laplace+psm3``: the same with three parameter split-merge updates per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
@@ -75,11 +76,13 @@ import pymc_splitmerge as psm
 from pymc_splitmerge.analysis._arviz_compat import ess as arviz_ess
 from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 
+STUDENT_CENTRES, STUDENT_SCALES = np.array([-6.0, 0.0, 5.0]), np.array([1.0, 0.6, 1.5])
 
-def student_data(n, rng):
-    centres, scales = np.array([-6.0, 0.0, 5.0]), np.array([1.0, 0.6, 1.5])
+
+def student_data(n, rng, return_labels=False):
     labels = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
-    return centres[labels] + scales[labels] * rng.standard_t(4, size=n), None
+    y = STUDENT_CENTRES[labels] + STUDENT_SCALES[labels] * rng.standard_t(4, size=n)
+    return (y, labels) if return_labels else (y, None)
 
 
 def poisson_data(n, rng):
@@ -204,7 +207,7 @@ def mcse(values):
     return float(values.std() / np.sqrt(arviz_ess(values, method="mean")))
 
 
-CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "alg8+sm", "pymc_sb")
+CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "laplace+psm3", "alg8+sm", "pymc_sb")
 
 
 def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, chains, seed,
@@ -255,8 +258,9 @@ def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=N
         rows.append((contender, k, largest))
         print(f"{contender:<13}{seconds:>9.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
               f"{ess(k) / seconds:>9.3f}{largest.mean():>9.3f}{mcse(largest):>7.3f}"
-              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  "
-              f"{np.round(k.mean(axis=1), 2).tolist()}", flush=True)
+              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  K per chain "
+              f"{np.round(k.mean(axis=1), 2).tolist()}  largest per chain "
+              f"{np.round(largest.mean(axis=1), 3).tolist()}", flush=True)
     if reference_draws:
         _, k_ref, largest_ref, _, _ = _sample_contender(
             problem, "alg8+laplace", y, x, y_test, x_test, reference_draws, tune,
@@ -276,6 +280,8 @@ CONTENDER_MOVES = {
     "alg8+laplace": {"n_split_merge": 10, "n_parameter_updates": 1},
     "laplace+psm": {"n_split_merge": 10, "n_parameter_updates": 1,
                     "n_parameter_split_merge": 1},
+    "laplace+psm3": {"n_split_merge": 10, "n_parameter_updates": 1,
+                     "n_parameter_split_merge": 3},
     "alg8+sm": {"n_parameter_split_merge": 1},
 }
 
@@ -337,6 +343,53 @@ def stuck(n, draws, tune, chains, seed, capacity, contenders=tuple(STUCK_MOVES),
               f"{k.mean():>7.2f}")
 
 
+class _WeightColumns:
+    """A slot model seen without its ``label_fit_terms``: the Laplace update then fits the
+    blocks by weight columns, ``fit_width`` slots per evaluation over all n points."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        if name == "label_fit_terms":
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
+def update_cost(n, capacity, repeats, seed):
+    """Seconds per Laplace parameter update (every occupied slot), fits by labels (one pass
+    over the points for all slots) against fits by weight columns, side by side."""
+    from pymc_splitmerge.kernels.cluster_slots import laplace_parameter_update, slot_sizes
+    from pymc_splitmerge.steps.cluster_slots import SlotLikelihood
+
+    rng = np.random.default_rng(seed)
+    y, truth = student_data(n + n // 4, rng, return_labels=True)
+    y, truth = y[:n], truth[:n]
+    model = slot_model("student_t", y, None, capacity)
+    parameter_model = SlotLikelihood(model["z"], model).parameter_model()
+    point = model.initial_point()
+    point["z"] = truth.astype(point["z"].dtype)
+    point["mu"] = np.resize(np.concatenate([STUDENT_CENTRES, np.zeros(capacity)]), capacity)
+    values = parameter_model.bind(point)
+    labels, sizes = truth.astype(np.int64), slot_sizes(truth, capacity)
+    print(f"\nLaplace update of every occupied slot: Student-t n = {n}, capacity {capacity}, "
+          f"{np.count_nonzero(sizes)} occupied slots, {repeats} updates per path (after one "
+          "warm-up each, which compiles)")
+    seconds = {}
+    for name, target in (("labels", parameter_model),
+                         ("weight columns", _WeightColumns(parameter_model))):
+        laplace_parameter_update(target, values.copy(), labels, sizes, rng)
+        accepted = proposed = 0
+        start = time.perf_counter()
+        for _ in range(repeats):
+            info = laplace_parameter_update(target, values.copy(), labels, sizes, rng)
+            accepted, proposed = accepted + info.n_accepted, proposed + info.n_proposed
+        seconds[name] = (time.perf_counter() - start) / repeats
+        print(f"  {name:<15} {1000 * seconds[name]:8.1f} ms / update, acceptance "
+              f"{accepted / max(proposed, 1):.2f}", flush=True)
+    print(f"  weight columns / labels: {seconds['weight columns'] / seconds['labels']:.1f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -358,7 +411,13 @@ def main():
     parser.add_argument("--stuck-dimension", type=int, default=1, choices=[1, 2])
     parser.add_argument("--stuck-contenders", nargs="+", default=list(STUCK_MOVES),
                         choices=list(STUCK_MOVES))
+    parser.add_argument("--update-cost", action="store_true",
+                        help="only the cost of one Laplace parameter update, two ways")
+    parser.add_argument("--update-repeats", type=int, default=20)
     args = parser.parse_args()
+    if args.update_cost:
+        update_cost(args.n_student, args.capacity, args.update_repeats, args.seed)
+        return
     if args.stuck:
         stuck(args.n_stuck, args.draws, args.stuck_tune, args.chains, args.seed,
               min(args.capacity, args.n_stuck), args.stuck_contenders, args.stuck_dimension)

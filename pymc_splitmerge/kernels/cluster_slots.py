@@ -398,7 +398,8 @@ def _positive_precision(negative_hessian: np.ndarray, floor: float) -> np.ndarra
 
 
 def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: float = 1e-4,
-                      scale: float = 1.0) -> list[LaplaceProposal]:
+                      scale: float = 1.0, start: np.ndarray | None = None
+                      ) -> list[LaplaceProposal]:
     r"""Laplace approximations of weighted block posteriors, one per column of ``weights``.
 
     Column ``m`` defines :math:`h_m(\theta) = \log G_0(\theta) + \sum_i w_{im}
@@ -418,35 +419,52 @@ def laplace_proposals(model, weights: np.ndarray, n_newton: int = 12, floor: flo
         block = np.zeros((n, capacity))
         block[:, :width] = weights[:, first:first + width]
         x = np.zeros((capacity, dimension))
-        objective, gradient, hessian = model.fit_terms(x, block)
-        for _ in range(n_newton):
-            precision = _positive_precision(-hessian, floor)
-            if dimension == 1:
-                step = gradient / precision[:, :, 0]
-            else:
-                step = np.linalg.solve(precision, gradient[..., None])[..., 0]
-            step = np.where(np.isfinite(step), step, 0.0)
-            if np.max(np.abs(step)) < 1e-7:
-                break
-            length = np.ones(capacity)
-            pending = np.ones(capacity, dtype=bool)
-            for _ in range(25):  # backtracking, per slot
-                candidate = np.where(pending[:, None], x + length[:, None] * step, x)
-                new_objective, new_gradient, new_hessian = model.fit_terms(candidate, block)
-                improved = pending & (new_objective >= objective - 1e-12)
-                x = np.where(improved[:, None], candidate, x)
-                objective = np.where(improved, new_objective, objective)
-                gradient = np.where(improved[:, None], new_gradient, gradient)
-                hessian = np.where(improved[:, None, None], new_hessian, hessian)
-                pending &= ~improved
-                if not pending.any():
-                    break
-                length = np.where(pending, 0.5 * length, length)
-        precision = _positive_precision(-hessian, floor) / scale**2
-        cholesky = np.linalg.cholesky(precision)  # positive definite: eigenvalues >= floor
-        proposals.extend(LaplaceProposal(x[s].copy(), cholesky[s].copy())
-                         for s in range(width))
+        if start is not None:
+            x[:width] = start[first:first + width]
+        x, hessian = _newton(lambda values, block=block: model.fit_terms(values, block), x,
+                             n_newton, floor)
+        proposals.extend(_laplace(x, hessian, floor, scale)[:width])
     return proposals
+
+
+def _laplace(x, hessian, floor, scale=1.0):
+    """One :class:`LaplaceProposal` per row of ``x`` (the mode) and ``hessian``."""
+    precision = _positive_precision(-hessian, floor) / scale**2
+    cholesky = np.linalg.cholesky(precision)  # positive definite: eigenvalues >= floor
+    return [LaplaceProposal(x[s].copy(), cholesky[s].copy()) for s in range(x.shape[0])]
+
+
+def _newton(terms, x, n_newton, floor):
+    """Damped Newton ascent of ``W`` independent objectives at once: ``terms(x)`` gives the
+    objectives (W,), gradients (W, d) and Hessians (W, d, d) at ``x`` (W, d); at most
+    ``n_newton`` steps, each with at most 25 halvings per row.  Returns the last ``x`` and
+    its Hessians."""
+    dimension = x.shape[1]
+    objective, gradient, hessian = terms(x)
+    for _ in range(n_newton):
+        precision = _positive_precision(-hessian, floor)
+        if dimension == 1:
+            step = gradient / precision[:, :, 0]
+        else:
+            step = np.linalg.solve(precision, gradient[..., None])[..., 0]
+        step = np.where(np.isfinite(step), step, 0.0)
+        if np.max(np.abs(step)) < 1e-7:
+            break
+        length = np.ones(x.shape[0])
+        pending = np.ones(x.shape[0], dtype=bool)
+        for _ in range(25):  # backtracking, per row
+            candidate = np.where(pending[:, None], x + length[:, None] * step, x)
+            new_objective, new_gradient, new_hessian = terms(candidate)
+            improved = pending & (new_objective >= objective - 1e-12)
+            x = np.where(improved[:, None], candidate, x)
+            objective = np.where(improved, new_objective, objective)
+            gradient = np.where(improved[:, None], new_gradient, gradient)
+            hessian = np.where(improved[:, None, None], new_hessian, hessian)
+            pending &= ~improved
+            if not pending.any():
+                break
+            length = np.where(pending, 0.5 * length, length)
+    return x, hessian
 
 
 @numba.njit(cache=True)
@@ -473,13 +491,14 @@ def _sequential_allocation(log_a, log_b, order, side_b, forced, uniforms):
     return size_a, size_b, log_prob
 
 
-def _split_proposals(model, members, i, j, n_newton):
+def _split_proposals(model, members, i, j, n_newton, soft=True):
     """``(q_a, q_b, q_merged)`` for the block ``members`` with anchors ``i`` (side a) and
     ``j`` (side b): a deterministic function of the block and the anchors; ``None`` when a fit
     fails (non-finite terms, a linear-algebra error), which the split and the merge of the
     same block and anchors then share."""
     try:
-        proposals = _fit_split_proposals(model, members, i, j, n_newton)
+        proposals = (_fit_split_proposals(model, members, i, j, n_newton) if soft else
+                     _fit_hard_split_proposals(model, members, i, j, n_newton))
     except (np.linalg.LinAlgError, FloatingPointError, ValueError, OverflowError):
         return None
     if not all(np.isfinite(q.mean).all() and np.isfinite(q.cholesky).all() for q in proposals):
@@ -487,16 +506,36 @@ def _split_proposals(model, members, i, j, n_newton):
     return proposals
 
 
-def _fit_split_proposals(model, members, i, j, n_newton):
+#: EM iterations (each ``SPLIT_EM_NEWTON`` warm-started Newton steps) of the two-component
+#: fit behind a split's parameter proposals.
+SPLIT_EM_ITERATIONS = 8
+SPLIT_EM_NEWTON = 3
+#: Standard deviations of the split proposals ``q_a, q_b`` relative to their Laplace fits.
+SPLIT_PROPOSAL_SCALE = 1.5
+#: Probability that a parameter split-merge uses the soft two-component fit (else the hard
+#: preliminary split by the anchors' one-point fits).
+SOFT_SPLIT_PROBABILITY = 0.5
+
+
+def _fit_log_likelihood(model, values):
+    """``log f(y_i | theta_w)`` (n, W) for ``W <= model.fit_width`` vectors ``values``."""
+    fit = getattr(model, "fit_log_likelihood", None)
+    if fit is not None:
+        return fit(values)
+    padded = np.zeros((model.capacity, model.dimension))
+    padded[:values.shape[0]] = values
+    return model.log_likelihood(padded)[:, :values.shape[0]]
+
+
+def _fit_hard_split_proposals(model, members, i, j, n_newton):
+    """``(q_a, q_b, q_merged)`` fitted to a hard preliminary split of the block: each member
+    to the anchor whose one-point fit gives it the larger likelihood (sharp for well-separated
+    groups; overlapping halves of one cluster land tens of standard deviations away)."""
     n = model.n_points
     anchors = np.zeros((n, 2))
     anchors[i, 0] = anchors[j, 1] = 1.0
-    # the one-point fits only sort the members (and may have no mode: a one-point block
-    # with a scale parameter), so a few Newton steps
     anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
-    values = np.zeros((model.capacity, model.dimension))
-    values[0], values[1] = anchor_a.mean, anchor_b.mean
-    log_likelihood = model.log_likelihood(values)
+    log_likelihood = _fit_log_likelihood(model, np.array([anchor_a.mean, anchor_b.mean]))
     closer_to_b = log_likelihood[members, 1] > log_likelihood[members, 0]
     weights = np.zeros((n, 3))
     weights[members, 0] = ~closer_to_b
@@ -507,6 +546,55 @@ def _fit_split_proposals(model, members, i, j, n_newton):
     return laplace_proposals(model, weights, n_newton)
 
 
+def _fit_split_proposals(model, members, i, j, n_newton):
+    r"""``(q_a, q_b, q_merged)``: a deterministic function of the block and the anchors.
+
+    ``q_a, q_b`` come from a two-component fit of the block: from the anchors' one-point fits,
+    ``SPLIT_EM_ITERATIONS`` EM iterations (responsibilities :math:`r_l \propto \pi_a
+    f(y_l \mid \theta_a)` against :math:`\pi_b f(y_l \mid \theta_b)`, the anchors held on
+    their sides; then a few warm-started Newton steps of each side's weighted block posterior),
+    then the Laplace approximations at the last responsibilities with their standard deviations
+    scaled by ``SPLIT_PROPOSAL_SCALE``.  Soft responsibilities make the fit land where the
+    split states of the chain are (two overlapping halves of one cluster included), so the
+    reverse of a merge can propose the current halves' parameters; a hard preliminary split
+    (each member to the nearer anchor) put them tens of standard deviations away, and no
+    merge of two overlapping halves was accepted.  ``q_merged`` is the Laplace fit of the
+    whole block from the fixed start.
+    """
+    n = model.n_points
+    anchors = np.zeros((n, 2))
+    anchors[i, 0] = anchors[j, 1] = 1.0
+    # the one-point fits only start the EM (and may have no mode: a one-point block with a
+    # scale parameter), so a few Newton steps
+    anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
+    theta = np.array([anchor_a.mean, anchor_b.mean])
+    log_mix = np.log([0.5, 0.5])
+    weights = np.zeros((n, 3))
+    weights[members, 2] = 1.0
+    for iteration in range(SPLIT_EM_ITERATIONS + 1):
+        terms = _fit_log_likelihood(model, theta)[members] + log_mix
+        difference = np.clip(terms[:, 0] - terms[:, 1], -700.0, 700.0)
+        side_b = 1.0 / (1.0 + np.exp(np.where(np.isfinite(difference), difference, 0.0)))
+        weights[members, 0], weights[members, 1] = 1.0 - side_b, side_b
+        weights[i, 0], weights[i, 1] = 1.0, 0.0
+        weights[j, 0], weights[j, 1] = 0.0, 1.0
+        if iteration == SPLIT_EM_ITERATIONS:
+            break
+        fits = laplace_proposals(model, weights[:, :2], SPLIT_EM_NEWTON, start=theta)
+        previous, theta = theta, np.array([fits[0].mean, fits[1].mean])
+        sizes = weights[members, :2].sum(axis=0)
+        previous_mix, log_mix = log_mix, np.log(sizes / sizes.sum())
+        if (np.max(np.abs(theta - previous)) < 1e-6
+                and np.max(np.abs(log_mix - previous_mix)) < 1e-6):
+            break  # a fixed point: these responsibilities are final
+    start = np.zeros((3, model.dimension))
+    start[:2] = theta
+    # the merged block (third column) from the fixed start
+    q_a, q_b, q_merged = laplace_proposals(model, weights, n_newton, start=start)
+    return (LaplaceProposal(q_a.mean, q_a.cholesky / SPLIT_PROPOSAL_SCALE),
+            LaplaceProposal(q_b.mean, q_b.cholesky / SPLIT_PROPOSAL_SCALE), q_merged)
+
+
 def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table, rng,
                           log_likelihood=None, n_newton: int = 12,
                           _drop: str | None = None) -> ParameterSplitMergeInfo:
@@ -515,12 +603,16 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     Two distinct points ``i, j`` (ordered, uniform).
 
     * Same slot ``k`` (block ``S``): **split**.  An empty slot ``s`` is chosen uniformly;
-      Laplace proposals :math:`q_a, q_b` (:func:`laplace_proposals`) are fitted to a
-      deterministic preliminary split of ``S`` (each member to the anchor ``i`` or ``j``
-      whose one-point fit gives it the larger likelihood), :math:`\theta_k' \sim q_a`,
-      :math:`\theta_s' \sim q_b`, then the members other than ``i, j`` are allocated in a
-      random order to ``k`` or ``s`` with probabilities :math:`\propto m_a f(y \mid
-      \theta_k')` and :math:`m_b f(y \mid \theta_s')` (SAMS).
+      Laplace proposals :math:`q_a, q_b` are fitted to a deterministic two-component fit of
+      ``S`` from the anchors ``i`` and ``j``: with probability ``SOFT_SPLIT_PROBABILITY``
+      (drawn first, independent of the state: a mixture of two exact kernels) EM with soft
+      responsibilities (:func:`_fit_split_proposals`, which lets a merge of two overlapping
+      halves of one cluster propose the reverse split), otherwise a hard preliminary split
+      (each member to the anchor whose one-point fit gives it the larger likelihood: sharp for
+      well-separated groups), :math:`\theta_k' \sim q_a`, :math:`\theta_s' \sim q_b`,
+      then the members other than ``i, j`` are allocated in a random order to ``k`` or ``s``
+      with probabilities :math:`\propto m_a f(y \mid \theta_k')` and :math:`m_b f(y \mid
+      \theta_s')` (SAMS).
     * Different slots ``k`` (of ``i``) and ``o``: **merge** ``o`` into ``k``,
       :math:`\theta_k' \sim q_m` (the Laplace fit of the union) and the emptied slot's
       parameter drawn from :math:`G_0`.
@@ -575,6 +667,9 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     i = int(rng.integers(n))
     j = int(rng.integers(n - 1))
     j += j >= i
+    # the kind of the parameter proposals, independent of the state: a random mixture of two
+    # exact kernels
+    soft = bool(rng.random() < SOFT_SPLIT_PROBABILITY)
     n_occupied = int(np.count_nonzero(sizes))
     k = int(labels[i])
     if log_likelihood is None:
@@ -587,7 +682,7 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
             return ParameterSplitMergeInfo(0, False, np.nan)
         other = int(rng.choice(np.flatnonzero(sizes == 0)))
         members = np.flatnonzero(labels == k)
-        proposals = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton, soft)
         if proposals is None:
             return ParameterSplitMergeInfo(1, False, -np.inf)
         q_a, q_b, q_merged = proposals
@@ -595,7 +690,7 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
     else:  # ------------------------------------------------------------------------ merge
         other = int(labels[j])
         members = np.flatnonzero((labels == k) | (labels == other))
-        proposals = _split_proposals(model, members, i, j, n_newton)
+        proposals = _split_proposals(model, members, i, j, n_newton, soft)
         if proposals is None:
             return ParameterSplitMergeInfo(2, False, -np.inf)
         q_a, q_b, q_merged = proposals
@@ -660,6 +755,31 @@ class ParameterUpdateInfo(NamedTuple):
     """``log f(y_i | theta_s)`` (n, C) for the parameters after the update."""
 
 
+def _block_proposals(model, labels, occupied, n_newton, floor=1e-4):
+    """Laplace proposals of the occupied slots' block posteriors given the labels (from the
+    fixed start): with ``model.label_fit_terms(values (C, d), labels)`` (every slot's terms
+    from one O(n) pass over the points, each point at its own label) all blocks at once,
+    otherwise by weight columns, ``fit_width`` blocks per evaluation."""
+    label_terms = getattr(model, "label_fit_terms", None)
+    if label_terms is None:
+        weights = np.zeros((labels.shape[0], occupied.size))
+        weights[np.arange(labels.shape[0]), np.searchsorted(occupied, labels)] = 1.0
+        return laplace_proposals(model, weights, n_newton, floor)
+    x = np.zeros((model.capacity, model.dimension))
+
+    def terms(values):
+        objective, gradient, hessian = label_terms(values, labels)
+        return objective[occupied], gradient[occupied], hessian[occupied]
+
+    def padded_terms(rows):
+        full = np.zeros((model.capacity, model.dimension))
+        full[occupied] = rows
+        return terms(full)
+
+    rows, hessian = _newton(padded_terms, x[occupied], n_newton, floor)
+    return _laplace(rows, hessian, floor)
+
+
 def laplace_parameter_update(model, values, labels, sizes, rng, log_likelihood=None,
                              n_newton: int = 12, _drop: str | None = None
                              ) -> ParameterUpdateInfo:
@@ -705,10 +825,8 @@ def laplace_parameter_update(model, values, labels, sizes, rng, log_likelihood=N
     if log_likelihood is None:
         log_likelihood = model.log_likelihood(values)
     occupied = np.flatnonzero(sizes > 0)
-    weights = np.zeros((n, occupied.size))
-    weights[np.arange(n), np.searchsorted(occupied, labels)] = 1.0
     try:
-        proposals = laplace_proposals(model, weights, n_newton)
+        proposals = _block_proposals(model, labels, occupied, n_newton)
     except (np.linalg.LinAlgError, FloatingPointError, ValueError, OverflowError):
         return ParameterUpdateInfo(0, 0, log_likelihood)
     fitted = np.array([np.isfinite(q.mean).all() and np.isfinite(q.cholesky).all()

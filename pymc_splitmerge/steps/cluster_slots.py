@@ -256,6 +256,27 @@ class ParameterSlotModel:
                             for c in range(self.dimension)], axis=1)
         inputs = slots.value_vars
         self._prior = compile_pytensor(inputs, prior, on_unused_input="ignore")
+        self._fit_log_likelihood = compile_pytensor(inputs, slots.per_slot_graph(width),
+                                                    on_unused_input="ignore")
+        # every slot's terms with each point at its own label: one O(n d) pass per derivative
+        point_terms = None
+        for term in slots.spec.likelihood_terms:
+            (log_density,) = model.logp(vars=[term], sum=False, jacobian=False)
+            if log_density.ndim > 1:
+                log_density = log_density.sum(axis=tuple(range(1, log_density.ndim)))
+            point_terms = log_density if point_terms is None else point_terms + log_density
+        one_hot = pt.eq(slots._value_var[:, None], pt.arange(capacity)[None, :])
+        label_objective = prior + (point_terms[:, None] * one_hot).sum(axis=0)
+        total = prior.sum() + point_terms.sum()
+
+        def full(gradients):
+            return pt.concatenate([g.reshape((capacity, -1)) for g in gradients], axis=1)
+
+        label_gradient = full(pt.grad(total, parameter_values))
+        label_hessian = pt.stack([full(pt.grad(label_gradient[:, c].sum(), parameter_values))
+                                  for c in range(self.dimension)], axis=1)
+        self._label_fit = compile_pytensor(inputs, [label_objective, label_gradient,
+                                                    label_hessian], on_unused_input="ignore")
         self._fit = compile_pytensor([*inputs, weights], [objective, gradient, hessian],
                                      on_unused_input="ignore")
         self.point = None
@@ -287,6 +308,27 @@ class ParameterSlotModel:
         point = dict(self.point)
         point.update(self.unpack(values))
         return self.slots.log_likelihood(point)
+
+    def label_fit_terms(self, values, labels):
+        r"""Objective (C,), gradient (C, d), Hessian (C, d, d) of :math:`\log G_0(\theta_s) +
+        \sum_{i: z_i = s} \log f(y_i \mid \theta_s)` for every slot, the labels ``labels``:
+        one evaluation costs O(n d) whatever the capacity."""
+        point = dict(self.point)
+        point.update(self.unpack(values))
+        point[self.slots._value_var.name] = np.asarray(labels).astype(
+            np.asarray(self.point[self.slots._value_var.name]).dtype)
+        objective, gradient, hessian = self._label_fit(*[point[var.name]
+                                                         for var in self.slots.value_vars])
+        return (np.asarray(objective, dtype=np.float64), np.asarray(gradient, dtype=np.float64),
+                np.asarray(hessian, dtype=np.float64))
+
+    def fit_log_likelihood(self, values) -> np.ndarray:
+        """``log f(y_i | theta_w)`` (n, W) of ``W <= fit_width`` vectors ``values`` (W, d):
+        O(n W), whatever the capacity."""
+        padded = self.pack(self.point)
+        padded[:values.shape[0]] = values
+        matrix = np.asarray(self._fit_log_likelihood(*self._inputs(padded)), dtype=np.float64)
+        return np.ascontiguousarray(matrix[:values.shape[0]].T)
 
     def log_prior(self, values) -> np.ndarray:
         return np.asarray(self._prior(*self._inputs(values)), dtype=np.float64)
@@ -349,16 +391,18 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
         cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
-        blocks once per step (seconds to a minute for vector parameters) and costs two
-        bounded Newton fits (~20-25 evaluations on three slots) per move, hence opt-in.
+        blocks once per step (seconds to a minute for vector parameters) and costs bounded
+        Newton fits on three slots (half the moves also a two-component EM fit of the block:
+        up to ~100 evaluations, O(n) each) per move, hence opt-in.
     n_parameter_updates : int, default 0
         Updates of the occupied slots' parameters given the labels per draw (after the
         refresh, before the label moves): per slot an independence Metropolis-Hastings
         proposal from the Laplace approximation of the slot's conditional posterior
         (:func:`~pymc_splitmerge.kernels.cluster_slots.laplace_parameter_update`).  With
         ``n_parameter_updates >= 1`` the step also owns the cluster parameters (``vars``
-        includes them), so ``pm.sample`` gives them no NUTS: every draw then costs a few
-        Newton fits on three slots at a time (O(n) each) instead of NUTS trajectories over all
+        includes them), so ``pm.sample`` gives them no NUTS: every draw then costs one
+        Newton fit of all occupied slots at once (each evaluation one O(n) pass over the
+        points, each at its own label) instead of NUTS trajectories over all
         slots, whose step size the clusters' very different posterior scales (a cluster of
         hundreds of points next to empty slots at the base distribution's scale) drive down.
         Needs continuous cluster parameters with gradients, like
