@@ -56,7 +56,6 @@ import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.ordering import argsort_prefix
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
 from pymc_splitmerge.kernels.options import positive_integer
 from pymc_splitmerge.kernels.rng import numba_seed_from
@@ -176,7 +175,7 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
                                        current_sides, uniforms)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
                                 current_sides, uniforms):
     """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
@@ -189,9 +188,10 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     n_clusters = partition.cluster_count[0]
     log_v_table, log_w_table = tables
     size_s = members.shape[0]
-    # the order of S: the argsort of the uniforms (``core.ordering.argsort_prefix``, loops
-    # that compile far faster than numba's quicksort, same permutation), applied by loops
-    permutation = argsort_prefix(uniforms, size_s)
+    # the order of S: the argsort of the uniforms, applied by loops (no fancy indexing to
+    # compile).  numba's quicksort costs a first run about a second of compilation, but a
+    # loop merge sort ran the SAMS updates 2-3 % slower (``docs/benchmarks.md``, cold start)
+    permutation = np.argsort(uniforms[:size_s])
     order = np.empty(size_s, dtype=np.int64)
     sides = np.empty(size_s, dtype=np.int64)
     for t in range(size_s):
@@ -408,7 +408,7 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
                                           sides, log_offset, uniform)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
                                    sides, log_offset, uniform):
     """:func:`merge_surely_rejected` given the clusters' other points ``members`` and their
@@ -633,11 +633,15 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
     slowly: cf. :func:`_sams_proposal_fields`); returns its result.
 
-    The one compiled level of the cluster-anchor SAMS updates: the update and everything it
-    calls are inlined here (``inline="always"``), the family's leaves are linked in, and the
-    loop is written here rather than inlined from :func:`_sams_updates` (numba copies an
-    inlined function's whole IR, twice, at every level it is inlined through: a level of
-    inlining of the complete update costs seconds of a first run's compilation).
+    The entry point of the cluster-anchor SAMS updates: the update is inlined here
+    (``inline="always"``) with its small helpers, but the proposal
+    (:func:`sams_proposal_given_members`) and the early merge rejection
+    (:func:`_merge_surely_rejected_members`) are compiled levels of their own that it calls,
+    the family's leaves are linked in, and the loop is written here rather than inlined from
+    :func:`_sams_updates`.  numba copies an inlined function's whole IR, twice, at every level
+    it is inlined through, and re-optimises every linked callee at every compiled level; this
+    split costs a first run the least compilation of the ones measured
+    (``benchmarks/cold_start.py``, ``docs/benchmarks.md``).
     """
     model = make_model(family_id, params, x)
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
