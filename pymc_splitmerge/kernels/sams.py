@@ -175,7 +175,7 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
                                        current_sides, uniforms)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
                                 current_sides, uniforms):
     """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
@@ -408,7 +408,7 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
                                           sides, log_offset, uniform)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
                                    sides, log_offset, uniform):
     """:func:`merge_surely_rejected` given the clusters' other points ``members`` and their
@@ -633,15 +633,11 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more
     slowly: cf. :func:`_sams_proposal_fields`); returns its result.
 
-    The entry point of the cluster-anchor SAMS updates: the update is inlined here
-    (``inline="always"``) with its small helpers, but the proposal
-    (:func:`sams_proposal_given_members`) and the early merge rejection
-    (:func:`_merge_surely_rejected_members`) are compiled levels of their own that it calls,
-    the family's leaves are linked in, and the loop is written here rather than inlined from
-    :func:`_sams_updates`.  numba copies an inlined function's whole IR, twice, at every level
-    it is inlined through, and re-optimises every linked callee at every compiled level; this
-    split costs a first run the least compilation of the ones measured
-    (``benchmarks/cold_start.py``, ``docs/benchmarks.md``).
+    The one compiled level of the cluster-anchor SAMS updates: the update and everything it
+    calls are inlined here (``inline="always"``), the family's leaves are linked in, and the
+    loop is written here rather than inlined from :func:`_sams_updates` (numba copies an
+    inlined function's whole IR, twice, at every level it is inlined through: a level of
+    inlining of the complete update costs seconds of a first run's compilation).
     """
     model = make_model(family_id, params, x)
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
