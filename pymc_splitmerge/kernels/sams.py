@@ -188,23 +188,17 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     n_clusters = partition.cluster_count[0]
     log_v_table, log_w_table = tables
     size_s = members.shape[0]
-    # the order of S: the argsort of the uniforms, applied by loops (no fancy indexing to
-    # compile).  numba's quicksort costs a first run about a second of compilation, but a
-    # loop merge sort ran the SAMS updates 2-3 % slower (``docs/benchmarks.md``, cold start)
     permutation = np.argsort(uniforms[:size_s])
-    order = np.empty(size_s, dtype=np.int64)
-    sides = np.empty(size_s, dtype=np.int64)
-    for t in range(size_s):
-        order[t] = members[permutation[t]]
+    order = members[permutation]
     is_split = labels[anchor_i] == labels[anchor_j]
     # one call of the allocation for both directions (``forced`` a run-time flag: one compiled
     # copy of it); a merge's reverse split is FORCED to the current clusters along the same
     # order
     if is_split:
+        sides = np.empty(size_s, dtype=np.int64)
         allocation_uniforms = uniforms[size_s:2 * size_s]
     else:
-        for t in range(size_s):
-            sides[t] = current_sides[permutation[t]]
+        sides = current_sides[permutation]
         allocation_uniforms = uniforms  # unused when forced
     log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
         family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
