@@ -90,8 +90,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types, uint64
-from numba.extending import overload
+from numba import njit, uint64
 from scipy import special
 
 from pymc_splitmerge.components.base import (
@@ -352,7 +351,33 @@ def niw_add_point(params, stats, x):
     tail = 1 + 2 * dim + 2 * dim * dim
     scale = math.sqrt(kappa_old / kappa_new)
     if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
-        _niw_two_add_into(params, stats, None, x[0], x[1])
+        # the D = 2 add, as in ``niw_add_point_at`` (written out in both: straight-line code
+        # compiles in a fraction of the time of shared inlined bodies)
+        first = x[0]
+        second = x[1]
+        count = stats[0]
+        (mean_first, mean_second, new00, new10, new11, constant, half,
+         shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[7], stats[8],
+                                stats[9], stats[11], stats[12])
+        stats[7] = mean_first
+        stats[8] = mean_second
+        first = first - params[_HEADER]
+        second = second - params[_HEADER + 1]
+        cross = first * second
+        stats[1] += first
+        stats[2] += second
+        stats[3] += first * first
+        stats[4] += cross
+        stats[5] += cross
+        stats[6] += second * second
+        stats[0] = count + 1.0
+        stats[9] = new00
+        stats[11] = new10
+        stats[12] = new11
+        stats[13] = constant
+        stats[14] = half
+        stats[15] = shrink
+        stats[16] += 1.0
     else:
         _niw_add_point_general(params, stats, x, dim, kappa_new, scale)
         _niw_after_update(params, stats, tail)
@@ -402,7 +427,15 @@ def niw_remove_point(params, stats, x):
         difference_second = second - stats[offset_mu + 1]
         stats[offset_mu] -= difference_first / kappa_old
         stats[offset_mu + 1] -= difference_second / kappa_old
-        _niw_two_raw_sums(params, stats, None, first, second, -1.0)
+        centred_first = first - params[_HEADER]
+        centred_second = second - params[_HEADER + 1]
+        cross = centred_first * centred_second
+        stats[1] -= centred_first
+        stats[2] -= centred_second
+        stats[3] -= centred_first * centred_first
+        stats[4] -= cross
+        stats[5] -= cross
+        stats[6] -= centred_second * centred_second
         remaining = count - 1.0
         stats[0] = remaining
         kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
@@ -412,7 +445,13 @@ def niw_remove_point(params, stats, x):
         if not kept:
             niw_recompute(params, stats)
             return True
-        _niw_two_store(stats, None, new00, new10, new11, constant, half, shrink)
+        stats[9] = new00
+        stats[11] = new10
+        stats[12] = new11
+        stats[13] = constant
+        stats[14] = half
+        stats[15] = shrink
+        stats[16] += 1.0
         return False
     for i in range(dim):
         xi = x[i]
@@ -434,7 +473,15 @@ def niw_remove_point(params, stats, x):
     return True
 
 
-@njit(cache=True, inline="always")
+# The D = 2 register cores below are compiled once each and called by the row forms
+# (``niw_add_point``, ``niw_remove_point``) and the slot-index forms (``niw_add_point_at``,
+# ``niw_remove_point_at``), which write their loads and stores out (straight-line code: a
+# shared body inlined by numba, or indexed through a helper, compiles several times slower).
+# Entries of a D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0
+# at 10), c_n 13, e_n 14, r_n 15, updates 16.  The scratch tail of params starts at 15.
+
+
+@njit(cache=True)
 def _niw_two_refresh(kappa, nu, new00, new11):
     """The cached predictive scalars of a D = 2 row (``_niw_refresh_constant``, same
     arithmetic): (constant, half, shrink)."""
@@ -443,15 +490,15 @@ def _niw_two_refresh(kappa, nu, new00, new11):
             0.5 * (nu + 1.0), shrink)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _niw_two_add(kappa0, nu0, count, first, second, mean_first, mean_second, w00, w10, w11):
     """Register core of adding ``(first, second)`` to a D = 2 row of ``count`` points.
 
     Takes the row's mean and inverse-factor entries ``w00, w10, w11`` and returns the new
     ``(mean_first, mean_second, w00, w10, w11, constant, half, shrink)``: the rank-1 update
     is ``niw_inverse_factor_update`` with sign +1 and the scalars ``_niw_refresh_constant``
-    (same arithmetic).  Called by ``_niw_two_add_into``, the one D = 2 add of the row form
-    ``niw_add_point`` and the slot-index form ``niw_add_point_at``.
+    (same arithmetic).  The one D = 2 add of the row form ``niw_add_point`` and the
+    slot-index form ``niw_add_point_at``.
     """
     kappa_old = kappa0 + count
     kappa_new = kappa_old + 1.0
@@ -476,7 +523,7 @@ def _niw_two_add(kappa0, nu0, count, first, second, mean_first, mean_second, w00
     return mean_first, mean_second, new00, new10, new11, constant, half, shrink
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, bound_second,
                       kappa, nu):
     """Register core of the D = 2 downdate: ``niw_inverse_factor_update`` with sign -1 of the
@@ -485,8 +532,8 @@ def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, b
     ``nu`` (same arithmetic).  Returns ``(kept, w00, w10, w11, constant, half, shrink)``;
     ``kept`` is False when the downdate loses definiteness (the caller then recomputes the
     factor from the raw sums).  The one D = 2 downdate of the row form ``niw_remove_point``
-    and the slot-index form ``niw_remove_point_at``; the mean is the callers', the raw sums
-    and stores ``_niw_two_raw_sums`` / ``_niw_two_store``.
+    and the slot-index form ``niw_remove_point_at``; the mean, the raw sums and the stores
+    are the callers'.
     """
     projection_first = w00 * vector_first
     projection_second = w10 * vector_first + w11 * vector_second
@@ -505,72 +552,6 @@ def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, b
     new10 = (w10 - projection_second * carried) * inverse_scale
     constant, half, shrink = _niw_two_refresh(kappa, nu, new00, new11)
     return True, new00, new10, new11, constant, half, shrink
-
-
-def _entry(slot, k):
-    """Index of entry ``k`` of a D = 2 row: ``k`` when ``slot`` is None (``stats`` is the row
-    itself), ``(slot, k)`` otherwise (the row ``stats[slot]`` of a 2-D array, no view)."""
-    return k if slot is None else (slot, k)
-
-
-@overload(_entry, inline="always")
-def _entry_numba(slot, k):
-    if isinstance(slot, types.NoneType):
-        return lambda slot, k: k
-    return lambda slot, k: (slot, k)
-
-
-# The D = 2 bodies below serve the row forms (``slot`` None) and the slot-index forms alike.
-# Entries of a D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0
-# at 10), c_n 13, e_n 14, r_n 15, updates 16.  The scratch tail of params starts at 15.
-# The removes keep their mean update and downdate call in the two callers: one shared
-# remove body is slower on a row-form add + remove pair (code layout;
-# ``benchmarks/components.py`` times the pair).
-
-
-@njit(cache=True, inline="always")
-def _niw_two_raw_sums(params, stats, slot, first, second, sign):
-    """Raw sums (sum_y, sum_yyT, ``y = x - mu0``) of a D = 2 row moved by ``sign`` (+1.0
-    add, -1.0 remove) times the point ``(first, second)`` (``x + (-1.0) y`` is ``x - y`` to
-    the bit)."""
-    first = first - params[_HEADER]
-    second = second - params[_HEADER + 1]
-    stats[_entry(slot, 1)] += sign * first
-    stats[_entry(slot, 2)] += sign * second
-    cross = first * second
-    stats[_entry(slot, 3)] += sign * (first * first)
-    stats[_entry(slot, 4)] += sign * cross
-    stats[_entry(slot, 5)] += sign * cross
-    stats[_entry(slot, 6)] += sign * (second * second)
-
-
-@njit(cache=True, inline="always")
-def _niw_two_store(stats, slot, new00, new10, new11, constant, half, shrink):
-    """Store the updated inverse factor and cached scalars of a D = 2 row; count the update."""
-    stats[_entry(slot, 9)] = new00
-    stats[_entry(slot, 11)] = new10
-    stats[_entry(slot, 12)] = new11
-    stats[_entry(slot, 13)] = constant
-    stats[_entry(slot, 14)] = half
-    stats[_entry(slot, 15)] = shrink
-    stats[_entry(slot, 16)] += 1.0
-
-
-@njit(cache=True, inline="always")
-def _niw_two_add_into(params, stats, slot, first, second):
-    """The D = 2 add of ``niw_add_point`` (``slot`` None) and ``niw_add_point_at`` (the row
-    ``stats[slot]``), in registers; the caller has checked the refresh interval."""
-    count = stats[_entry(slot, 0)]
-    (mean_first, mean_second, new00, new10, new11, constant, half,
-     shrink) = _niw_two_add(params[1], params[2], count, first, second,
-                            stats[_entry(slot, 7)], stats[_entry(slot, 8)],
-                            stats[_entry(slot, 9)], stats[_entry(slot, 11)],
-                            stats[_entry(slot, 12)])
-    stats[_entry(slot, 7)] = mean_first
-    stats[_entry(slot, 8)] = mean_second
-    _niw_two_raw_sums(params, stats, slot, first, second, 1.0)
-    stats[_entry(slot, 0)] = count + 1.0
-    _niw_two_store(stats, slot, new00, new10, new11, constant, half, shrink)
 
 
 @njit(cache=True, fastmath=_FASTMATH)
@@ -711,36 +692,45 @@ def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
 # fallback), call the row functions through views.
 
 
-@njit(cache=True, inline="always")
-def _niw_add_point_row(params, stats, slot, x, i):
-    niw_add_point(params, stats[slot], x[i])
-
-
-@njit(cache=True, inline="always")
-def _niw_remove_point_row(params, stats, slot, x, i):
-    return niw_remove_point(params, stats[slot], x[i])
-
-
-@njit(cache=True, inline="always")
-def _niw_recompute_row(params, stats, slot):
-    niw_recompute(params, stats[slot])
-
-
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def niw_add_point_at(params, stats, slot, x, i):
     """``niw_add_point(params, stats[slot], x[i])`` without row views (D = 2 in registers)."""
     dim = int(params[0])
     offset_factor = 1 + 2 * dim + dim * dim
     tail = offset_factor + dim * dim
     if not (dim == 2 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
-        _niw_add_point_row(params, stats, slot, x, i)
+        niw_add_point(params, stats[slot], x[i])
         return
     slot = uint64(slot)  # unsigned: no negative-index wraparound tests
     i = uint64(i)
-    _niw_two_add_into(params, stats, slot, x[i, 0], x[i, 1])
+    first = x[i, 0]
+    second = x[i, 1]
+    count = stats[slot, 0]
+    (mean_first, mean_second, new00, new10, new11, constant, half,
+     shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[slot, 7],
+                            stats[slot, 8], stats[slot, 9], stats[slot, 11], stats[slot, 12])
+    stats[slot, 7] = mean_first
+    stats[slot, 8] = mean_second
+    first = first - params[_HEADER]
+    second = second - params[_HEADER + 1]
+    cross = first * second
+    stats[slot, 1] += first
+    stats[slot, 2] += second
+    stats[slot, 3] += first * first
+    stats[slot, 4] += cross
+    stats[slot, 5] += cross
+    stats[slot, 6] += second * second
+    stats[slot, 0] = count + 1.0
+    stats[slot, 9] = new00
+    stats[slot, 11] = new10
+    stats[slot, 12] = new11
+    stats[slot, 13] = constant
+    stats[slot, 14] = half
+    stats[slot, 15] = shrink
+    stats[slot, 16] += 1.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def niw_remove_point_at(params, stats, slot, x, i):
     """``niw_remove_point(params, stats[slot], x[i])`` without row views (D = 2 in registers).
 
@@ -751,7 +741,7 @@ def niw_remove_point_at(params, stats, slot, x, i):
     offset_factor = 1 + 2 * dim + dim * dim
     tail = offset_factor + dim * dim
     if not (dim == 2 and count > 1.0 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
-        return _niw_remove_point_row(params, stats, slot, x, i)
+        return niw_remove_point(params, stats[slot], x[i])
     slot = uint64(slot)  # unsigned: no negative-index wraparound tests
     i = uint64(i)
     kappa_new = params[1] + count
@@ -763,7 +753,15 @@ def niw_remove_point_at(params, stats, slot, x, i):
     difference_second = second - stats[slot, 8]
     stats[slot, 7] -= difference_first / kappa_old
     stats[slot, 8] -= difference_second / kappa_old
-    _niw_two_raw_sums(params, stats, slot, first, second, -1.0)
+    centred_first = first - params[_HEADER]
+    centred_second = second - params[_HEADER + 1]
+    cross = centred_first * centred_second
+    stats[slot, 1] -= centred_first
+    stats[slot, 2] -= centred_second
+    stats[slot, 3] -= centred_first * centred_first
+    stats[slot, 4] -= cross
+    stats[slot, 5] -= cross
+    stats[slot, 6] -= centred_second * centred_second
     remaining = count - 1.0
     stats[slot, 0] = remaining
     kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
@@ -771,9 +769,15 @@ def niw_remove_point_at(params, stats, slot, x, i):
         scale * difference_second, params[_HEADER + 10], params[_HEADER + 11],
         params[1] + remaining, params[2] + remaining)
     if not kept:
-        _niw_recompute_row(params, stats, slot)
+        niw_recompute(params, stats[slot])
         return True
-    _niw_two_store(stats, slot, new00, new10, new11, constant, half, shrink)
+    stats[slot, 9] = new00
+    stats[slot, 11] = new10
+    stats[slot, 12] = new11
+    stats[slot, 13] = constant
+    stats[slot, 14] = half
+    stats[slot, 15] = shrink
+    stats[slot, 16] += 1.0
     return False
 
 
