@@ -216,6 +216,18 @@ class SlotLikelihood:
         return self._prior, self._tables
 
 
+def _summed_log_density(model, variables, jacobian: bool):
+    """Elementwise log density of ``variables`` summed over every axis but the first (slots
+    for cluster parameters, points for likelihood terms) and added up over the variables."""
+    total = None
+    for variable in variables:
+        (term,) = model.logp(vars=[variable], sum=False, jacobian=jacobian)
+        if term.ndim > 1:
+            term = term.sum(axis=tuple(range(1, term.ndim)))
+        total = term if total is None else total + term
+    return total
+
+
 class ParameterSlotModel:
     r"""The cluster parameters of all slots as one float64 array (C, d) on the transformed
     scale, with the compiled functions :func:`~pymc_splitmerge.kernels.cluster_slots.
@@ -235,12 +247,7 @@ class ParameterSlotModel:
         self.n_points = slots.n_points
         self.names = slots.parameter_value_names
         parameter_values = [model.rvs_to_values[p] for p in slots.spec.parameters]
-        prior = None
-        for parameter in slots.spec.parameters:
-            (term,) = model.logp(vars=[parameter], sum=False, jacobian=True)
-            if term.ndim > 1:
-                term = term.sum(axis=tuple(range(1, term.ndim)))
-            prior = term if prior is None else prior + term
+        prior = _summed_log_density(model, slots.spec.parameters, jacobian=True)
         self.shapes = [_slot_shape(parameter) for parameter in slots.spec.parameters]
         self.sizes = [int(np.prod(shape)) for shape in self.shapes]
         self.dimension = int(sum(self.sizes))
@@ -259,12 +266,7 @@ class ParameterSlotModel:
         self._fit_log_likelihood = compile_pytensor(inputs, slots.per_slot_graph(width),
                                                     on_unused_input="ignore")
         # every slot's terms with each point at its own label: one O(n d) pass per derivative
-        point_terms = None
-        for term in slots.spec.likelihood_terms:
-            (log_density,) = model.logp(vars=[term], sum=False, jacobian=False)
-            if log_density.ndim > 1:
-                log_density = log_density.sum(axis=tuple(range(1, log_density.ndim)))
-            point_terms = log_density if point_terms is None else point_terms + log_density
+        point_terms = _summed_log_density(model, slots.spec.likelihood_terms, jacobian=False)
         one_hot = pt.eq(slots._value_var[:, None], pt.arange(capacity)[None, :])
         label_objective = prior + (point_terms[:, None] * one_hot).sum(axis=0)
         total = prior.sum() + point_terms.sum()
