@@ -560,8 +560,8 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     loop here and everything it calls is inlined (``inline="always"``), the family's leaves
     are linked in.  The update is not a function of its own inlined here, nor is the loop
     inlined from :func:`_sams_updates`: numba copies an inlined function's whole IR, twice,
-    at every level it is inlined through, and a copy of the complete update cost about 3 s of
-    a first run's compilation (``docs/benchmarks.md``, cold start).
+    at every level it is inlined through, and the copy of the complete update cost about
+    1.5 s of a first run's compilation (``docs/benchmarks.md``, cold start).
 
     Each update draws from numba's generator (seeded here); ``partition`` changes in place
     when it is accepted.  ``uniforms`` (shape ``(2 n,)``) and ``pair`` (shape ``(2,)``) are
