@@ -164,6 +164,74 @@ def test_negative_control_a_plain_int_links_the_switch_over_every_family():
     assert any("_leaf_dispatch" in name for name in _defined_and_called(int_ir))
 
 
+# ------------------------------------------------------------------ leaves for one dimension
+_ANY_D_CODE = ("niw_inverse_factor_update", "_niw_quadratic_rows", "_niw_quadratic_16",
+               "_cholesky_in_place", "_niw_add_point_general", "niw_recompute")
+
+
+def test_a_two_dimensional_family_carries_its_dimension_in_the_literal():
+    from pymc_splitmerge import NormalInverseWishart
+    from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+
+    family, _ = _niw()
+    assert family.family_id == type(family).family_id == 0
+    assert family.family_id.dimension == 2 and type(family).family_id.dimension == 0
+    literal = typeof(family.family_id)
+    assert isinstance(literal, dispatch.FamilyLiteral) and literal.literal_value == 0
+    assert literal != types.literal(0) and typeof(FamilyId(0, 2)) is literal
+    assert dispatch._leaves_of(literal) is NormalInverseWishart.numba_leaves_by_dimension[2]
+    assert dispatch._leaves_of(literal).add_point is niw_module.niw2_add_point
+    assert pickle.loads(pickle.dumps(family.family_id)).dimension == 2
+    assert pickle.loads(pickle.dumps(family)).family_id.dimension == 2
+    # a dimension without leaves of its own keeps the class's id (the any-D leaves)
+    three = NormalInverseWishart(mu0=np.zeros(3), kappa0=1.0, nu0=4.0, psi0=np.eye(3))
+    assert three.family_id.dimension == 0
+    assert typeof(three.family_id) == types.literal(0)
+
+
+def test_a_two_dimensional_kernel_compiles_no_any_dimension_code():
+    """Given a D = 2 family's id, a kernel links the D = 2 leaves alone: none of the any-D
+    code (the rank-1 update loops, the row and D = 16 predictives, the Cholesky
+    factorisation), most of what the any-D leaves cost to compile."""
+    family, x = _niw()
+    values = []
+    for family_id, any_d_expected in ((family.family_id, False),
+                                      (type(family).family_id, True)):  # negative control
+        params, stats = family.params.copy(), np.tile(family.empty_stats, (2, 1))
+        values.append(_update_and_marginal(family_id, params, stats, x))
+        signature = next(sig for sig in _update_and_marginal.signatures
+                         if sig[0] == typeof(family_id))
+        names = _defined_and_called(_update_and_marginal.inspect_llvm(signature))
+        assert any("niw2_add_point_at" in name for name in names)
+        linked = {code for code in _ANY_D_CODE if any(code in name for name in names)}
+        if any_d_expected:
+            assert "niw_inverse_factor_update" in linked and "niw_recompute" in linked, linked
+        else:
+            assert not linked, linked
+    assert values[0] == values[1]  # the any-D leaves call the D = 2 ones for D = 2
+
+
+def test_the_two_dimensional_recomputation_is_the_any_dimension_one_bit_for_bit():
+    """The written-out 2 x 2 recomputation (refresh, downdate fallback) of the D = 2 leaves
+    gives the any-D ``niw_recompute``'s row exactly, on rows of every scale."""
+    from pymc_splitmerge import NormalInverseWishart
+    from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        a = rng.normal(size=(2, 2))
+        family = NormalInverseWishart(mu0=rng.normal(size=2), kappa0=rng.uniform(0.01, 3.0),
+                                      nu0=rng.uniform(1.5, 9.0), psi0=a @ a.T + 0.1 * np.eye(2))
+        scale = 10.0 ** rng.uniform(-3, 3)
+        x = family.prepare_data(rng.normal(size=(int(rng.integers(1, 40)), 2)) * scale)
+        row = family.stats_of(x)
+        row[-1] = float(trial)  # an update count, reset by both
+        expected, got = row.copy(), row.copy()
+        niw_module.niw_recompute(family.params, expected)
+        niw_module._niw_two_recompute(family.params, got)
+        np.testing.assert_array_equal(got, expected)
+
+
 # ------------------------------------------------------------------ compiled levels
 def _compiled_callees(dispatcher):
     """Names of the numba functions a compiled kernel calls as compiled functions of their

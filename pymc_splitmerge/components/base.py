@@ -49,6 +49,7 @@ posterior scale matrix): after :meth:`with_values` the rows must be recomputed
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -146,6 +147,9 @@ class ComponentFamily:
     numba_leaves : NumbaLeaves or None
         The family's numba functions; None for :class:`ProductFamily`, which the top-level
         dispatch handles itself.
+    numba_leaves_by_dimension : mapping of int to NumbaLeaves
+        Leaves written for one data dimension (empty by default): an instance bound to such
+        data has a ``family_id`` carrying the dimension, so kernels compile these leaves only.
     history_entries : int
         Trailing entries of a statistics row that depend on the row's history (update
         counters), not on the cluster; compare rows without them.
@@ -154,6 +158,10 @@ class ComponentFamily:
     hyperparameter_names: tuple[str, ...] = ()
     family_id: int = -1
     numba_leaves: NumbaLeaves | None = None
+    #: Leaves of the family for one data dimension (they need work for that dimension only),
+    #: by dimension: bound to data of such a dimension, an instance's ``family_id`` carries
+    #: it, and a kernel given that id compiles these leaves instead of ``numba_leaves``.
+    numba_leaves_by_dimension: Mapping[int, NumbaLeaves] = {}
     #: Number of trailing entries of a statistics row that record the history of the row
     #: (an update counter for the periodic drift refresh) rather than the cluster: two rows
     #: of the same points may differ there, and only there beyond rounding.
@@ -265,6 +273,9 @@ class ComponentFamily:
             empty = np.ascontiguousarray(self._pack_empty_stats(full, params), dtype=np.float64)
             self._full, self._params, self._empty_stats = full, params, empty
         self._data_dim = data_dim
+        family_id = type(self).family_id
+        if data_dim in self.numba_leaves_by_dimension and hasattr(family_id, "dimension"):
+            self.family_id = type(family_id)(family_id, data_dim)  # see numba_leaves_by_dimension
 
     def _dimension_mismatch(self, shape) -> str:
         """The error for data of ``shape`` whose columns differ from the bound dimension: names

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from numba import njit, types
 from numba.core import errors, typing
-from numba.extending import intrinsic, overload, typeof_impl
+from numba.core.datamodel import models
+from numba.extending import intrinsic, overload, register_model, typeof_impl
 
 from pymc_splitmerge.components._leaf_dispatch import (
     FAMILY_PRODUCT,
@@ -70,6 +71,7 @@ __all__ = [
     "PRODUCT_ENTRY",
     "PRODUCT_HEADER",
     "FamilyId",
+    "FamilyLiteral",
     "add_point",
     "add_point_at",
     "leaf_add_point",
@@ -95,28 +97,50 @@ class FamilyId(int):
     to a kernel from Python, it makes numba compile that kernel for this family only (the
     functions of this module pick the family's leaves when they are compiled); a plain
     ``int`` gives the same results through the switch over every family.
+
+    ``dimension`` (0: any) names a data dimension for which the family has leaves of its
+    own (``ComponentFamily.numba_leaves_by_dimension``): a family bound to such data carries
+    ``FamilyId(id, dimension)``, which numba types as a :class:`FamilyLiteral`, so a kernel
+    given it compiles the leaves of that dimension alone.  As an integer it is the family's
+    id (the run-time switch, the ids stored in ``ProductFamily`` params).
     """
 
-    __slots__ = ()
+    def __new__(cls, value, dimension=0):
+        self = super().__new__(cls, value)
+        self.dimension = int(dimension)
+        return self
 
     def __repr__(self) -> str:
         return int.__repr__(self)
 
     def __reduce__(self):
-        return FamilyId, (int(self),)
+        return FamilyId, (int(self), self.dimension)
 
 
-_LITERAL_TYPES: dict[int, types.Type] = {}
+class FamilyLiteral(types.IntegerLiteral):
+    """numba type of a :class:`FamilyId` with a ``dimension``: the literal id (its value, as
+    ``Literal[int](id)``) and the dimension whose leaves the dispatch functions select."""
+
+    def __init__(self, value, dimension):
+        self.dimension = dimension
+        super().__init__(value)
+        self.name = f"Literal[int]({value}, dimension {dimension})"
+
+
+register_model(FamilyLiteral)(models.IntegerModel)  # an integer, as its base literal
+
+_LITERAL_TYPES: dict[tuple[int, int], types.Type] = {}
 
 
 @typeof_impl.register(FamilyId)
 def _typeof_family_id(value, context):
     # memoised: numba calls this on every Python call of a kernel (a new literal type each
     # time would cost ~30 us per call)
-    key = int(value)
+    key = (int(value), value.dimension)
     literal = _LITERAL_TYPES.get(key)
     if literal is None:
-        literal = _LITERAL_TYPES[key] = types.literal(key)
+        literal = _LITERAL_TYPES[key] = (FamilyLiteral(*key) if key[1]
+                                         else types.literal(key[0]))
     return literal
 
 
@@ -142,6 +166,9 @@ def _leaves_of(family_id):
 
     for entry in FAMILIES:
         if entry.family_id == value:
+            dimension = getattr(family_id, "dimension", 0)
+            if dimension:
+                return entry.family_class.numba_leaves_by_dimension[dimension]
             return entry.family_class.numba_leaves
     raise errors.TypingError(f"unknown family_id {value}")
 

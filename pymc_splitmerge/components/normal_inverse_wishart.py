@@ -77,6 +77,12 @@ pivot of ``Psi_{n-1}`` is at least the matching pivot of ``psi0``.  When a downd
 falls below half of that bound, or loses more than six digits to cancellation, the downdate
 is abandoned and ``mu_n``, W are recomputed from the raw sums (O(D^3), rare).
 
+Two-dimensional data have leaves of their own (``niw2_*``, in registers, with a written-out
+2 x 2 recomputation): a family bound to D = 2 data has a ``family_id`` carrying the dimension
+(``NormalInverseWishart.numba_leaves_by_dimension``), so the kernels given it compile these
+alone and none of the any-D code (a third of a first run's compilation).  The any-D leaves
+call them for D = 2 (the run-time switch of ``ProductFamily``): same numbers bit for bit.
+
 References
 ----------
 Bouchard-Cote, Doucet & Roth (2017), "Particle Gibbs split-merge sampling for Bayesian
@@ -106,6 +112,12 @@ __all__ = [
     "COLUMN_MAJOR_DIM",
     "REFRESH_INTERVAL",
     "NormalInverseWishart",
+    "niw2_add_point",
+    "niw2_add_point_at",
+    "niw2_log_predictive",
+    "niw2_log_predictive_many",
+    "niw2_remove_point",
+    "niw2_remove_point_at",
     "niw_add_point",
     "niw_add_point_at",
     "niw_inverse_factor_update",
@@ -129,6 +141,11 @@ REFRESH_INTERVAL = 1024
 #: which the compiler vectorises (``_niw_quadratic_16``); every other D is row-major.
 COLUMN_MAJOR_DIM = 16
 _FASTMATH = {"reassoc", "contract"}
+_LOST_DEFINITENESS = (
+    "NormalInverseWishart: the posterior scale matrix lost positive definiteness to rounding "
+    "error: the data lie far from mu0 compared with psi0 and their own spread, so psi0 + "
+    "sum y y' - S S' / kappa (y = x - mu0, S = sum y) cancels; give mu0 a value near the data"
+)
 
 
 # ------------------------------------------------------------------ numba leaves
@@ -252,12 +269,7 @@ def niw_recompute(params, stats):
             )
     factor = stats[offset_factor:offset_factor + dim * dim]
     if not _cholesky_in_place(factor, dim):
-        raise ValueError(
-            "NormalInverseWishart: the posterior scale matrix lost positive definiteness to "
-            "rounding error: the data lie far from mu0 compared with psi0 and their own "
-            "spread, so psi0 + sum y y' - S S' / kappa (y = x - mu0, S = sum y) cancels; "
-            "give mu0 a value near the data"
-        )
+        raise ValueError(_LOST_DEFINITENESS)
     _invert_lower_in_place(factor, dim)
     if dim == COLUMN_MAJOR_DIM:  # the row's layout (the upper triangle is zero)
         for i in range(dim):
@@ -316,7 +328,7 @@ def _niw_after_update(params, stats, tail):
 def _niw_add_point_general(params, stats, x, dim, kappa_new, scale):
     """Any-D body of ``niw_add_point`` (everything but the cache refresh).
 
-    Kept out of ``niw_add_point`` so that the D = 2 path stays small enough to inline.
+    Kept out of ``niw_add_point`` so that its D = 2 call stays small enough to inline.
     """
     offset_xx = 1 + dim
     offset_mu = 1 + dim + dim * dim
@@ -346,41 +358,13 @@ def niw_add_point(params, stats, x):
     registers, same arithmetic); the cached scalars are refreshed.
     """
     dim = int(params[0])
+    if dim == 2:
+        niw2_add_point(params, stats, x)
+        return
     kappa_old = params[1] + stats[0]
     kappa_new = kappa_old + 1.0
-    tail = 1 + 2 * dim + 2 * dim * dim
-    scale = math.sqrt(kappa_old / kappa_new)
-    if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
-        # the D = 2 add, as in ``niw_add_point_at`` (written out in both: straight-line code
-        # compiles in a fraction of the time of shared inlined bodies)
-        first = x[0]
-        second = x[1]
-        count = stats[0]
-        (mean_first, mean_second, new00, new10, new11, constant, half,
-         shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[7], stats[8],
-                                stats[9], stats[11], stats[12])
-        stats[7] = mean_first
-        stats[8] = mean_second
-        first = first - params[_HEADER]
-        second = second - params[_HEADER + 1]
-        cross = first * second
-        stats[1] += first
-        stats[2] += second
-        stats[3] += first * first
-        stats[4] += cross
-        stats[5] += cross
-        stats[6] += second * second
-        stats[0] = count + 1.0
-        stats[9] = new00
-        stats[11] = new10
-        stats[12] = new11
-        stats[13] = constant
-        stats[14] = half
-        stats[15] = shrink
-        stats[16] += 1.0
-    else:
-        _niw_add_point_general(params, stats, x, dim, kappa_new, scale)
-        _niw_after_update(params, stats, tail)
+    _niw_add_point_general(params, stats, x, dim, kappa_new, math.sqrt(kappa_old / kappa_new))
+    _niw_after_update(params, stats, 1 + 2 * dim + 2 * dim * dim)
 
 
 @njit(cache=True)
@@ -408,6 +392,8 @@ def niw_remove_point(params, stats, x):
     raw sums (the fallback), False otherwise.
     """
     dim = int(params[0])
+    if dim == 2:
+        return niw2_remove_point(params, stats, x)
     count = stats[0]
     if count <= 1.0:
         _niw_reset(params, stats)
@@ -420,39 +406,6 @@ def niw_remove_point(params, stats, x):
     kappa_old = kappa_new - 1.0
     scale = math.sqrt(kappa_new / kappa_old)
     scratch = _HEADER + 2 * dim + 2 * dim * dim
-    if dim == 2 and stats[tail + 3] + 1.0 < REFRESH_INTERVAL:
-        first = x[0]
-        second = x[1]
-        difference_first = first - stats[offset_mu]
-        difference_second = second - stats[offset_mu + 1]
-        stats[offset_mu] -= difference_first / kappa_old
-        stats[offset_mu + 1] -= difference_second / kappa_old
-        centred_first = first - params[_HEADER]
-        centred_second = second - params[_HEADER + 1]
-        cross = centred_first * centred_second
-        stats[1] -= centred_first
-        stats[2] -= centred_second
-        stats[3] -= centred_first * centred_first
-        stats[4] -= cross
-        stats[5] -= cross
-        stats[6] -= centred_second * centred_second
-        remaining = count - 1.0
-        stats[0] = remaining
-        kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
-            stats[offset_factor], stats[offset_factor + 2], stats[offset_factor + 3],
-            scale * difference_first, scale * difference_second, params[scratch - 2],
-            params[scratch - 1], params[1] + remaining, params[2] + remaining)
-        if not kept:
-            niw_recompute(params, stats)
-            return True
-        stats[9] = new00
-        stats[11] = new10
-        stats[12] = new11
-        stats[13] = constant
-        stats[14] = half
-        stats[15] = shrink
-        stats[16] += 1.0
-        return False
     for i in range(dim):
         xi = x[i]
         difference = xi - stats[offset_mu + i]
@@ -473,12 +426,11 @@ def niw_remove_point(params, stats, x):
     return True
 
 
-# The D = 2 register cores below are compiled once each and called by the row forms
-# (``niw_add_point``, ``niw_remove_point``) and the slot-index forms (``niw_add_point_at``,
-# ``niw_remove_point_at``), which write their loads and stores out (straight-line code: a
-# shared body inlined by numba, or indexed through a helper, compiles several times slower).
-# Entries of a D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0
-# at 10), c_n 13, e_n 14, r_n 15, updates 16.  The scratch tail of params starts at 15.
+# The D = 2 register cores below are compiled once each and called by the D = 2 leaves (the
+# row forms ``niw2_add_point``, ``niw2_remove_point`` and the slot-index forms
+# ``niw2_add_point_at``, ``niw2_remove_point_at``), which write their loads and stores out
+# (straight-line code: a shared body inlined by numba, or indexed through a helper, compiles
+# several times slower).
 
 
 @njit(cache=True)
@@ -554,6 +506,233 @@ def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, b
     return True, new00, new10, new11, constant, half, shrink
 
 
+# ------------------------------------------------------------------ D = 2 leaves
+# The family's leaves for two-dimensional data (``NormalInverseWishart.numba_leaves_by_dimension``):
+# a kernel given the family id of a D = 2 family compiles these alone, none of the any-D code
+# (the rank-1 update loops, the row and D = 16 predictives, the Cholesky factorisation),
+# which is most of what the general leaves cost to compile.  The general leaves call them
+# for D = 2 (the run-time switch), so both give the same numbers bit for bit.  Entries of a
+# D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0 at 10),
+# c_n 13, e_n 14, r_n 15, updates 16; params: D 0, kappa0 1, nu0 2, mu0 5-6, psi0 7-10,
+# the pivot bounds 15-16.
+
+
+@njit(cache=True)
+def _niw_two_recompute(params, stats):
+    """``niw_recompute`` of a D = 2 row (same arithmetic: the raw sums, a 2 x 2 Cholesky
+    factor and its inverse written out)."""
+    kappa = params[1] + stats[0]
+    sum_first = stats[1]
+    sum_second = stats[2]
+    stats[7] = params[_HEADER] + sum_first / kappa
+    stats[8] = params[_HEADER + 1] + sum_second / kappa
+    scale00 = params[_HEADER + 2] + stats[3] - sum_first * sum_first / kappa
+    scale10 = params[_HEADER + 4] + stats[5] - sum_second * sum_first / kappa
+    scale11 = params[_HEADER + 5] + stats[6] - sum_second * sum_second / kappa
+    if not scale00 > 0.0:
+        raise ValueError(_LOST_DEFINITENESS)
+    factor00 = math.sqrt(scale00)
+    factor10 = scale10 / factor00
+    scale11 = scale11 - factor10 * factor10
+    if not scale11 > 0.0:
+        raise ValueError(_LOST_DEFINITENESS)
+    factor11 = math.sqrt(scale11)
+    inverse00 = 1.0 / factor00
+    stats[9] = inverse00
+    stats[10] = 0.0
+    stats[11] = (0.0 - factor10 * inverse00) / factor11
+    stats[12] = 1.0 / factor11
+    stats[16] = 0.0
+    _niw_refresh_constant(params, stats)
+
+
+@njit(cache=True)
+def niw2_add_point(params, stats, x):
+    """``niw_add_point`` of a D = 2 row (the register core ``_niw_two_add``)."""
+    first = x[0]
+    second = x[1]
+    count = stats[0]
+    refresh = not stats[16] + 1.0 < REFRESH_INTERVAL
+    if not refresh:
+        (mean_first, mean_second, new00, new10, new11, constant, half,
+         shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[7],
+                                stats[8], stats[9], stats[11], stats[12])
+        stats[7] = mean_first
+        stats[8] = mean_second
+        stats[9] = new00
+        stats[11] = new10
+        stats[12] = new11
+        stats[13] = constant
+        stats[14] = half
+        stats[15] = shrink
+        stats[16] += 1.0
+    first = first - params[_HEADER]
+    second = second - params[_HEADER + 1]
+    cross = first * second
+    stats[1] += first
+    stats[2] += second
+    stats[3] += first * first
+    stats[4] += cross
+    stats[5] += cross
+    stats[6] += second * second
+    stats[0] = count + 1.0
+    if refresh:
+        _niw_two_recompute(params, stats)
+
+
+@njit(cache=True)
+def niw2_remove_point(params, stats, x):
+    """``niw_remove_point`` of a D = 2 row (the register core ``_niw_two_downdate``)."""
+    count = stats[0]
+    if count <= 1.0:
+        _niw_reset(params, stats)
+        return False
+    kappa_new = params[1] + count
+    kappa_old = kappa_new - 1.0
+    scale = math.sqrt(kappa_new / kappa_old)
+    first = x[0]
+    second = x[1]
+    difference_first = first - stats[7]
+    difference_second = second - stats[8]
+    stats[7] -= difference_first / kappa_old
+    stats[8] -= difference_second / kappa_old
+    centred_first = first - params[_HEADER]
+    centred_second = second - params[_HEADER + 1]
+    cross = centred_first * centred_second
+    stats[1] -= centred_first
+    stats[2] -= centred_second
+    stats[3] -= centred_first * centred_first
+    stats[4] -= cross
+    stats[5] -= cross
+    stats[6] -= centred_second * centred_second
+    remaining = count - 1.0
+    stats[0] = remaining
+    kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
+        stats[9], stats[11], stats[12], scale * difference_first, scale * difference_second,
+        params[_HEADER + 10], params[_HEADER + 11], params[1] + remaining,
+        params[2] + remaining)
+    if not kept or not stats[16] + 1.0 < REFRESH_INTERVAL:
+        _niw_two_recompute(params, stats)
+        return not kept
+    stats[9] = new00
+    stats[11] = new10
+    stats[12] = new11
+    stats[13] = constant
+    stats[14] = half
+    stats[15] = shrink
+    stats[16] += 1.0
+    return False
+
+
+@njit(cache=True)
+def niw2_log_predictive(params, stats, x):
+    """``niw_log_predictive`` of a D = 2 row, in registers."""
+    residual = x[0] - stats[7]
+    first = stats[9] * residual
+    second = stats[11] * residual + stats[12] * (x[1] - stats[8])
+    return stats[13] - stats[14] * math.log1p((first * first + second * second) * stats[15])
+
+
+@njit(cache=True)
+def niw2_log_predictive_many(params, stats, slots, n_slots, x, out):
+    """``niw_log_predictive_many`` of D = 2 rows: the cached forms read straight from the
+    2-D array (no row views; same arithmetic as ``niw2_log_predictive``)."""
+    first_coordinate = x[0]
+    second_coordinate = x[1]
+    for j in range(n_slots):
+        slot = slots[j]
+        residual = first_coordinate - stats[slot, 7]
+        first = stats[slot, 9] * residual
+        second = (stats[slot, 11] * residual
+                  + stats[slot, 12] * (second_coordinate - stats[slot, 8]))
+        out[j] = stats[slot, 13] - stats[slot, 14] * math.log1p(
+            (first * first + second * second) * stats[slot, 15])
+
+
+@njit(cache=True)
+def niw2_add_point_at(params, stats, slot, x, i):
+    """``niw2_add_point(params, stats[slot], x[i])`` without row views (loads and stores
+    written out: straight-line code compiles in a fraction of the time of a shared body)."""
+    count = stats[slot, 0]
+    if not stats[slot, 16] + 1.0 < REFRESH_INTERVAL:
+        niw2_add_point(params, stats[slot], x[i])
+        return
+    slot = uint64(slot)  # unsigned: no negative-index wraparound tests
+    i = uint64(i)
+    first = x[i, 0]
+    second = x[i, 1]
+    (mean_first, mean_second, new00, new10, new11, constant, half,
+     shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[slot, 7],
+                            stats[slot, 8], stats[slot, 9], stats[slot, 11], stats[slot, 12])
+    stats[slot, 7] = mean_first
+    stats[slot, 8] = mean_second
+    first = first - params[_HEADER]
+    second = second - params[_HEADER + 1]
+    cross = first * second
+    stats[slot, 1] += first
+    stats[slot, 2] += second
+    stats[slot, 3] += first * first
+    stats[slot, 4] += cross
+    stats[slot, 5] += cross
+    stats[slot, 6] += second * second
+    stats[slot, 0] = count + 1.0
+    stats[slot, 9] = new00
+    stats[slot, 11] = new10
+    stats[slot, 12] = new11
+    stats[slot, 13] = constant
+    stats[slot, 14] = half
+    stats[slot, 15] = shrink
+    stats[slot, 16] += 1.0
+
+
+@njit(cache=True)
+def niw2_remove_point_at(params, stats, slot, x, i):
+    """``niw2_remove_point(params, stats[slot], x[i])`` without row views.
+
+    Returns True when the downdate was abandoned and the factor recomputed (the fallback).
+    """
+    count = stats[slot, 0]
+    if not (count > 1.0 and stats[slot, 16] + 1.0 < REFRESH_INTERVAL):
+        return niw2_remove_point(params, stats[slot], x[i])
+    slot = uint64(slot)  # unsigned: no negative-index wraparound tests
+    i = uint64(i)
+    kappa_new = params[1] + count
+    kappa_old = kappa_new - 1.0
+    scale = math.sqrt(kappa_new / kappa_old)
+    first = x[i, 0]
+    second = x[i, 1]
+    difference_first = first - stats[slot, 7]
+    difference_second = second - stats[slot, 8]
+    stats[slot, 7] -= difference_first / kappa_old
+    stats[slot, 8] -= difference_second / kappa_old
+    centred_first = first - params[_HEADER]
+    centred_second = second - params[_HEADER + 1]
+    cross = centred_first * centred_second
+    stats[slot, 1] -= centred_first
+    stats[slot, 2] -= centred_second
+    stats[slot, 3] -= centred_first * centred_first
+    stats[slot, 4] -= cross
+    stats[slot, 5] -= cross
+    stats[slot, 6] -= centred_second * centred_second
+    remaining = count - 1.0
+    stats[slot, 0] = remaining
+    kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
+        stats[slot, 9], stats[slot, 11], stats[slot, 12], scale * difference_first,
+        scale * difference_second, params[_HEADER + 10], params[_HEADER + 11],
+        params[1] + remaining, params[2] + remaining)
+    if not kept:
+        _niw_two_recompute(params, stats[slot])
+        return True
+    stats[slot, 9] = new00
+    stats[slot, 11] = new10
+    stats[slot, 12] = new11
+    stats[slot, 13] = constant
+    stats[slot, 14] = half
+    stats[slot, 15] = shrink
+    stats[slot, 16] += 1.0
+    return False
+
+
 @njit(cache=True, fastmath=_FASTMATH)
 def _niw_quadratic_rows(params, stats, x, dim, offset_mu, offset_factor):
     """``|W (x - mu_n)|^2`` for D > 2, D != 16 (row-major W): row dot products.
@@ -624,11 +803,8 @@ def niw_log_predictive(params, stats, x):
     offset_factor = offset_mu + dim
     tail = offset_factor + dim * dim
     if dim == 2:
-        first = stats[offset_factor] * (x[0] - stats[offset_mu])
-        second = (stats[offset_factor + 2] * (x[0] - stats[offset_mu])
-                  + stats[offset_factor + 3] * (x[1] - stats[offset_mu + 1]))
-        quadratic = first * first + second * second
-    elif dim == 1:
+        return niw2_log_predictive(params, stats, x)
+    if dim == 1:
         first = stats[offset_factor] * (x[0] - stats[offset_mu])
         quadratic = first * first
     else:
@@ -662,17 +838,7 @@ def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
     offset_factor = offset_mu + dim
     tail = offset_factor + dim * dim
     if dim == 2:
-        first_coordinate = x[0]
-        second_coordinate = x[1]
-        for j in range(n_slots):
-            slot = slots[j]
-            residual = first_coordinate - stats[slot, offset_mu]
-            first = stats[slot, offset_factor] * residual
-            second = (stats[slot, offset_factor + 2] * residual
-                      + stats[slot, offset_factor + 3]
-                      * (second_coordinate - stats[slot, offset_mu + 1]))
-            out[j] = stats[slot, tail] - stats[slot, tail + 1] * math.log1p(
-                (first * first + second * second) * stats[slot, tail + 2])
+        niw2_log_predictive_many(params, stats, slots, n_slots, x, out)
     elif dim == 1:
         coordinate = x[0]
         for j in range(n_slots):
@@ -687,47 +853,17 @@ def niw_log_predictive_many(params, stats, slots, n_slots, x, out):
 # ------------------------------------------------------------------ slot-index forms
 # ``f_at(params, stats, slot, x, i)`` is ``f(params, stats[slot], x[i])`` on the 2-D arrays,
 # without the two row views (each costs two atomic reference-count updates, more than a
-# D = 2 update itself).  D = 2 runs the same register bodies as the row functions above
-# (bit-identical results, tested); every other D, and the rare paths (reset, refresh,
-# fallback), call the row functions through views.
+# D = 2 update itself).  D = 2 runs the D = 2 leaves' slot-index forms (bit-identical
+# results, tested); every other D calls the row functions through views.
 
 
 @njit(cache=True)
 def niw_add_point_at(params, stats, slot, x, i):
     """``niw_add_point(params, stats[slot], x[i])`` without row views (D = 2 in registers)."""
-    dim = int(params[0])
-    offset_factor = 1 + 2 * dim + dim * dim
-    tail = offset_factor + dim * dim
-    if not (dim == 2 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
+    if int(params[0]) == 2:
+        niw2_add_point_at(params, stats, slot, x, i)
+    else:
         niw_add_point(params, stats[slot], x[i])
-        return
-    slot = uint64(slot)  # unsigned: no negative-index wraparound tests
-    i = uint64(i)
-    first = x[i, 0]
-    second = x[i, 1]
-    count = stats[slot, 0]
-    (mean_first, mean_second, new00, new10, new11, constant, half,
-     shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[slot, 7],
-                            stats[slot, 8], stats[slot, 9], stats[slot, 11], stats[slot, 12])
-    stats[slot, 7] = mean_first
-    stats[slot, 8] = mean_second
-    first = first - params[_HEADER]
-    second = second - params[_HEADER + 1]
-    cross = first * second
-    stats[slot, 1] += first
-    stats[slot, 2] += second
-    stats[slot, 3] += first * first
-    stats[slot, 4] += cross
-    stats[slot, 5] += cross
-    stats[slot, 6] += second * second
-    stats[slot, 0] = count + 1.0
-    stats[slot, 9] = new00
-    stats[slot, 11] = new10
-    stats[slot, 12] = new11
-    stats[slot, 13] = constant
-    stats[slot, 14] = half
-    stats[slot, 15] = shrink
-    stats[slot, 16] += 1.0
 
 
 @njit(cache=True)
@@ -736,49 +872,9 @@ def niw_remove_point_at(params, stats, slot, x, i):
 
     Returns True when the downdate was abandoned and the factor recomputed (the fallback).
     """
-    dim = int(params[0])
-    count = stats[slot, 0]
-    offset_factor = 1 + 2 * dim + dim * dim
-    tail = offset_factor + dim * dim
-    if not (dim == 2 and count > 1.0 and stats[slot, tail + 3] + 1.0 < REFRESH_INTERVAL):
-        return niw_remove_point(params, stats[slot], x[i])
-    slot = uint64(slot)  # unsigned: no negative-index wraparound tests
-    i = uint64(i)
-    kappa_new = params[1] + count
-    kappa_old = kappa_new - 1.0
-    scale = math.sqrt(kappa_new / kappa_old)
-    first = x[i, 0]
-    second = x[i, 1]
-    difference_first = first - stats[slot, 7]
-    difference_second = second - stats[slot, 8]
-    stats[slot, 7] -= difference_first / kappa_old
-    stats[slot, 8] -= difference_second / kappa_old
-    centred_first = first - params[_HEADER]
-    centred_second = second - params[_HEADER + 1]
-    cross = centred_first * centred_second
-    stats[slot, 1] -= centred_first
-    stats[slot, 2] -= centred_second
-    stats[slot, 3] -= centred_first * centred_first
-    stats[slot, 4] -= cross
-    stats[slot, 5] -= cross
-    stats[slot, 6] -= centred_second * centred_second
-    remaining = count - 1.0
-    stats[slot, 0] = remaining
-    kept, new00, new10, new11, constant, half, shrink = _niw_two_downdate(
-        stats[slot, 9], stats[slot, 11], stats[slot, 12], scale * difference_first,
-        scale * difference_second, params[_HEADER + 10], params[_HEADER + 11],
-        params[1] + remaining, params[2] + remaining)
-    if not kept:
-        niw_recompute(params, stats[slot])
-        return True
-    stats[slot, 9] = new00
-    stats[slot, 11] = new10
-    stats[slot, 12] = new11
-    stats[slot, 13] = constant
-    stats[slot, 14] = half
-    stats[slot, 15] = shrink
-    stats[slot, 16] += 1.0
-    return False
+    if int(params[0]) == 2:
+        return niw2_remove_point_at(params, stats, slot, x, i)
+    return niw_remove_point(params, stats[slot], x[i])
 
 
 @njit(cache=True)
@@ -838,6 +934,13 @@ class NormalInverseWishart(ComponentFamily):
         log_predictive_many=niw_log_predictive_many,
         add_point_at=niw_add_point_at, remove_point_at=niw_remove_point_at,
     )
+    #: D = 2 data: leaves without the any-D code (a kernel compiles about half as much).
+    numba_leaves_by_dimension = {2: NumbaLeaves(
+        add_point=niw2_add_point, remove_point=niw2_remove_point,
+        log_predictive=niw2_log_predictive, log_marginal=niw_log_marginal,
+        log_predictive_many=niw2_log_predictive_many,
+        add_point_at=niw2_add_point_at, remove_point_at=niw2_remove_point_at,
+    )}
     history_entries = 1
 
     def __init__(self, mu0=0.0, kappa0=1.0, nu0=3.0, psi0=1.0):
