@@ -212,8 +212,9 @@ def test_a_two_dimensional_kernel_compiles_no_any_dimension_code():
 
 
 def test_the_two_dimensional_recomputation_is_the_any_dimension_one_bit_for_bit():
-    """The written-out 2 x 2 recomputation (refresh, downdate fallback) of the D = 2 leaves
-    gives the any-D ``niw_recompute``'s row exactly, on rows of every scale."""
+    """The written-out 2 x 2 recomputation (refresh, downdate fallback) and reset of the D = 2
+    leaves give the any-D ``niw_recompute``'s and ``_niw_reset``'s rows exactly, on rows of
+    every scale; so does the prior's inverse factor packed without compiling."""
     from pymc_splitmerge import NormalInverseWishart
     from pymc_splitmerge.components import normal_inverse_wishart as niw_module
 
@@ -230,6 +231,14 @@ def test_the_two_dimensional_recomputation_is_the_any_dimension_one_bit_for_bit(
         niw_module.niw_recompute(family.params, expected)
         niw_module._niw_two_recompute(family.params, got)
         np.testing.assert_array_equal(got, expected)
+        niw_module._niw_reset(family.params, expected)
+        niw_module._niw_two_reset(family.params, got)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(family.empty_stats, expected)
+        # the prior's inverse factor in params: the Python body of the compiled inversion
+        inverse = np.linalg.cholesky(family._full["psi0"]).reshape(-1)
+        niw_module._invert_lower_in_place(inverse, 2)
+        np.testing.assert_array_equal(family.params[11:15], inverse)
 
 
 # ------------------------------------------------------------------ compiled levels

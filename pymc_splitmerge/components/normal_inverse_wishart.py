@@ -542,8 +542,23 @@ def _niw_two_recompute(params, stats):
     stats[10] = 0.0
     stats[11] = (0.0 - factor10 * inverse00) / factor11
     stats[12] = 1.0 / factor11
+    stats[13], stats[14], stats[15] = _niw_two_refresh(kappa, params[2] + stats[0], inverse00,
+                                                       stats[12])
     stats[16] = 0.0
-    _niw_refresh_constant(params, stats)
+
+
+@njit(cache=True)
+def _niw_two_reset(params, stats):
+    """``_niw_reset`` of a D = 2 row: the prior's cached predictive form (same arithmetic)."""
+    for entry in range(7):
+        stats[entry] = 0.0
+    stats[7] = params[_HEADER]
+    stats[8] = params[_HEADER + 1]
+    for entry in range(4):
+        stats[9 + entry] = params[_HEADER + 6 + entry]
+    stats[13], stats[14], stats[15] = _niw_two_refresh(params[1], params[2], stats[9],
+                                                       stats[12])
+    stats[16] = 0.0
 
 
 @njit(cache=True)
@@ -585,7 +600,7 @@ def niw2_remove_point(params, stats, x):
     """``niw_remove_point`` of a D = 2 row (the register core ``_niw_two_downdate``)."""
     count = stats[0]
     if count <= 1.0:
-        _niw_reset(params, stats)
+        _niw_two_reset(params, stats)
         return False
     kappa_new = params[1] + count
     kappa_old = kappa_new - 1.0
@@ -1116,9 +1131,11 @@ class NormalInverseWishart(ComponentFamily):
         sum_lgamma0 = float(special.gammaln(0.5 * (full["nu0"] - np.arange(dim))).sum())
         # inverse of the lower factor in numba: a LAPACK call here ran multi-threaded BLAS on
         # a 4 x 4 matrix, milliseconds on a busy machine (at every hyperparameter change);
-        # NumPy's Cholesky factor is exactly lower triangular, and so is its inverse
+        # NumPy's Cholesky factor is exactly lower triangular, and so is its inverse.  For
+        # D = 2, whose kernels never call the compiled function, its Python body (the same
+        # arithmetic, three operations): nothing to compile
         inverse0 = np.array(full["chol0"], dtype=np.float64).reshape(-1)
-        _invert_lower_in_place(inverse0, dim)
+        (_invert_lower_in_place.py_func if dim == 2 else _invert_lower_in_place)(inverse0, dim)
         inverse0 = inverse0.reshape(dim, dim)
         return np.concatenate(
             [
@@ -1136,7 +1153,7 @@ class NormalInverseWishart(ComponentFamily):
         # every row emptied by remove_point)
         dim = full["mu0"].shape[0]
         row = np.zeros(5 + 2 * dim + 2 * dim * dim)
-        _niw_reset(params, row)
+        (_niw_two_reset if dim == 2 else _niw_reset)(params, row)
         return row
 
 
