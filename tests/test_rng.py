@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pymc_splitmerge.kernels.rng import numba_seed_from, seed_numba_from
+from pymc_splitmerge.kernels.rng import numba_seed_from, order_of_uniforms, seed_numba_from
 
 BIT_GENERATORS = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox,
                   np.random.MT19937)
@@ -42,3 +42,38 @@ def test_seed_rejects_non_generator():
     for function in (numba_seed_from, seed_numba_from):
         with pytest.raises(TypeError, match="Generator"):
             function(np.random.RandomState(0))
+
+
+def _uniform_cases():
+    """Uniform draws of many sizes, with ties (equal values: index order) and values at the
+    ends of [0, 1) (the last bucket's clamp: ``value * size`` may round up to ``size``)."""
+    rng = np.random.default_rng(11)
+    cases = [rng.random(size) for size in (0, 1, 2, 3, 7, 64, 301)]
+    cases.append(np.round(rng.random(200), 2))  # many ties
+    top = np.nextafter(1.0, 0.0)
+    cases.append(np.array([top, 0.0, top, 0.5, 0.0, top]))
+    cases.append(np.full(5, top))
+    return cases
+
+
+def _check_is_stable_argsort(order):
+    for values in _uniform_cases():
+        padded = np.concatenate([values, np.random.default_rng(0).random(3)])  # read [:size]
+        expected = np.argsort(values, kind="stable")
+        if not np.array_equal(order(padded, values.size), expected):
+            return False
+    return True
+
+
+def test_order_of_uniforms_is_the_stable_argsort():
+    assert _check_is_stable_argsort(order_of_uniforms)
+    assert _check_is_stable_argsort(order_of_uniforms.py_func)  # the same Python body
+
+
+def test_negative_control_the_buckets_alone_are_not_sorted():
+    """The check rejects the bucket order without its insertion sort."""
+    def buckets_only(uniforms, size):
+        buckets = np.minimum((uniforms[:size] * size).astype(np.int64), max(size - 1, 0))
+        return np.argsort(buckets, kind="stable")
+
+    assert not _check_is_stable_argsort(buckets_only)

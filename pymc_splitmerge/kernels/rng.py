@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["numba_seed_from", "seed_numba", "seed_numba_from"]
+__all__ = ["numba_seed_from", "order_of_uniforms", "seed_numba", "seed_numba_from"]
 
 # Bit generators whose ``random_raw()`` is the 64-bit word ``Generator.integers`` consumes.
 # For them ``Generator.integers(2**63)`` is ``random_raw() >> 1`` (Lemire's bounded draw with
@@ -72,3 +72,48 @@ def seed_numba_from(rng: np.random.Generator) -> int:
     seed, folded = _draw_seed(rng)
     seed_numba(folded)
     return seed
+
+
+@numba.njit(cache=True)
+def order_of_uniforms(uniforms, size):
+    """``np.argsort(uniforms[:size], kind="stable")`` for values in ``[0, 1)``: the indices
+    in increasing order of their values (equal values in index order).
+
+    Of i.i.d. uniforms this is a uniformly random permutation (the allocation orders of the
+    split-merge kernels).  A bucket sort: each value goes to bucket ``floor(value * size)``
+    (a non-decreasing map, clamped to the last bucket), the buckets are laid out by a
+    counting sort that keeps index order, then an insertion sort orders each bucket (about
+    one value per bucket: O(size) expected).  The same indices as any stable sort, and a
+    few loops for numba to compile where its ``argsort`` compiles a generic merge sort
+    (about 0.8 s of a first run).
+
+    Parameters
+    ----------
+    uniforms : ndarray of float64, shape (>= size,)
+        Values in ``[0, 1)``.
+    size : int
+
+    Returns
+    -------
+    ndarray of int64, shape (size,)
+    """
+    permutation = np.empty(size, dtype=np.int64)
+    starts = np.zeros(size + 1, dtype=np.int64)
+    last = size - 1
+    for t in range(size):
+        starts[min(int(uniforms[t] * size), last) + 1] += 1
+    for bucket in range(size):
+        starts[bucket + 1] += starts[bucket]
+    for t in range(size):
+        bucket = min(int(uniforms[t] * size), last)
+        permutation[starts[bucket]] = t
+        starts[bucket] += 1
+    for t in range(1, size):
+        index = permutation[t]
+        value = uniforms[index]
+        position = t
+        while position > 0 and uniforms[permutation[position - 1]] > value:
+            permutation[position] = permutation[position - 1]
+            position -= 1
+        permutation[position] = index
+    return permutation

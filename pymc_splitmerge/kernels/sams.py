@@ -58,7 +58,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
 from pymc_splitmerge.kernels.options import positive_integer
-from pymc_splitmerge.kernels.rng import numba_seed_from
+from pymc_splitmerge.kernels.rng import numba_seed_from, order_of_uniforms
 from pymc_splitmerge.kernels.splitmerge_common import (
     MOVE_MERGE,
     MOVE_NONE,
@@ -188,9 +188,9 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     n_clusters = partition.cluster_count[0]
     log_v_table, log_w_table = tables
     size_s = members.shape[0]
-    # any exact sort gives the same order of distinct uniforms; numba's merge sort compiles
-    # in less time than its quicksort and runs the SAMS update ~3 % faster here
-    permutation = np.argsort(uniforms[:size_s], kind="mergesort")
+    # the argsort of the uniforms (any exact sort gives the same order of distinct values):
+    # a bucket sort, which compiles in a fraction of the time of numba's argsort
+    permutation = order_of_uniforms(uniforms, size_s)
     order = members[permutation]
     is_split = labels[anchor_i] == labels[anchor_j]
     # one call of the allocation for both directions (``forced`` a run-time flag: one compiled
