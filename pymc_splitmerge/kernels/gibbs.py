@@ -170,12 +170,23 @@ def _gibbs_sweeps_fields(family_id, params, x, labels, sizes, stats, empty_row, 
     log_prior_predictive = np.empty(n)
     _prior_predictives(family_id, params, x, empty_row, log_prior_predictive)
     log_weights = np.empty(sizes.shape[0])
-    order = np.arange(n)
+    order = np.empty(n, dtype=np.int64)
+    for position in range(n):
+        order[position] = position
     n_changed = 0
     n_evaluations = 0
     for _ in range(n_gibbs_sweeps):
         if random_scan:
-            order = np.random.permutation(n)
+            # np.random.permutation(n) written out (numba's: a Fisher-Yates shuffle of
+            # 0..n-1 by np.random.randint, the same draws), without compiling it, its
+            # shuffle and np.arange as functions of their own
+            for position in range(n):
+                order[position] = position
+            last = n - 1
+            while last > 0:
+                swap = np.random.randint(last + 1)
+                order[last], order[swap] = order[swap], order[last]
+                last -= 1
         for position in range(n):
             i = order[position]
             x_row = x[i]
