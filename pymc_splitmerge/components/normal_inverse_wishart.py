@@ -510,8 +510,10 @@ def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, b
 # The family's leaves for two-dimensional data (``NormalInverseWishart.numba_leaves_by_dimension``):
 # a kernel given the family id of a D = 2 family compiles these alone, none of the any-D code
 # (the rank-1 update loops, the row and D = 16 predictives, the Cholesky factorisation),
-# which is most of what the general leaves cost to compile.  The general leaves call them
-# for D = 2 (the run-time switch), so both give the same numbers bit for bit.  Entries of a
+# which is most of what the general leaves cost to compile.  The general leaves inline them
+# for D = 2 (``inline="always"``: numba IR, no call level on the run-time switch's path);
+# the kernels call them as compiled functions (``components.dispatch``'s direct calls
+# are not inlined), so both give the same numbers bit for bit.  Entries of a
 # D = 2 statistics row: n 0, sum_y 1-2, sum_yyT 3-6, mu_n 7-8, W 9-12 (W_01 = 0 at 10),
 # c_n 13, e_n 14, r_n 15, updates 16; params: D 0, kappa0 1, nu0 2, mu0 5-6, psi0 7-10,
 # the pivot bounds 15-16.
@@ -561,7 +563,7 @@ def _niw_two_reset(params, stats):
     stats[16] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def niw2_add_point(params, stats, x):
     """``niw_add_point`` of a D = 2 row (the register core ``_niw_two_add``)."""
     first = x[0]
@@ -595,7 +597,7 @@ def niw2_add_point(params, stats, x):
         _niw_two_recompute(params, stats)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def niw2_remove_point(params, stats, x):
     """``niw_remove_point`` of a D = 2 row (the register core ``_niw_two_downdate``)."""
     count = stats[0]
@@ -639,7 +641,7 @@ def niw2_remove_point(params, stats, x):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def niw2_log_predictive(params, stats, x):
     """``niw_log_predictive`` of a D = 2 row, in registers."""
     residual = x[0] - stats[7]
@@ -648,7 +650,7 @@ def niw2_log_predictive(params, stats, x):
     return stats[13] - stats[14] * math.log1p((first * first + second * second) * stats[15])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def niw2_log_predictive_many(params, stats, slots, n_slots, x, out):
     """``niw_log_predictive_many`` of D = 2 rows: the cached forms read straight from the
     2-D array (no row views; same arithmetic as ``niw2_log_predictive``)."""
@@ -664,23 +666,30 @@ def niw2_log_predictive_many(params, stats, slots, n_slots, x, out):
             (first * first + second * second) * stats[slot, 15])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def niw2_add_point_at(params, stats, slot, x, i):
     """``niw2_add_point(params, stats[slot], x[i])`` without row views (loads and stores
     written out: straight-line code compiles in a fraction of the time of a shared body)."""
     count = stats[slot, 0]
-    if not stats[slot, 16] + 1.0 < REFRESH_INTERVAL:
-        niw2_add_point(params, stats[slot], x[i])
-        return
+    refresh = not stats[slot, 16] + 1.0 < REFRESH_INTERVAL
     slot = uint64(slot)  # unsigned: no negative-index wraparound tests
     i = uint64(i)
     first = x[i, 0]
     second = x[i, 1]
-    (mean_first, mean_second, new00, new10, new11, constant, half,
-     shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[slot, 7],
-                            stats[slot, 8], stats[slot, 9], stats[slot, 11], stats[slot, 12])
-    stats[slot, 7] = mean_first
-    stats[slot, 8] = mean_second
+    if not refresh:
+        (mean_first, mean_second, new00, new10, new11, constant, half,
+         shrink) = _niw_two_add(params[1], params[2], count, first, second, stats[slot, 7],
+                                stats[slot, 8], stats[slot, 9], stats[slot, 11],
+                                stats[slot, 12])
+        stats[slot, 7] = mean_first
+        stats[slot, 8] = mean_second
+        stats[slot, 9] = new00
+        stats[slot, 11] = new10
+        stats[slot, 12] = new11
+        stats[slot, 13] = constant
+        stats[slot, 14] = half
+        stats[slot, 15] = shrink
+        stats[slot, 16] += 1.0
     first = first - params[_HEADER]
     second = second - params[_HEADER + 1]
     cross = first * second
@@ -691,24 +700,20 @@ def niw2_add_point_at(params, stats, slot, x, i):
     stats[slot, 5] += cross
     stats[slot, 6] += second * second
     stats[slot, 0] = count + 1.0
-    stats[slot, 9] = new00
-    stats[slot, 11] = new10
-    stats[slot, 12] = new11
-    stats[slot, 13] = constant
-    stats[slot, 14] = half
-    stats[slot, 15] = shrink
-    stats[slot, 16] += 1.0
+    if refresh:
+        _niw_two_recompute(params, stats[slot])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def niw2_remove_point_at(params, stats, slot, x, i):
     """``niw2_remove_point(params, stats[slot], x[i])`` without row views.
 
     Returns True when the downdate was abandoned and the factor recomputed (the fallback).
     """
     count = stats[slot, 0]
-    if not (count > 1.0 and stats[slot, 16] + 1.0 < REFRESH_INTERVAL):
-        return niw2_remove_point(params, stats[slot], x[i])
+    if count <= 1.0:
+        _niw_two_reset(params, stats[slot])
+        return False
     slot = uint64(slot)  # unsigned: no negative-index wraparound tests
     i = uint64(i)
     kappa_new = params[1] + count
@@ -735,9 +740,9 @@ def niw2_remove_point_at(params, stats, slot, x, i):
         stats[slot, 9], stats[slot, 11], stats[slot, 12], scale * difference_first,
         scale * difference_second, params[_HEADER + 10], params[_HEADER + 11],
         params[1] + remaining, params[2] + remaining)
-    if not kept:
+    if not kept or not stats[slot, 16] + 1.0 < REFRESH_INTERVAL:
         _niw_two_recompute(params, stats[slot])
-        return True
+        return not kept
     stats[slot, 9] = new00
     stats[slot, 11] = new10
     stats[slot, 12] = new11

@@ -171,17 +171,22 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
     target_slot : int
     """
     members, current_sides = anchor_clusters_members(partition.labels, anchor_i, anchor_j)
-    return sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
-                                       current_sides, uniforms)
+    return sams_proposal_given_members(
+        model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms,
+        _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members,
+                                   current_sides))
 
 
 @numba.njit(cache=True, inline="always")
 def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
-                                current_sides, uniforms):
+                                current_sides, uniforms, merged):
     """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
     increasing order) and their ``current_sides`` (0: anchor ``i``'s cluster, 1: anchor
     ``j``'s), as ``splitmerge_common.anchor_clusters_members`` returns them (found here
-    from a member index instead of a scan of all labels by the cluster-anchor updates)."""
+    from a member index instead of a scan of all labels by the cluster-anchor updates), and
+    the merged cluster's statistics ``merged`` (:func:`_merged_cluster_statistics`: the
+    current row for a split, :func:`merged_statistics` for a merge, which the cluster-anchor
+    updates have from the early rejection)."""
     family_id, params, x = model
     labels = partition.labels
     empty_row = partition.empty_row
@@ -205,12 +210,7 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
         family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
         allocation_uniforms, log_w_table, empty_row)
-    if is_split:  # the merged cluster is the current one: its statistics row as it is
-        merged = partition.stats[labels[anchor_i]]
-        n_clusters_merged = n_clusters
-    else:
-        merged = merged_statistics(model, partition, anchor_i, anchor_j, members, current_sides)
-        n_clusters_merged = n_clusters - 1
+    n_clusters_merged = n_clusters if is_split else n_clusters - 1
     log_ratio = log_split_merge_ratio_given_merged(
         family_id, params, stats_a, size_a, stats_b, size_b, merged, log_v_table, log_w_table,
         n_clusters_merged)
@@ -245,6 +245,16 @@ def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
         if sides[t] == added_side:
             dispatch.add_point(family_id, params, merged, x[members[t]])
     return merged
+
+
+@numba.njit(cache=True, inline="always")
+def _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members, sides):
+    """Statistics of the merged cluster of a SAMS proposal: for a split (the anchors in one
+    cluster) that cluster's row as it is, for a merge :func:`merged_statistics`."""
+    labels = partition.labels
+    if labels[anchor_i] == labels[anchor_j]:
+        return partition.stats[labels[anchor_i]]
+    return merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
 
 
 @numba.njit(cache=True)
@@ -400,16 +410,16 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
     bool
     """
     members, sides = anchor_clusters_members(partition.labels, anchor_i, anchor_j)
-    return _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
-                                          sides, log_offset, uniform)
+    merged = merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
+    return _merge_surely_rejected_given_merged(model, partition, tables, anchor_i, anchor_j,
+                                               merged, log_offset, uniform)
 
 
 @numba.njit(cache=True, inline="always")
-def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j, members,
-                                   sides, log_offset, uniform):
-    """:func:`merge_surely_rejected` given the clusters' other points ``members`` and their
-    ``sides`` (the merged statistics from :func:`merged_statistics`, as the full proposal's:
-    the bound's merged cluster has the same numbers)."""
+def _merge_surely_rejected_given_merged(model, partition, tables, anchor_i, anchor_j, merged,
+                                        log_offset, uniform):
+    """:func:`merge_surely_rejected` given the merged cluster's statistics ``merged`` (from
+    :func:`merged_statistics`, the same row the full proposal then uses)."""
     family_id, params, _ = model
     labels, sizes, stats = partition.labels, partition.sizes, partition.stats
     log_v_table, log_w_table = tables
@@ -419,7 +429,6 @@ def _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
                                  sizes[slot_i], sizes[slot_j])
     if log_prior == -np.inf:
         return False  # the split is impossible from the merged state: the merge accepts
-    merged = merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
     log_merged = dispatch.log_marginal(family_id, params, merged)
     log_a = dispatch.log_marginal(family_id, params, stats[slot_i])
     log_b = dispatch.log_marginal(family_id, params, stats[slot_j])
@@ -488,14 +497,12 @@ def _log_split_type_probability(n_clusters):
 @numba.njit(cache=True, inline="always")
 def _cluster_update_buffers(partition):
     """The scratch buffers of the updates of :func:`_cluster_sams_move_fields` for
-    ``partition``: ``uniforms``
-    (``2 n``), ``pair`` (2) and a current member index ``(order, start, cursor)``
-    (:func:`_index_members`)."""
+    ``partition``: ``uniforms`` (``2 n``), ``pair`` (2) and the arrays of a member index
+    ``(order, start, cursor)`` (:func:`_index_members`; not built here)."""
     n = partition.labels.shape[0]
     capacity = partition.sizes.shape[0]
     index = (np.empty(n, dtype=np.int64), np.empty(capacity, dtype=np.int64),
              np.empty(capacity, dtype=np.int64))
-    _index_members(partition.labels, partition.sizes, index[0], index[1], index[2])
     return np.empty(2 * n, dtype=np.float64), np.empty(2, dtype=np.int64), index
 
 
@@ -583,8 +590,12 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     move, accepted, log_ratio = MOVE_NONE, False, np.nan
     labels, sizes, active = partition.labels, partition.sizes, partition.active
     order, start, cursor = index
+    index_current = False  # the member index is (re)built where an update first needs it
     for _ in range(n_updates):
         # one update (the law of :func:`_sams_updates`); ``continue`` ends it early
+        if not index_current:  # one inlined copy of the index build (not two)
+            _index_members(labels, sizes, order, start, cursor)
+            index_current = True
         k = partition.cluster_count[0]
         split_type = k == 1 or np.random.random() < 0.5
         if split_type:
@@ -615,20 +626,23 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i,
                                                   anchor_j)
         log_offset = 0.0
+        merged = _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members,
+                                            current_sides)
         if not split_type:
             log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
                           + math.log(k) + math.log(size_a) + math.log(size_b)
                           - math.log(m) - math.log(m - 1))
-            if _merge_surely_rejected_members(model, partition, tables, anchor_i, anchor_j,
-                                              members, current_sides, log_offset,
-                                              metropolis_uniform):
+            if _merge_surely_rejected_given_merged(model, partition, tables, anchor_i,
+                                                   anchor_j, merged, log_offset,
+                                                   metropolis_uniform):
                 move, accepted, log_ratio = MOVE_MERGE, False, np.nan
                 continue
         size_s = m - 2
         for t in range(2 * size_s):
             uniforms[t] = np.random.random()
         move, log_ratio, moving, target = sams_proposal_given_members(
-            model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms)
+            model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms,
+            merged)
         if split_type:
             size_a = moving.shape[0]
             size_b = m - size_a
@@ -639,7 +653,7 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         accepted = metropolis_accepts(log_ratio, metropolis_uniform)
         if accepted:
             apply_proposal(model, partition, moving, target)
-            _index_members(labels, sizes, order, start, cursor)
+            index_current = False
             n_accepted += 1
     return n_accepted, move, accepted, log_ratio
 
