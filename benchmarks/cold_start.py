@@ -26,7 +26,8 @@ blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache
   compiled: none when every kernel was specialised to the model's family.
 
 It also checks that cold and warm runs reached the same draws (same seed, same number of
-clusters in every draw).  The README's settings are ``--n 300 --draws 2000 --tune 500
+clusters in every draw) and prints a hash of those numbers, to compare two versions of the
+package.  The README's settings are ``--n 300 --draws 2000 --tune 500
 --chains 4`` with PyMC's default cores; the defaults below are smaller (a shared machine)::
 
     PYTHONPATH=$PWD python benchmarks/cold_start.py --repeats 1
@@ -125,7 +126,8 @@ def main(argv=None):
 
     print(f"python {sys.version.split()[0]}, pymc {pymc.__version__}, numba {numba.__version__},"
           f" {os.cpu_count()} CPUs; config {config}; {args.repeats} repeat(s); "
-          f"same draws cold and warm: {len(hashes) == 1}")
+          f"same draws cold and warm: {len(hashes) == 1} (hash of the numbers of clusters: "
+          f"{', '.join(str(value) for value in sorted(hashes))})")
     print(f"{'phase (wall s, median)':<24}{'cold':>10}{'warm':>10}{'cold/warm':>11}")
     for phase in ("imports", "model", "pm.sample", "process", "numba compile"):
         cold = statistics.median(r[phase] for r in runs["cold"])
