@@ -167,9 +167,10 @@ def _gibbs_sweeps_fields(family_id, params, x, labels, sizes, stats, empty_row, 
     (``exp_shifted_from_peak``) feed ``sample_weights`` directly.
     """
     n = x.shape[0]
-    log_prior_predictive = np.empty(n)
+    # dtypes given (the signature of np.empty the SAMS kernel compiles: compiled once)
+    log_prior_predictive = np.empty(n, dtype=np.float64)
     _prior_predictives(family_id, params, x, empty_row, log_prior_predictive)
-    log_weights = np.empty(sizes.shape[0])
+    log_weights = np.empty(sizes.shape[0], dtype=np.float64)
     order = np.empty(n, dtype=np.int64)
     for position in range(n):
         order[position] = position

@@ -467,7 +467,7 @@ def _indexed_members(labels, sizes, order, start, anchor_i, anchor_j):
     size_i = sizes[slot_i]
     size_j = 0 if slot_j == slot_i else sizes[slot_j]
     members = np.empty(size_i + size_j - 2, dtype=np.int64)
-    sides = np.zeros(size_i + size_j - 2, dtype=np.int64)
+    sides = np.empty(size_i + size_j - 2, dtype=np.int64)  # every entry is written below
     a, a_end = start[slot_i], start[slot_i] + size_i
     b, b_end = start[slot_j], start[slot_j] + size_j
     position = 0

@@ -224,7 +224,9 @@ def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, whe
 def _canonical_slot_labels(slot_labels, capacity):
     """Slot labels (int64 in ``[0, capacity)``) relabelled by order of first appearance."""
     out = np.empty(slot_labels.shape[0], dtype=np.int64)
-    mapping = np.full(capacity, -1, dtype=np.int64)
+    mapping = np.empty(capacity, dtype=np.int64)  # filled here: np.full compiles 2 functions
+    for slot in range(capacity):
+        mapping[slot] = -1
     next_label = 0
     for i in range(slot_labels.shape[0]):
         slot = slot_labels[i]
