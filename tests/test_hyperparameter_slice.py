@@ -147,6 +147,49 @@ def test_log_det_spd_stack_matches_numpy_and_flags_non_positive_definite():
     assert log_det_spd_stack(np.empty((0, 3, 3))).shape == (0,)
 
 
+
+def test_batched_log_det_c_code_matches_the_numba_loop():
+    """The Op's C code (what a compiled model runs) against the numba loop it copies and
+    NumPy: stacks of every size (none, one, several; D = 1..7), a matrix that is not positive
+    definite or has a NaN (NaN), strided views (the lower triangle read through strides) and
+    the output buffer reused by calls of other lengths."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_splitmerge.distributions.statistics import BatchedLogDet
+
+    matrices = pt.tensor3("matrices")
+    # the C virtual machine (pytensor 3's default linker is numba's, which runs ``perform``)
+    compiled = pytensor.function([matrices], BatchedLogDet()(matrices),
+                                 mode=pytensor.compile.mode.Mode(linker="cvm"))
+    if pytensor.config.cxx:  # without a compiler PyTensor runs the numba ``perform``
+        (thunk,) = compiled.vm.thunks
+        assert getattr(thunk, "cthunk", None) is not None, "C code not compiled"
+    rng = np.random.default_rng(4)
+    for dim in (1, 2, 4, 7):
+        for count in (0, 1, 5, 2):  # the output buffer of the previous call is reused
+            factors = rng.normal(size=(count, dim, dim))
+            stack = factors @ factors.transpose(0, 2, 1) + 0.1 * np.eye(dim)
+            got = compiled(stack)
+            assert got.shape == (count,)
+            np.testing.assert_allclose(got, log_det_spd_stack(stack), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got, np.linalg.slogdet(stack)[1], rtol=1e-12,
+                                       atol=1e-12)
+        broken = np.tile(np.eye(dim) * 2.0, (4, 1, 1))
+        broken[1] = -np.eye(dim)
+        broken[2, dim - 1, dim - 1] = np.nan
+        expected = np.array([dim * np.log(2.0), np.nan, np.nan, dim * np.log(2.0)])
+        np.testing.assert_allclose(compiled(broken), expected, rtol=1e-12)
+        # strided views: every other matrix, and transposed matrices (reads the upper
+        # triangle of the original, equal to its lower one)
+        factors = rng.normal(size=(6, dim, dim))
+        stack = factors @ factors.transpose(0, 2, 1) + 0.1 * np.eye(dim)
+        for view in (stack[::2], stack.transpose(0, 2, 1), np.asfortranarray(stack)):
+            np.testing.assert_allclose(compiled(view), log_det_spd_stack(view), rtol=1e-12,
+                                       atol=1e-12)
+    with pytest.raises(ValueError, match="square"):
+        compiled(np.ones((2, 3, 4)))
+
 def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5, orthonormal=False):
     """Exact draws of a correlated 2-D Gaussian, one hit-and-run move each (a fixed,
     mismatched metric; directions uniform on the circle, or with ``orthonormal`` the first
