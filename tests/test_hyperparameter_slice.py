@@ -145,26 +145,38 @@ def test_log_det_spd_stack_matches_numpy_and_flags_non_positive_definite():
         result = log_det_spd_stack(broken)
         assert np.isnan(result[2]) and np.isfinite(np.delete(result, 2)).all()
     assert log_det_spd_stack(np.empty((0, 3, 3))).shape == (0,)
+    with pytest.raises(ValueError, match="square"):
+        log_det_spd_stack(np.ones((2, 3, 4)))
 
 
 
-def test_batched_log_det_c_code_matches_the_numba_loop():
-    """The Op's C code (what a compiled model runs) against the numba loop it copies and
-    NumPy: stacks of every size (none, one, several; D = 1..7), a matrix that is not positive
-    definite or has a NaN (NaN), strided views (the lower triangle read through strides) and
-    the output buffer reused by calls of other lengths."""
+@pytest.mark.parametrize("linker", ["cvm", "numba"])
+def test_batched_log_det_compiled_matches_the_numba_loop(linker):
+    """The Op as a compiled model runs it, in PyTensor's C virtual machine (its C code) and
+    in PyTensor's numba backend (the registered numba loop; pytensor 3's default), against
+    the numba loop and NumPy: stacks of every size (none, one, several; D = 1..7), a matrix
+    that is not positive definite or has a NaN (NaN), strided views (the lower triangle read
+    through strides) and the output buffer reused by calls of other lengths."""
     import pytensor
     import pytensor.tensor as pt
 
+    from pymc_splitmerge.core.linalg import log_det_spd_stack_compiled
     from pymc_splitmerge.distributions.statistics import BatchedLogDet
 
     matrices = pt.tensor3("matrices")
-    # the C virtual machine (pytensor 3's default linker is numba's, which runs ``perform``)
-    compiled = pytensor.function([matrices], BatchedLogDet()(matrices),
-                                 mode=pytensor.compile.mode.Mode(linker="cvm"))
-    if pytensor.config.cxx:  # without a compiler PyTensor runs the numba ``perform``
-        (thunk,) = compiled.vm.thunks
-        assert getattr(thunk, "cthunk", None) is not None, "C code not compiled"
+    output = BatchedLogDet()(matrices)
+    if linker == "cvm":
+        compiled = pytensor.function([matrices], output,
+                                     mode=pytensor.compile.mode.Mode(linker="cvm"))
+        if pytensor.config.cxx:  # without a compiler PyTensor runs ``perform``
+            (thunk,) = compiled.vm.thunks
+            assert getattr(thunk, "cthunk", None) is not None, "C code not compiled"
+    else:
+        from pytensor.link.numba.dispatch import numba_funcify
+
+        # the registered loop, not ``perform`` in numba's object mode
+        assert numba_funcify(output.owner.op, node=output.owner) is log_det_spd_stack_compiled
+        compiled = pytensor.function([matrices], output, mode="NUMBA")
     rng = np.random.default_rng(4)
     for dim in (1, 2, 4, 7):
         for count in (0, 1, 5, 2):  # the output buffer of the previous call is reused

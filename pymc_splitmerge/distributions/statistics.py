@@ -42,7 +42,7 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.link.c.op import COp
 
-from pymc_splitmerge.core.linalg import log_det_spd_stack
+from pymc_splitmerge.core.linalg import log_det_spd_stack, log_det_spd_stack_compiled
 
 __all__ = ["BatchedInverse", "BatchedLogDet", "ClusterStatistics", "batched_inverse",
            "batched_log_det", "cluster_statistics", "mark_written_labels"]
@@ -226,12 +226,16 @@ class BatchedLogDet(_DerivativeOp, COp):
     implementation when PyTensor has no C compiler) as C code inside PyTensor's virtual
     machine: a call from the VM costs a fraction of a microsecond instead of the microseconds
     of a Python ``perform`` (this Op runs in every evaluation of a Normal-Inverse-Wishart
-    mixture's log density given its cluster statistics).
+    mixture's log density given its cluster statistics).  PyTensor's numba backend (the
+    default linker of pytensor 3, the pymc 6 line) calls the same loop compiled by numba
+    (:func:`~pymc_splitmerge.core.linalg.log_det_spd_stack_compiled`, registered when the
+    first node is made), not ``perform`` in object mode.
     """
 
     __props__ = ()
 
     def make_node(self, matrices):
+        _register_numba_log_det()
         matrices = pt.as_tensor_variable(matrices).astype("float64")
         if matrices.ndim != 3:
             raise TypeError("BatchedLogDet needs a (K, D, D) tensor")
@@ -305,6 +309,47 @@ class BatchedLogDet(_DerivativeOp, COp):
         [matrices] = inputs
         inverse = BatchedInverse()(matrices)
         return [output_gradients[0][:, None, None] * inverse.transpose(0, 2, 1)]
+
+
+_numba_registered = False
+
+
+def _register_numba_log_det() -> None:
+    """Register :class:`BatchedLogDet`'s numba implementation with PyTensor's numba backend,
+    once (at the first node: importing the backend's dispatch costs about 0.3 s on
+    pytensor 3, which ``import pymc_splitmerge`` does not pay).  With PyTensor's default cache
+    key (where the helper exists) a compiled function that contains the Op is cached across
+    processes like one of PyTensor's own Ops."""
+    global _numba_registered
+    if _numba_registered:
+        return
+    _numba_registered = True
+    try:
+        from pytensor.link.numba.dispatch import basic
+    except ImportError:  # pragma: no cover - PyTensor without its numba backend
+        return
+    register = getattr(basic, "register_funcify_default_op_cache_key", None)
+    if register is not None:
+        # the int salts PyTensor's cache key (a cached function would otherwise keep an
+        # older implementation): a hash of the numba loop's source
+        import hashlib
+        import inspect
+
+        from pymc_splitmerge.core import linalg
+
+        try:
+            source = "".join(inspect.getsource(function.py_func) for function in (
+                linalg._log_det_spd_stack, linalg.log_det_spd_stack_compiled))
+        except (OSError, TypeError):  # pragma: no cover - no source files (a frozen install)
+            from importlib.metadata import version
+
+            source = version("pymc_splitmerge")
+        salt = int(hashlib.sha256(source.encode()).hexdigest()[:12], 16)
+        register(BatchedLogDet)(
+            lambda op, node=None, **kwargs: (log_det_spd_stack_compiled, salt))
+    else:  # pragma: no cover - older PyTensor
+        basic.numba_funcify.register(BatchedLogDet)(
+            lambda op, node=None, **kwargs: log_det_spd_stack_compiled)
 
 
 class BatchedInverse(_DerivativeOp):
