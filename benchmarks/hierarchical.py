@@ -24,6 +24,9 @@ Sampling parts (``pm.sample``, the partition step assigned by PyMC):
   (goals: time at most 3x, R-hat of the number of clusters at most 1.01);
 * ``large``: n = ``--large-n`` (2-D, 8 clusters) random against fixed hyperparameters, draws
   per second (goal: at least 0.5x);
+* ``evaluation`` (not in the default parts): the cost of one evaluation of
+  ``HyperparameterSlice``'s log density on hierarchical Iris and of one draw of the step,
+  with the labels held at the three species;
 * ``coupling`` (not in the default parts): what limits the number of clusters' ESS on
   hierarchical Iris.  First the slice step alone with the labels held at the three species
   (``--chains`` chains, ``--tune`` + ``--draws`` draws): the ESS of each hyperparameter when
@@ -45,7 +48,7 @@ Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hi
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
 [--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
 [--gibbs-sweeps G] [--hyperslice-updates M]
-[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2]``;
+[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2] [--parts evaluation]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
 
@@ -405,6 +408,39 @@ def coupling(args):
                   + ", ".join(f"{name} ESS {quality[name][0]:.0f}" for name in names))
 
 
+def evaluation(args):
+    """One evaluation of ``HyperparameterSlice``'s log density on hierarchical Iris (labels
+    at the three species, statistics computed once) and one draw of the step, best of
+    ``--repeats`` blocks of CPU time."""
+    import os
+
+    import pytensor
+    from sklearn.datasets import load_iris
+
+    model = niw_model(iris_data(), True)
+    with model:
+        step = psm.HyperparameterSlice([v for v in model.free_RVs if v.name != "z"], rng=0)
+    point = model.initial_point()
+    point["z"] = load_iris().target.astype(model["z"].dtype)
+    for _ in range(200):  # tuning: the metric
+        point, _ = step.step(point)
+    step.stop_tuning()
+    fixed, flat = step._fixed_inputs(point), step._flatten(point)
+    per_call = best_time(lambda: step._density(flat, *fixed), 20 * args.calls, args.repeats)
+    evaluations = []
+
+    def draw():
+        nonlocal point
+        point, stats = step.step(point)
+        evaluations.append(stats[0]["hyperslice_evaluations"])
+
+    per_draw = best_time(draw, args.calls, args.repeats)
+    print(f"HyperparameterSlice on hierarchical Iris (block of 6, labels fixed; PyTensor "
+          f"{pytensor.__version__}, linker {type(step._density.maker.linker).__name__}): one "
+          f"evaluation {per_call * 1e6:.1f} us, one draw {per_draw * 1e6:.0f} us with "
+          f"{np.mean(evaluations):.1f} evaluations (load average {os.getloadavg()[0]:.1f})")
+
+
 class _Named:
     def __init__(self, name):
         self.name = name
@@ -421,7 +457,7 @@ def _flat_names(value_vars, model):
 
 
 PARTS = {"gradient": gradient_part, "steps": step_comparison, "iris": iris_goal,
-         "large": large_goal, "coupling": coupling}
+         "large": large_goal, "coupling": coupling, "evaluation": evaluation}
 
 
 def main():
