@@ -20,10 +20,13 @@ Sampling parts (``pm.sample``, the partition step assigned by PyMC):
   assigns), NUTS, ``pm.Slice`` or ``pm.Metropolis`` on the hyperparameters: ESS per CPU second
   of the number of clusters and of each hyperparameter, R-hat;
 * ``iris``: hierarchical Iris (``mu0``, ``kappa0``, ``s`` random) against its twin with fixed
-  hyperparameters, default ``pm.sample()`` (goals: time at most 3x, R-hat of the number of
-  clusters at most 1.01);
+  hyperparameters, default ``pm.sample()``, the two runs of each seed one after the other
+  (goals: time at most 3x, R-hat of the number of clusters at most 1.01);
 * ``large``: n = ``--large-n`` (2-D, 8 clusters) random against fixed hyperparameters, draws
   per second (goal: at least 0.5x);
+* ``evaluation`` (not in the default parts): the cost of one evaluation of
+  ``HyperparameterSlice``'s log density on hierarchical Iris and of one draw of the step,
+  with the labels held at the three species;
 * ``coupling`` (not in the default parts): what limits the number of clusters' ESS on
   hierarchical Iris.  First the slice step alone with the labels held at the three species
   (``--chains`` chains, ``--tune`` + ``--draws`` draws): the ESS of each hyperparameter when
@@ -45,7 +48,7 @@ Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hi
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
 [--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
 [--gibbs-sweeps G] [--hyperslice-updates M]
-[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2]``;
+[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2] [--parts evaluation]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
 
@@ -272,25 +275,29 @@ def _describe(label, total, setup, steps):
 
 
 def iris_goal(args):
-    """The fixed twin once (seed 24), the random model once per ``--seeds``; the time ratio
-    is the mean over the seeds.  ``--sams-updates N`` gives the random model's partition step
+    """For each of ``--seeds``: the fixed twin, then the random model, both with that seed
+    (interleaved: a shared machine's load falls on both alike); the time ratio of each pair
+    and their mean.  ``--sams-updates N`` gives the random model's partition step
     ``pm.sample(sams={"n_split_merge_updates": N})`` (``--gibbs-sweeps G``: and
     ``"n_gibbs_sweeps": G``), ``--hyperslice-updates M`` its
     hyperparameter step ``pm.sample(hyperslice={"n_updates": M})``."""
+    import os
+
     x = iris_data()
     sams = {key: value for key, value in (("n_split_merge_updates", args.sams_updates),
                                           ("n_gibbs_sweeps", args.gibbs_sweeps))
             if value is not None} or None
     hyperslice = (None if args.hyperslice_updates is None
                   else {"n_updates": args.hyperslice_updates})
-    times = {False: [], True: []}
-    for random, seeds in ((False, [24]), (True, args.seeds)):
-        for seed in seeds:
+    ratios, cold_ratios = [], []
+    for seed in args.seeds:
+        times = {}
+        for random in (False, True):
             total, setup, idata, steps = sampled(niw_model(x, random), args.draws, args.tune,
                                                  args.chains, args.cores, seed,
                                                  sams if random else None,
                                                  hyperslice if random else None)
-            times[random].append((total, setup))
+            times[random] = (total, setup)
             quality = mixing(idata, ["mu0", "kappa0", "scale"] if random else [])
             others = [q for k, q in quality.items() if k != "n_clusters"]
             print(_describe(f"Iris, {'random' if random else 'fixed'} hyperparameters"
@@ -302,12 +309,14 @@ def iris_goal(args):
                   + f"; n_clusters ESS {quality['n_clusters'][0]:.0f}, R-hat "
                   f"{quality['n_clusters'][1]:.3f}"
                   + (f"; hyperparameters min ESS {min(q[0] for q in others):.0f}, max R-hat "
-                     f"{max(q[1] for q in others):.3f}" if others else ""))
-    mean = {key: np.mean([t for t, _ in value]) for key, value in times.items()}
-    cold = {key: np.mean([t + s for t, s in value]) for key, value in times.items()}
-    print(f"ratio time random / fixed: {mean[True] / mean[False]:.2f} (goal <= 3); "
-          f"with the set-up runs {cold[True] / cold[False]:.2f}; goal R-hat of n_clusters "
-          "<= 1.01 at every seed")
+                     f"{max(q[1] for q in others):.3f}" if others else "")
+                  + f" (load average {os.getloadavg()[0]:.1f})")
+        ratios.append(times[True][0] / times[False][0])
+        cold_ratios.append(sum(times[True]) / sum(times[False]))
+        print(f"  seed {seed}: time ratio random / fixed {ratios[-1]:.2f}")
+    print(f"ratio time random / fixed: {np.mean(ratios):.2f} (per seed "
+          + " ".join(f"{r:.2f}" for r in ratios) + f"; goal <= 3); with the set-up runs "
+          f"{np.mean(cold_ratios):.2f}; goal R-hat of n_clusters <= 1.01 at every seed")
 
 
 def large_goal(args):
@@ -399,6 +408,39 @@ def coupling(args):
                   + ", ".join(f"{name} ESS {quality[name][0]:.0f}" for name in names))
 
 
+def evaluation(args):
+    """One evaluation of ``HyperparameterSlice``'s log density on hierarchical Iris (labels
+    at the three species, statistics computed once) and one draw of the step, best of
+    ``--repeats`` blocks of CPU time."""
+    import os
+
+    import pytensor
+    from sklearn.datasets import load_iris
+
+    model = niw_model(iris_data(), True)
+    with model:
+        step = psm.HyperparameterSlice([v for v in model.free_RVs if v.name != "z"], rng=0)
+    point = model.initial_point()
+    point["z"] = load_iris().target.astype(model["z"].dtype)
+    for _ in range(200):  # tuning: the metric
+        point, _ = step.step(point)
+    step.stop_tuning()
+    fixed, flat = step._fixed_inputs(point), step._flatten(point)
+    per_call = best_time(lambda: step._density(flat, *fixed), 20 * args.calls, args.repeats)
+    evaluations = []
+
+    def draw():
+        nonlocal point
+        point, stats = step.step(point)
+        evaluations.append(stats[0]["hyperslice_evaluations"])
+
+    per_draw = best_time(draw, args.calls, args.repeats)
+    print(f"HyperparameterSlice on hierarchical Iris (block of 6, labels fixed; PyTensor "
+          f"{pytensor.__version__}, linker {type(step._density.maker.linker).__name__}): one "
+          f"evaluation {per_call * 1e6:.1f} us, one draw {per_draw * 1e6:.0f} us with "
+          f"{np.mean(evaluations):.1f} evaluations (load average {os.getloadavg()[0]:.1f})")
+
+
 class _Named:
     def __init__(self, name):
         self.name = name
@@ -415,7 +457,7 @@ def _flat_names(value_vars, model):
 
 
 PARTS = {"gradient": gradient_part, "steps": step_comparison, "iris": iris_goal,
-         "large": large_goal, "coupling": coupling}
+         "large": large_goal, "coupling": coupling, "evaluation": evaluation}
 
 
 def main():

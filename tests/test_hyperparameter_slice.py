@@ -145,7 +145,62 @@ def test_log_det_spd_stack_matches_numpy_and_flags_non_positive_definite():
         result = log_det_spd_stack(broken)
         assert np.isnan(result[2]) and np.isfinite(np.delete(result, 2)).all()
     assert log_det_spd_stack(np.empty((0, 3, 3))).shape == (0,)
+    with pytest.raises(ValueError, match="square"):
+        log_det_spd_stack(np.ones((2, 3, 4)))
 
+
+
+@pytest.mark.parametrize("linker", ["cvm", "numba"])
+def test_batched_log_det_compiled_matches_the_numba_loop(linker):
+    """The Op as a compiled model runs it, in PyTensor's C virtual machine (its C code) and
+    in PyTensor's numba backend (the registered numba loop; pytensor 3's default), against
+    the numba loop and NumPy: stacks of every size (none, one, several; D = 1..7), a matrix
+    that is not positive definite or has a NaN (NaN), strided views (the lower triangle read
+    through strides) and the output buffer reused by calls of other lengths."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_splitmerge.core.linalg import log_det_spd_stack_compiled
+    from pymc_splitmerge.distributions.statistics import BatchedLogDet
+
+    matrices = pt.tensor3("matrices")
+    output = BatchedLogDet()(matrices)
+    if linker == "cvm":
+        compiled = pytensor.function([matrices], output,
+                                     mode=pytensor.compile.mode.Mode(linker="cvm"))
+        if pytensor.config.cxx:  # without a compiler PyTensor runs ``perform``
+            (thunk,) = compiled.vm.thunks
+            assert getattr(thunk, "cthunk", None) is not None, "C code not compiled"
+    else:
+        from pytensor.link.numba.dispatch import numba_funcify
+
+        # the registered loop, not ``perform`` in numba's object mode
+        assert numba_funcify(output.owner.op, node=output.owner) is log_det_spd_stack_compiled
+        compiled = pytensor.function([matrices], output, mode="NUMBA")
+    rng = np.random.default_rng(4)
+    for dim in (1, 2, 4, 7):
+        for count in (0, 1, 5, 2):  # the output buffer of the previous call is reused
+            factors = rng.normal(size=(count, dim, dim))
+            stack = factors @ factors.transpose(0, 2, 1) + 0.1 * np.eye(dim)
+            got = compiled(stack)
+            assert got.shape == (count,)
+            np.testing.assert_allclose(got, log_det_spd_stack(stack), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got, np.linalg.slogdet(stack)[1], rtol=1e-12,
+                                       atol=1e-12)
+        broken = np.tile(np.eye(dim) * 2.0, (4, 1, 1))
+        broken[1] = -np.eye(dim)
+        broken[2, dim - 1, dim - 1] = np.nan
+        expected = np.array([dim * np.log(2.0), np.nan, np.nan, dim * np.log(2.0)])
+        np.testing.assert_allclose(compiled(broken), expected, rtol=1e-12)
+        # strided views: every other matrix, and transposed matrices (reads the upper
+        # triangle of the original, equal to its lower one)
+        factors = rng.normal(size=(6, dim, dim))
+        stack = factors @ factors.transpose(0, 2, 1) + 0.1 * np.eye(dim)
+        for view in (stack[::2], stack.transpose(0, 2, 1), np.asfortranarray(stack)):
+            np.testing.assert_allclose(compiled(view), log_det_spd_stack(view), rtol=1e-12,
+                                       atol=1e-12)
+    with pytest.raises(ValueError, match="square"):
+        compiled(np.ones((2, 3, 4)))
 
 def _one_move_from_exact_draws(level_shift=0.0, n_draws=3000, seed=5, orthonormal=False):
     """Exact draws of a correlated 2-D Gaussian, one hit-and-run move each (a fixed,

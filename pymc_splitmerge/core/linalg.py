@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["log_det_spd_stack"]
+__all__ = ["log_det_spd_stack", "log_det_spd_stack_compiled"]
 
 
 @njit(cache=True)
@@ -47,6 +47,20 @@ def log_det_spd_stack(matrices) -> np.ndarray:
     not positive definite.  Returns an array of shape (K,).
     """
     matrices = np.ascontiguousarray(matrices, dtype=np.float64)
+    if matrices.ndim != 3 or matrices.shape[1] != matrices.shape[2]:
+        raise ValueError(f"log_det_spd_stack needs square matrices (K, D, D); got shape "
+                         f"{matrices.shape}")
+    out = np.empty(matrices.shape[0])
+    _log_det_spd_stack(matrices, out)
+    return out
+
+
+@njit(cache=True)
+def log_det_spd_stack_compiled(matrices):
+    """:func:`log_det_spd_stack` as a numba function (callable from other compiled code, e.g.
+    PyTensor's numba backend): a new array of shape (K,), NaN where not positive definite."""
+    if matrices.shape[1] != matrices.shape[2]:
+        raise ValueError("log_det_spd_stack needs square matrices")
     out = np.empty(matrices.shape[0])
     _log_det_spd_stack(matrices, out)
     return out
