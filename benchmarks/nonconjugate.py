@@ -390,6 +390,68 @@ def update_cost(n, capacity, repeats, seed):
     print(f"  weight columns / labels: {seconds['weight columns'] / seconds['labels']:.1f}x")
 
 
+def draw_cost(n, capacity, draws, seed, moves="laplace+psm3"):
+    """Milliseconds per draw of ``SlotGibbsStep`` (``CONTENDER_MOVES[moves]``) by move, from
+    the true labels of the Student-t data, with the parameter moves' fits compiled in the
+    numba mode and in PyTensor's default mode, interleaved draw by draw in one process."""
+    import pymc_splitmerge.steps.cluster_slots as slot_steps
+
+    rng = np.random.default_rng(seed)
+    y, truth = student_data(n, rng, return_labels=True)
+    model = slot_model("student_t", y, None, capacity)
+    timers = {}
+
+    def timed(owner, name, label):
+        function = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            out = function(*args, **kwargs)
+            timers[label] = timers.get(label, 0.0) + time.perf_counter() - start
+            return out
+        return wrapper
+
+    parts = {"laplace_parameter_update": "Laplace parameter update",
+             "parameter_split_merge": "parameter split-merge",
+             "slot_split_merge": "label split-merge", "slot_gibbs_sweeps": "Algorithm 8 sweep"}
+    originals = {name: getattr(slot_steps, name) for name in parts}
+    for name, label in parts.items():
+        setattr(slot_steps, name, timed(slot_steps, name, label))
+    steps, points, seconds, by_part = {}, {}, {}, {}
+    for mode in ("NUMBA", None):
+        slot_steps.FIT_COMPILE_MODE = mode
+        with model:
+            step = psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[moves])
+        step.rng = np.random.default_rng(seed)
+        point = model.initial_point()
+        point["z"] = truth.astype(point["z"].dtype)
+        start = time.perf_counter()
+        point, _ = step.step(point)  # compiles the parameter moves' functions
+        print(f"  first draw ({mode or 'default'} mode, compiles): "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+        steps[mode], points[mode], seconds[mode], by_part[mode] = step, point, 0.0, {}
+    slot_steps.FIT_COMPILE_MODE = "NUMBA"
+    for _ in range(draws):
+        for mode, step in steps.items():
+            timers.clear()
+            start = time.perf_counter()
+            points[mode], _ = step.step(points[mode])
+            seconds[mode] += time.perf_counter() - start
+            for label, value in timers.items():
+                by_part[mode][label] = by_part[mode].get(label, 0.0) + value
+    for name, function in originals.items():
+        setattr(slot_steps, name, function)
+    print(f"\nms per draw of SlotGibbsStep({moves}): Student-t n = {n}, capacity {capacity}, "
+          f"{draws} draws per mode from the true labels, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"  {'':<28}{'numba':>9}{'default':>9}")
+    for label in [*parts.values()]:
+        print(f"  {label:<28}" + "".join(f"{1000 * by_part[m].get(label, 0.0) / draws:9.1f}"
+                                         for m in steps))
+    print(f"  {'whole draw':<28}" + "".join(f"{1000 * seconds[m] / draws:9.1f}" for m in steps))
+    print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -414,7 +476,12 @@ def main():
     parser.add_argument("--update-cost", action="store_true",
                         help="only the cost of one Laplace parameter update, two ways")
     parser.add_argument("--update-repeats", type=int, default=20)
+    parser.add_argument("--draw-cost", action="store_true",
+                        help="only the cost of a slot step's draw by move, two compile modes")
     args = parser.parse_args()
+    if args.draw_cost:
+        draw_cost(args.n_student, args.capacity, args.draws, args.seed)
+        return
     if args.update_cost:
         update_cost(args.n_student, args.capacity, args.update_repeats, args.seed)
         return

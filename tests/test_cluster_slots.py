@@ -497,6 +497,15 @@ def test_parameter_split_merge_negative_control_without_the_placement_factor():
     assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
 
 
+@pytest.mark.parametrize("problem_name", ["normal", "student_t"])
+def test_parameter_split_merge_negative_control_without_the_soft_split_proposal(problem_name):
+    """Leaving the soft (two-component EM) split's parameter proposal densities
+    ``q_a(theta_k') q_b(theta_s')`` out of the ratio must fail."""
+    labels, exact, _ = _parameter_split_merge_labels(PROBLEMS[problem_name], PRIORS["dp"], 5,
+                                                     1500, seed=4, drop="soft_split_proposal")
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
 def test_parameter_slot_model_of_a_two_parameter_likelihood():
     """The compiled slot model (Student-t with location and scale per cluster): its log
     likelihood, log prior (transformed scale) and Newton terms against scipy / differences."""

@@ -216,6 +216,25 @@ class SlotLikelihood:
         return self._prior, self._tables
 
 
+#: PyTensor mode of the functions the parameter moves call many times a draw (the fits):
+#: the numba backend, already the default of pytensor >= 3; with pytensor 2's default C
+#: backend a draw of the parameter moves took 2-4 times longer
+#: (``benchmarks/nonconjugate.py --draw-cost``).  ``None``: PyTensor's default mode.
+FIT_COMPILE_MODE: str | None = "NUMBA"
+
+
+def _compile_for_many_calls(inputs, outputs):
+    """Compile in ``FIT_COMPILE_MODE``; in the default mode where that cannot compile the
+    graph (an op without a numba implementation)."""
+    if FIT_COMPILE_MODE is not None:
+        try:
+            return compile_pytensor(inputs, outputs, mode=FIT_COMPILE_MODE,
+                                    on_unused_input="ignore")
+        except Exception:  # noqa: BLE001 -- not compilable in that mode: the default
+            pass
+    return compile_pytensor(inputs, outputs, on_unused_input="ignore")
+
+
 def _summed_log_density(model, variables, jacobian: bool):
     """Elementwise log density of ``variables`` summed over every axis but the first (slots
     for cluster parameters, points for likelihood terms) and added up over the variables."""
@@ -262,9 +281,8 @@ class ParameterSlotModel:
         hessian = pt.stack([flat(pt.grad(gradient[:, c].sum(), parameter_values))
                             for c in range(self.dimension)], axis=1)
         inputs = slots.value_vars
-        self._prior = compile_pytensor(inputs, prior, on_unused_input="ignore")
-        self._fit_log_likelihood = compile_pytensor(inputs, slots.per_slot_graph(width),
-                                                    on_unused_input="ignore")
+        self._prior = _compile_for_many_calls(inputs, prior)
+        self._fit_log_likelihood = _compile_for_many_calls(inputs, slots.per_slot_graph(width))
         # every slot's terms with each point at its own label: one O(n d) pass per derivative
         point_terms = _summed_log_density(model, slots.spec.likelihood_terms, jacobian=False)
         one_hot = pt.eq(slots._value_var[:, None], pt.arange(capacity)[None, :])
@@ -277,10 +295,9 @@ class ParameterSlotModel:
         label_gradient = full(pt.grad(total, parameter_values))
         label_hessian = pt.stack([full(pt.grad(label_gradient[:, c].sum(), parameter_values))
                                   for c in range(self.dimension)], axis=1)
-        self._label_fit = compile_pytensor(inputs, [label_objective, label_gradient,
-                                                    label_hessian], on_unused_input="ignore")
-        self._fit = compile_pytensor([*inputs, weights], [objective, gradient, hessian],
-                                     on_unused_input="ignore")
+        self._label_fit = _compile_for_many_calls(inputs, [label_objective, label_gradient,
+                                                           label_hessian])
+        self._fit = _compile_for_many_calls([*inputs, weights], [objective, gradient, hessian])
         self.point = None
 
     def bind(self, point) -> np.ndarray:
@@ -544,9 +561,7 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
             for _ in range(self.n_parameter_split_merge):
                 info = parameter_split_merge(slot_model, values, labels, sizes, log_v, log_w,
                                              self.rng, log_likelihood=log_likelihood)
-                if info.accepted:
-                    parameters_accepted += 1
-                    log_likelihood = slot_model.log_likelihood(values)
+                parameters_accepted += info.accepted  # log_likelihood updated in place
             if parameters_accepted or updates_accepted:
                 new_point.update(slot_model.unpack(values))
         accepted = 0
