@@ -31,10 +31,14 @@ Escobar–West update of alpha ~ Gamma(1, 1) and new prior tables before each dr
 transition ``pm.sample`` makes, without PyMC); ``collapsed``, alpha integrated out (the
 partition's prior is then the Gibbs-type prior with ``V(n, K) = E[alpha^K Gamma(alpha) /
 Gamma(alpha + n)]`` under the Gamma prior, by quadrature: :func:`gamma_mixed_dp_log_v`).
+With ``--draws-needed T ...`` it instead reports the R-hat of the number of clusters over draws
+T/2..T of the transition's 4 chains (alpha as the first ``--concentration`` mode), median
+over ``--seeds`` runs: the draws per chain the goal needs, whatever the machine's load.
 
 Run: ``python benchmarks/default_step.py [--cpu 8] [--seeds 4] [--budgets 1 2 4]
 [--candidates default ...] [--profile [--profile-draws 500]]
-[--kernel-only [--alpha 0.7] [--concentration fixed gibbs collapsed] [--kernel-draws 1000]]``
+[--kernel-only [--alpha 0.7] [--concentration fixed gibbs collapsed] [--kernel-draws 1000]
+[--draws-needed 250 500 1000]]``
 """
 
 from __future__ import annotations
@@ -227,19 +231,12 @@ def gamma_mixed_dp_log_v(n, shape, rate, grid=20001):
 CONCENTRATION_MODES = ("fixed", "gibbs", "collapsed")
 
 
-def kernel_only(y, draws, seeds, alpha, modes=("fixed",)):
-    """The default step's transition alone, 4 chains per seed, side by side per mode.
-
-    Modes: ``fixed`` (alpha = ``alpha``), ``gibbs`` (one Escobar–West update of alpha ~
-    Gamma(1, 1) before each draw, the tables rebuilt: what ``pm.sample`` does) and
-    ``collapsed`` (alpha integrated out: the tables of :func:`gamma_mixed_dp_log_v`).
-    Returns ``{mode: (ms / draw, IAT, ESS / CPU s, mean K)}``, medians over seeds.
-    """
+def _kernel_setup(y, alpha):
+    """Prepared Iris data, the default transition and the fixed and collapsed tables."""
     from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
-    from pymc_splitmerge.kernels.concentration import escobar_west_update
     from pymc_splitmerge.kernels.sams import build_sams_move
     from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
-    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+    from pymc_splitmerge.kernels.state import PriorTables
     from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
 
     dim = y.shape[1]
@@ -251,30 +248,69 @@ def kernel_only(y, draws, seeds, alpha, modes=("fixed",)):
     collapsed = PriorTables(gamma_mixed_dp_log_v(n, 1.0, 1.0), fixed.log_w)
     transition = build_moves_then_gibbs(build_sams_move(cluster_anchors=True, n_updates=50),
                                         n_moves=1, n_gibbs_sweeps=1)
+    return family, x, transition, fixed, collapsed
+
+
+def _kernel_chains(setup, mode, draws, rng):
+    """Four chains of the default transition from one cluster; ``n_clusters`` (4, draws)."""
+    from pymc_splitmerge.kernels.concentration import escobar_west_update
+    from pymc_splitmerge.kernels.state import PartitionState, PriorTables
+    from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+
+    family, x, transition, fixed, collapsed = setup
+    n = x.shape[0]
+    n_clusters = np.empty((4, draws))
+    for chain in range(4):
+        state = PartitionState(family, x, np.zeros(n, dtype=np.int64))
+        concentration = 1.0
+        tables = collapsed if mode == "collapsed" else fixed
+        for draw in range(draws):
+            if mode == "gibbs":
+                concentration = escobar_west_update(concentration, state.n_clusters, n,
+                                                    1.0, 1.0, rng).alpha
+                tables = PriorTables(*DirichletProcessPrior(alpha=concentration).tables(n))
+            transition(state.model, state.partition, tables, rng)
+            n_clusters[chain, draw] = state.n_clusters
+    return n_clusters
+
+
+def kernel_only(y, draws, seeds, alpha, modes=("fixed",)):
+    """The default step's transition alone, 4 chains per seed, side by side per mode.
+
+    Modes: ``fixed`` (alpha = ``alpha``), ``gibbs`` (one Escobar–West update of alpha ~
+    Gamma(1, 1) before each draw, the tables rebuilt: what ``pm.sample`` does) and
+    ``collapsed`` (alpha integrated out: the tables of :func:`gamma_mixed_dp_log_v`).
+    Returns ``{mode: (ms / draw, IAT, ESS / CPU s, mean K)}``, medians over seeds.
+    """
+    setup = _kernel_setup(y, alpha)
     rows = {mode: [] for mode in modes}
     for seed in range(-1, seeds):  # seed -1: warm-up
         for mode in modes:
-            rng = np.random.default_rng(seed + 1)
-            n_clusters = np.empty((4, draws))
             start = time.process_time()
-            for chain in range(4):
-                state = PartitionState(family, x, np.zeros(n, dtype=np.int64))
-                concentration = 1.0
-                tables = collapsed if mode == "collapsed" else fixed
-                for draw in range(draws):
-                    if mode == "gibbs":
-                        concentration = escobar_west_update(concentration, state.n_clusters, n,
-                                                            1.0, 1.0, rng).alpha
-                        tables = PriorTables(
-                            *DirichletProcessPrior(alpha=concentration).tables(n))
-                    transition(state.model, state.partition, tables, rng)
-                    n_clusters[chain, draw] = state.n_clusters
+            n_clusters = _kernel_chains(setup, mode, draws, np.random.default_rng(seed + 1))
             cpu = time.process_time() - start
             half = n_clusters[:, draws // 2:]
             if seed >= 0:
                 rows[mode].append((1e3 * cpu / n_clusters.size, half.size / ess(half),
                                    ess(half) / (cpu / 2), half.mean()))
     return {mode: np.median(np.array(rows[mode]), axis=0) for mode in modes}
+
+
+def draws_needed(y, seeds, lengths, mode="gibbs"):
+    """R-hat of the number of clusters over draws t/2..t of the kernel's 4 chains, per t.
+
+    Draws, not CPU seconds: what the transition needs whatever the machine's load (the
+    CPU seconds are then t times the cost of a draw).  Returns ``{t: (median R-hat, runs
+    with R-hat <= GOAL_RHAT)}`` over ``seeds`` runs of ``max(lengths)`` draws per chain.
+    """
+    setup = _kernel_setup(y, 0.7)
+    lengths = sorted(lengths)
+    values = np.array([[rhat(n_clusters[:, t // 2:t]) for t in lengths]
+                       for n_clusters in (_kernel_chains(setup, mode, lengths[-1],
+                                                         np.random.default_rng(100 + seed))
+                                          for seed in range(seeds))])
+    return {t: (float(np.median(values[:, i])), int((values[:, i] <= GOAL_RHAT).sum()))
+            for i, t in enumerate(lengths)}
 
 
 def main(argv=None):
@@ -297,6 +333,9 @@ def main(argv=None):
                         help="--kernel-only: alpha fixed at --alpha, updated by Escobar-West "
                              "before each draw, or integrated out (alpha ~ Gamma(1, 1))")
     parser.add_argument("--kernel-draws", type=int, default=1000)
+    parser.add_argument("--draws-needed", type=int, nargs="+", metavar="T",
+                        help="--kernel-only: R-hat over draws T/2..T per chain for each T "
+                             "(alpha by --concentration's first mode), over --seeds runs")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     import logging
@@ -306,6 +345,16 @@ def main(argv=None):
     if args.profile:
         run(model, None, 5, 0)  # warm-up
         profile(model, args.profile_draws)
+        return
+    if args.kernel_only and args.draws_needed:
+        mode = args.concentration[0]
+        print(f"# the default transition alone (alpha: {mode}), R-hat of the number of "
+              f"clusters over draws t/2..t of 4 chains, {args.seeds} runs\n")
+        print(f"| draws per chain t | median R-hat | runs with R-hat <= {GOAL_RHAT} |")
+        print("|---|---|---|")
+        for t, (median, met) in draws_needed(iris(), args.seeds, args.draws_needed,
+                                            mode).items():
+            print(f"| {t} | {median:.4f} | {met}/{args.seeds} |")
         return
     if args.kernel_only:
         results = kernel_only(iris(), args.kernel_draws, args.seeds, args.alpha,

@@ -23,7 +23,15 @@ Sampling parts (``pm.sample``, the partition step assigned by PyMC):
   hyperparameters, default ``pm.sample()`` (goals: time at most 3x, R-hat of the number of
   clusters at most 1.01);
 * ``large``: n = ``--large-n`` (2-D, 8 clusters) random against fixed hyperparameters, draws
-  per second (goal: at least 0.5x).
+  per second (goal: at least 0.5x);
+* ``coupling`` (not in the default parts): what limits the number of clusters' ESS on
+  hierarchical Iris.  First the slice step alone with the labels held at the three species
+  (``--chains`` chains, ``--tune`` + ``--draws`` draws): the ESS of each hyperparameter when
+  only the hyperparameters move.  Then, for each ``--rounds R`` and each of ``--seeds``, a
+  ``pm.sample`` whose step alternates ``R`` times per draw between the slice step
+  (``--hyperslice-updates`` moves, default the block's dimension divided by ``R``) and the
+  default partition step (``--sams-updates`` split-merge updates, default ``100 / R``):
+  CPU s, ESS and R-hat of the number of clusters, ESS of each hyperparameter.
 
 Times are the best of ``--repeats`` blocks of CPU time of the thread (``time.thread_time``):
 on a shared machine wall time includes waiting for a core.
@@ -37,7 +45,7 @@ Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hi
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
 [--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
 [--gibbs-sweeps G] [--hyperslice-updates M]
-[--large-n 20000 --large-draws 200]``;
+[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
 
@@ -336,13 +344,84 @@ def gradient_part(args):
           f"{costs[args.gibbs_n]['written'] / sweep:.3f} (goal <= 0.2)")
 
 
+def coupling(args):
+    """The slice step with the labels fixed, then ``--rounds`` alternations per draw."""
+    from sklearn.datasets import load_iris
+
+    from pymc_splitmerge.analysis._arviz_compat import ess
+    from pymc_splitmerge.steps.sams import DefaultPartitionStep
+
+    x = iris_data()
+    names = ["mu0", "kappa0", "scale"]
+    model = niw_model(x, True)
+    with model:
+        hyper = [v for v in model.free_RVs if v.name != "z"]
+        chains = []
+        for chain in range(args.chains):
+            step = psm.HyperparameterSlice(hyper, rng=chain)
+            point = model.initial_point()
+            point["z"] = load_iris().target
+            kept = []
+            for draw in range(args.tune + args.draws):
+                if draw == args.tune:
+                    step.stop_tuning()
+                point, _ = step.step(point)
+                if draw >= args.tune:
+                    kept.append(np.concatenate([np.ravel(point[v.name]) for v in step.vars]))
+            chains.append(kept)
+    values = np.asarray(chains)
+    print(f"labels fixed at the species, HyperparameterSlice alone ({args.chains} chains x "
+          f"{args.draws} draws, tune {args.tune}): ESS "
+          + ", ".join(f"{v.name} {ess(values[..., j]):.0f}"
+                      for j, v in enumerate(_flat_names(step.vars, model))))
+    for rounds in args.rounds:
+        sams = args.sams_updates or 100 // rounds
+        for seed in args.seeds:
+            model = niw_model(x, True)
+            with model:
+                hyper = [v for v in model.free_RVs if v.name != "z"]
+                steps = []
+                for _ in range(rounds):
+                    slice_step = psm.HyperparameterSlice(hyper, n_updates=args.hyperslice_updates)
+                    if args.hyperslice_updates is None:
+                        slice_step.n_updates = max(slice_step.dimension // rounds, 3)
+                    steps += [slice_step,
+                              DefaultPartitionStep([model["z"]], n_split_merge_updates=sams)]
+                start = time.process_time()
+                idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=1,
+                                  step=steps, random_seed=seed, progressbar=False,
+                                  compute_convergence_checks=False)
+                seconds = time.process_time() - start
+            quality = mixing(idata, names)
+            print(f"{rounds} round(s) per draw of {steps[0].n_updates} slice moves + {sams} "
+                  f"split-merge updates, seed {seed}: {seconds:.1f} CPU s; n_clusters ESS "
+                  f"{quality['n_clusters'][0]:.0f}, R-hat {quality['n_clusters'][1]:.3f}; "
+                  + ", ".join(f"{name} ESS {quality[name][0]:.0f}" for name in names))
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+
+def _flat_names(value_vars, model):
+    """One name per component of the slice step's block (``mu0[0]`` ..., ``kappa0_log__``)."""
+    out = []
+    for var in value_vars:
+        size = int(np.size(model.initial_point()[var.name]))
+        out += ([_Named(var.name)] if size == 1
+                else [_Named(f"{var.name}[{j}]") for j in range(size)])
+    return out
+
+
 PARTS = {"gradient": gradient_part, "steps": step_comparison, "iris": iris_goal,
-         "large": large_goal}
+         "large": large_goal, "coupling": coupling}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="+", choices=sorted(PARTS), default=list(PARTS))
+    parser.add_argument("--parts", nargs="+", choices=sorted(PARTS),
+                        default=["gradient", "steps", "iris", "large"])
     parser.add_argument("--sizes", type=int, nargs=2, default=[1_000, 100_000])
     parser.add_argument("--gibbs-n", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
@@ -359,6 +438,7 @@ def main():
     parser.add_argument("--gibbs-sweeps", type=int, default=None)
     parser.add_argument("--large-n", type=int, default=20_000)
     parser.add_argument("--large-draws", type=int, default=200)
+    parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
     for part in args.parts:
         PARTS[part](args)

@@ -180,10 +180,11 @@ def _compiled_callees(dispatcher):
 
 
 def test_the_cluster_sams_update_is_one_compiled_level():
-    """The default step's split-merge kernel compiles the family's code once: the update and
-    its internal levels (the proposal, the sequential allocation, the early merge rejection,
-    the merged statistics) are inlined into the entry point, none is a compiled function of
-    its own (each would re-optimise and re-emit the family's code linked below it)."""
+    """The default step's split-merge kernel compiles the family's code once: the update is
+    written in the entry point and its internal levels (the proposal, the sequential
+    allocation, the early merge rejection, the merged statistics) are inlined there, none is
+    a compiled function of its own (each would re-optimise and re-emit the family's code
+    linked below it)."""
     from pymc_splitmerge.kernels import sams
     from pymc_splitmerge.kernels.state import PartitionState, prior_tables
 
