@@ -31,6 +31,7 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
 * ``laplace+psm``: ``alg8+laplace`` and one split-merge with Laplace-proposed parameters
   (``n_parameter_split_merge=1``) per draw;
 * ``laplace+psm3``: the same with three parameter split-merge updates per draw;
+* ``laplace+psm10``: the same with ten parameter split-merge updates per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
@@ -207,7 +208,8 @@ def mcse(values):
     return float(values.std() / np.sqrt(arviz_ess(values, method="mean")))
 
 
-CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "laplace+psm3", "alg8+sm", "pymc_sb")
+CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "laplace+psm3", "laplace+psm10", "alg8+sm",
+              "pymc_sb")
 
 
 def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, chains, seed,
@@ -282,6 +284,8 @@ CONTENDER_MOVES = {
                     "n_parameter_split_merge": 1},
     "laplace+psm3": {"n_split_merge": 10, "n_parameter_updates": 1,
                      "n_parameter_split_merge": 3},
+    "laplace+psm10": {"n_split_merge": 10, "n_parameter_updates": 1,
+                      "n_parameter_split_merge": 10},
     "alg8+sm": {"n_parameter_split_merge": 1},
 }
 
@@ -390,10 +394,12 @@ def update_cost(n, capacity, repeats, seed):
     print(f"  weight columns / labels: {seconds['weight columns'] / seconds['labels']:.1f}x")
 
 
-def draw_cost(n, capacity, draws, seed, moves="laplace+psm3"):
+def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", None)):
     """Milliseconds per draw of ``SlotGibbsStep`` (``CONTENDER_MOVES[moves]``) by move, from
     the true labels of the Student-t data, with the parameter moves' fits compiled in the
-    numba mode and in PyTensor's default mode, interleaved draw by draw in one process."""
+    numba mode and in PyTensor's default mode, interleaved draw by draw in one process; and
+    the seconds of building the step and of its first two draws (which compile: run with a
+    fresh ``PYTENSOR_FLAGS=base_compiledir=...`` and one mode per process for a first use)."""
     import pymc_splitmerge.steps.cluster_slots as slot_steps
 
     rng = np.random.default_rng(seed)
@@ -417,20 +423,26 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3"):
     originals = {name: getattr(slot_steps, name) for name in parts}
     for name, label in parts.items():
         setattr(slot_steps, name, timed(slot_steps, name, label))
+    default_mode = slot_steps.FIT_COMPILE_MODE
     steps, points, seconds, by_part = {}, {}, {}, {}
-    for mode in ("NUMBA", None):
+    for mode in modes:
         slot_steps.FIT_COMPILE_MODE = mode
+        start = time.perf_counter()
         with model:
             step = psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[moves])
+        built = time.perf_counter() - start
         step.rng = np.random.default_rng(seed)
         point = model.initial_point()
         point["z"] = truth.astype(point["z"].dtype)
-        start = time.perf_counter()
-        point, _ = step.step(point)  # compiles the parameter moves' functions
-        print(f"  first draw ({mode or 'default'} mode, compiles): "
-              f"{time.perf_counter() - start:.1f} s", flush=True)
+        first = []
+        for _ in range(2):  # the parameter moves' functions compile (some at the second)
+            start = time.perf_counter()
+            point, _ = step.step(point)
+            first.append(time.perf_counter() - start)
+        print(f"  {mode or 'default'} mode: step built in {built:.1f} s, first two draws "
+              f"{first[0]:.1f} s and {first[1]:.1f} s", flush=True)
         steps[mode], points[mode], seconds[mode], by_part[mode] = step, point, 0.0, {}
-    slot_steps.FIT_COMPILE_MODE = "NUMBA"
+    slot_steps.FIT_COMPILE_MODE = default_mode
     for _ in range(draws):
         for mode, step in steps.items():
             timers.clear()
@@ -442,14 +454,15 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3"):
     for name, function in originals.items():
         setattr(slot_steps, name, function)
     print(f"\nms per draw of SlotGibbsStep({moves}): Student-t n = {n}, capacity {capacity}, "
-          f"{draws} draws per mode from the true labels, load average "
+          f"{draws} draws per mode after the first two, load average "
           f"{os.getloadavg()[0]:.1f}")
-    print(f"  {'':<28}{'numba':>9}{'default':>9}")
+    print(f"  {'':<28}" + "".join(f"{m or 'default':>9}" for m in steps))
     for label in [*parts.values()]:
         print(f"  {label:<28}" + "".join(f"{1000 * by_part[m].get(label, 0.0) / draws:9.1f}"
                                          for m in steps))
     print(f"  {'whole draw':<28}" + "".join(f"{1000 * seconds[m] / draws:9.1f}" for m in steps))
-    print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
+    if len(steps) == 2:
+        print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
 
 
 def main():
@@ -478,9 +491,12 @@ def main():
     parser.add_argument("--update-repeats", type=int, default=20)
     parser.add_argument("--draw-cost", action="store_true",
                         help="only the cost of a slot step's draw by move, two compile modes")
+    parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
+                        choices=["numba", "default"])
     args = parser.parse_args()
     if args.draw_cost:
-        draw_cost(args.n_student, args.capacity, args.draws, args.seed)
+        draw_cost(args.n_student, args.capacity, args.draws, args.seed,
+                  modes=[{"numba": "NUMBA", "default": None}[m] for m in args.draw_cost_modes])
         return
     if args.update_cost:
         update_cost(args.n_student, args.capacity, args.update_repeats, args.seed)

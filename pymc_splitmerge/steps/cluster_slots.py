@@ -24,6 +24,7 @@ the cluster parameters.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import pytensor.tensor as pt
@@ -217,21 +218,25 @@ class SlotLikelihood:
 
 
 #: PyTensor mode of the functions the parameter moves call many times a draw (the fits):
-#: the numba backend, already the default of pytensor >= 3; with pytensor 2's default C
-#: backend a draw of the parameter moves took 2-4 times longer
-#: (``benchmarks/nonconjugate.py --draw-cost``).  ``None``: PyTensor's default mode.
+#: the numba backend, already the default of pytensor >= 3.  With pytensor 2's default C
+#: backend a draw of the parameter moves takes about twice as long; the numba mode compiles
+#: longer (about 35 s more at the first draw for a new data set or model), which a run of
+#: more than ~800 draws with parameter moves repays (``benchmarks/nonconjugate.py
+#: --draw-cost``, docs/benchmarks.md).  ``None``: PyTensor's default mode.
 FIT_COMPILE_MODE: str | None = "NUMBA"
 
 
 def _compile_for_many_calls(inputs, outputs):
-    """Compile in ``FIT_COMPILE_MODE``; in the default mode where that cannot compile the
-    graph (an op without a numba implementation)."""
+    """Compile in ``FIT_COMPILE_MODE``; in the default mode, with a warning, where that mode
+    cannot compile the graph."""
     if FIT_COMPILE_MODE is not None:
         try:
             return compile_pytensor(inputs, outputs, mode=FIT_COMPILE_MODE,
                                     on_unused_input="ignore")
-        except Exception:  # noqa: BLE001 -- not compilable in that mode: the default
-            pass
+        except Exception as error:  # noqa: BLE001 -- any failure of that backend
+            warnings.warn(f"the parameter moves' functions did not compile in PyTensor's "
+                          f"{FIT_COMPILE_MODE} mode ({type(error).__name__}: {error}); "
+                          "compiling them in the default mode", RuntimeWarning, stacklevel=2)
     return compile_pytensor(inputs, outputs, on_unused_input="ignore")
 
 
