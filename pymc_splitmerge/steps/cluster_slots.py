@@ -415,7 +415,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
         cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
-        blocks once per step (seconds to a minute for vector parameters) and costs bounded
+        blocks at the first draw (``FIT_COMPILE_MODE``; half a minute to a minute for a new
+        model or data set, cached on disk by PyTensor) and costs bounded
         Newton fits on three slots (half the moves also a two-component EM fit of the block:
         up to ~100 evaluations, O(n) each) per move, hence opt-in.
     n_parameter_updates : int, default 0
