@@ -770,7 +770,9 @@ def test_alpha_of_a_cluster_parameter_model_gets_the_exact_concentration_step():
     assert stats.kstest(draws, lambda v: np.interp(v, grid, wrong_cdf)).pvalue < 1e-3
 
 
-def test_cores_one_and_two_give_the_same_draws():
+@pytest.mark.parametrize("parameter_moves", [False, True])
+def test_cores_one_and_two_give_the_same_draws(parameter_moves):
+    """Also with the parameter moves, whose fits each worker process compiles itself."""
     from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 
     results = []
@@ -781,8 +783,11 @@ def test_cores_one_and_two_give_the_same_draws():
             theta = psm.ClusterParameter("theta", pm.Normal.dist(0, 1.5), partition=z,
                                          capacity=5)
             pm.Normal("y", mu=theta[z], sigma=NOISE, observed=NORMAL_Y)
+            step = ([psm.SlotGibbsStep(z, n_parameter_split_merge=1, n_parameter_updates=1)]
+                    if parameter_moves else None)
             results.append(pm.sample(draws=10, tune=10, chains=2, cores=cores, random_seed=11,
-                                     progressbar=False, compute_convergence_checks=False))
+                                     step=step, progressbar=False,
+                                     compute_convergence_checks=False))
     sequential, parallel = (posterior_with_labels(result) for result in results)
     for name in ("z", "theta", "alpha"):
         np.testing.assert_array_equal(sequential[name].values, parallel[name].values)
