@@ -31,6 +31,7 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
 * ``laplace+psm``: ``alg8+laplace`` and one split-merge with Laplace-proposed parameters
   (``n_parameter_split_merge=1``) per draw;
 * ``laplace+psm3``: the same with three parameter split-merge updates per draw;
+* ``laplace+psm10``: the same with ten parameter split-merge updates per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
@@ -207,7 +208,8 @@ def mcse(values):
     return float(values.std() / np.sqrt(arviz_ess(values, method="mean")))
 
 
-CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "laplace+psm3", "alg8+sm", "pymc_sb")
+CONTENDERS = ("alg8", "alg8+laplace", "laplace+psm", "laplace+psm3", "laplace+psm10", "alg8+sm",
+              "pymc_sb")
 
 
 def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, chains, seed,
@@ -282,6 +284,8 @@ CONTENDER_MOVES = {
                     "n_parameter_split_merge": 1},
     "laplace+psm3": {"n_split_merge": 10, "n_parameter_updates": 1,
                      "n_parameter_split_merge": 3},
+    "laplace+psm10": {"n_split_merge": 10, "n_parameter_updates": 1,
+                      "n_parameter_split_merge": 10},
     "alg8+sm": {"n_parameter_split_merge": 1},
 }
 
@@ -390,6 +394,77 @@ def update_cost(n, capacity, repeats, seed):
     print(f"  weight columns / labels: {seconds['weight columns'] / seconds['labels']:.1f}x")
 
 
+def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", None)):
+    """Milliseconds per draw of ``SlotGibbsStep`` (``CONTENDER_MOVES[moves]``) by move, from
+    the true labels of the Student-t data, with the parameter moves' fits compiled in the
+    numba mode and in PyTensor's default mode, interleaved draw by draw in one process; and
+    the seconds of building the step and of its first two draws (which compile: run with a
+    fresh ``PYTENSOR_FLAGS=base_compiledir=...`` and one mode per process for a first use)."""
+    import pymc_splitmerge.steps.cluster_slots as slot_steps
+
+    rng = np.random.default_rng(seed)
+    y, truth = student_data(n, rng, return_labels=True)
+    model = slot_model("student_t", y, None, capacity)
+    timers = {}
+
+    def timed(owner, name, label):
+        function = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            out = function(*args, **kwargs)
+            timers[label] = timers.get(label, 0.0) + time.perf_counter() - start
+            return out
+        return wrapper
+
+    parts = {"laplace_parameter_update": "Laplace parameter update",
+             "parameter_split_merge": "parameter split-merge",
+             "slot_split_merge": "label split-merge", "slot_gibbs_sweeps": "Algorithm 8 sweep"}
+    originals = {name: getattr(slot_steps, name) for name in parts}
+    for name, label in parts.items():
+        setattr(slot_steps, name, timed(slot_steps, name, label))
+    default_mode = slot_steps.FIT_COMPILE_MODE
+    steps, points, seconds, by_part = {}, {}, {}, {}
+    for mode in modes:
+        slot_steps.FIT_COMPILE_MODE = mode
+        start = time.perf_counter()
+        with model:
+            step = psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[moves])
+        built = time.perf_counter() - start
+        step.rng = np.random.default_rng(seed)
+        point = model.initial_point()
+        point["z"] = truth.astype(point["z"].dtype)
+        first = []
+        for _ in range(2):  # the parameter moves' functions compile (some at the second)
+            start = time.perf_counter()
+            point, _ = step.step(point)
+            first.append(time.perf_counter() - start)
+        print(f"  {mode or 'default'} mode: step built in {built:.1f} s, first two draws "
+              f"{first[0]:.1f} s and {first[1]:.1f} s", flush=True)
+        steps[mode], points[mode], seconds[mode], by_part[mode] = step, point, 0.0, {}
+    slot_steps.FIT_COMPILE_MODE = default_mode
+    for _ in range(draws):
+        for mode, step in steps.items():
+            timers.clear()
+            start = time.perf_counter()
+            points[mode], _ = step.step(points[mode])
+            seconds[mode] += time.perf_counter() - start
+            for label, value in timers.items():
+                by_part[mode][label] = by_part[mode].get(label, 0.0) + value
+    for name, function in originals.items():
+        setattr(slot_steps, name, function)
+    print(f"\nms per draw of SlotGibbsStep({moves}): Student-t n = {n}, capacity {capacity}, "
+          f"{draws} draws per mode after the first two, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"  {'':<28}" + "".join(f"{m or 'default':>9}" for m in steps))
+    for label in [*parts.values()]:
+        print(f"  {label:<28}" + "".join(f"{1000 * by_part[m].get(label, 0.0) / draws:9.1f}"
+                                         for m in steps))
+    print(f"  {'whole draw':<28}" + "".join(f"{1000 * seconds[m] / draws:9.1f}" for m in steps))
+    if len(steps) == 2:
+        print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -414,7 +489,15 @@ def main():
     parser.add_argument("--update-cost", action="store_true",
                         help="only the cost of one Laplace parameter update, two ways")
     parser.add_argument("--update-repeats", type=int, default=20)
+    parser.add_argument("--draw-cost", action="store_true",
+                        help="only the cost of a slot step's draw by move, two compile modes")
+    parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
+                        choices=["numba", "default"])
     args = parser.parse_args()
+    if args.draw_cost:
+        draw_cost(args.n_student, args.capacity, args.draws, args.seed,
+                  modes=[{"numba": "NUMBA", "default": None}[m] for m in args.draw_cost_modes])
+        return
     if args.update_cost:
         update_cost(args.n_student, args.capacity, args.update_repeats, args.seed)
         return

@@ -467,11 +467,14 @@ def _parameter_split_merge_labels(problem, prior, capacity, num_samples, seed, d
                                           num_samples, rng):
         values = theta[:, None].copy()
         sizes = slot_sizes(labels, capacity)
+        log_likelihood = model.log_likelihood(values)
         for _ in range(n_moves):
             info = parameter_split_merge(model, values, labels, sizes, log_v, log_w, rng,
-                                         _drop=drop)
+                                         log_likelihood=log_likelihood, _drop=drop)
             moves.append((info.move, info.accepted))
         np.testing.assert_array_equal(sizes, slot_sizes(labels, capacity))
+        # the two changed columns are updated in place when a move is accepted
+        np.testing.assert_array_equal(log_likelihood, model.log_likelihood(values))
         out.append(labels.copy())
     return np.array(out), exact, np.array(moves)
 
@@ -494,6 +497,15 @@ def test_parameter_split_merge_negative_control_without_the_placement_factor():
     problem = PROBLEMS["normal"]
     labels, exact, _ = _parameter_split_merge_labels(problem, PRIORS["dp"], 5, 1500, seed=3,
                                                      drop="placement")
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+@pytest.mark.parametrize("problem_name", ["normal", "student_t"])
+def test_parameter_split_merge_negative_control_without_the_soft_split_proposal(problem_name):
+    """Leaving the soft (two-component EM) split's parameter proposal densities
+    ``q_a(theta_k') q_b(theta_s')`` out of the ratio must fail."""
+    labels, exact, _ = _parameter_split_merge_labels(PROBLEMS[problem_name], PRIORS["dp"], 5,
+                                                     1500, seed=4, drop="soft_split_proposal")
     assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
 
 
@@ -535,6 +547,9 @@ def test_parameter_slot_model_of_a_two_parameter_likelihood():
         np.testing.assert_allclose(gradient[:, c], (up - down) / (2 * h), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(hessian[:, :, c], (up_gradient - down_gradient) / (2 * h),
                                    rtol=1e-4, atol=1e-5)
+    # the columns of a split-merge's changed slots: fewer than W vectors, in any order
+    np.testing.assert_allclose(slot_model.fit_log_likelihood(values[[2, 0]]),
+                               slot_model.log_likelihood(values)[:, [2, 0]], rtol=1e-12)
     # the labels' form: every slot at once, each point at its own label (capacity 3 = W)
     labels = np.array([0, 0, 2, 2, 1])
     one_hot = np.zeros((5, 3))
@@ -755,7 +770,9 @@ def test_alpha_of_a_cluster_parameter_model_gets_the_exact_concentration_step():
     assert stats.kstest(draws, lambda v: np.interp(v, grid, wrong_cdf)).pvalue < 1e-3
 
 
-def test_cores_one_and_two_give_the_same_draws():
+@pytest.mark.parametrize("parameter_moves", [False, True])
+def test_cores_one_and_two_give_the_same_draws(parameter_moves):
+    """Also with the parameter moves, whose fits each worker process compiles itself."""
     from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
 
     results = []
@@ -766,9 +783,33 @@ def test_cores_one_and_two_give_the_same_draws():
             theta = psm.ClusterParameter("theta", pm.Normal.dist(0, 1.5), partition=z,
                                          capacity=5)
             pm.Normal("y", mu=theta[z], sigma=NOISE, observed=NORMAL_Y)
+            step = ([psm.SlotGibbsStep(z, n_parameter_split_merge=1, n_parameter_updates=1)]
+                    if parameter_moves else None)
             results.append(pm.sample(draws=10, tune=10, chains=2, cores=cores, random_seed=11,
-                                     progressbar=False, compute_convergence_checks=False))
+                                     step=step, progressbar=False,
+                                     compute_convergence_checks=False))
     sequential, parallel = (posterior_with_labels(result) for result in results)
     for name in ("z", "theta", "alpha"):
         np.testing.assert_array_equal(sequential[name].values, parallel[name].values)
     assert not np.array_equal(sequential["theta"].values[0], sequential["theta"].values[1])
+
+
+def test_fit_functions_fall_back_to_the_default_mode_with_a_warning(monkeypatch):
+    """A backend that cannot compile the parameter moves' functions: a warning naming it and
+    a working function in PyTensor's default mode, never a silent change."""
+    import warnings
+
+    import pytensor.tensor as pt
+
+    import pymc_splitmerge.steps.cluster_slots as slot_steps
+
+    x = pt.dvector("x")
+    monkeypatch.setattr(slot_steps, "FIT_COMPILE_MODE", "NO_SUCH_MODE")
+    with pytest.warns(RuntimeWarning, match="NO_SUCH_MODE"):
+        function = slot_steps._compile_for_many_calls([x], 2.0 * x)
+    np.testing.assert_array_equal(function(np.array([1.0, 2.0])), [2.0, 4.0])
+    monkeypatch.setattr(slot_steps, "FIT_COMPILE_MODE", "FAST_COMPILE")  # a mode that works
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        function = slot_steps._compile_for_many_calls([x], 2.0 * x)
+    np.testing.assert_array_equal(function(np.array([1.0, 2.0])), [2.0, 4.0])

@@ -530,20 +530,31 @@ def _fit_log_likelihood(model, values):
 def _fit_hard_split_proposals(model, members, i, j, n_newton):
     """``(q_a, q_b, q_merged)`` fitted to a hard preliminary split of the block: each member
     to the anchor whose one-point fit gives it the larger likelihood (sharp for well-separated
-    groups; overlapping halves of one cluster land tens of standard deviations away)."""
-    n = model.n_points
-    anchors = np.zeros((n, 2))
-    anchors[i, 0] = anchors[j, 1] = 1.0
-    anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
-    log_likelihood = _fit_log_likelihood(model, np.array([anchor_a.mean, anchor_b.mean]))
+    groups; overlapping halves of one cluster land tens of standard deviations away), the
+    fits of the two sides started at the anchors' one-point fits."""
+    theta, weights = _anchor_fits(model, members, i, j, n_newton)
+    log_likelihood = _fit_log_likelihood(model, theta[:2])
     closer_to_b = log_likelihood[members, 1] > log_likelihood[members, 0]
-    weights = np.zeros((n, 3))
     weights[members, 0] = ~closer_to_b
     weights[members, 1] = closer_to_b
     weights[i, 0], weights[i, 1] = 1.0, 0.0
     weights[j, 0], weights[j, 1] = 0.0, 1.0
+    return laplace_proposals(model, weights, n_newton, start=theta)
+
+
+def _anchor_fits(model, members, i, j, n_newton):
+    """Starts of the split proposals' fits, a deterministic function of the block and the
+    anchors: ``theta`` (3, d) with the one-point fits of the anchors ``i`` and ``j`` (they
+    only start the two sides' fits and may have no mode -- a one-point block with a scale
+    parameter -- so a few Newton steps) and, in the third row, the first Newton steps of the
+    whole block from the fixed start, computed in the same evaluations (the fits are
+    ``fit_width`` = 3 wide); ``weights`` (n, 3) with the anchors in the first two columns and
+    the block in the third."""
+    weights = np.zeros((model.n_points, 3))
+    weights[i, 0] = weights[j, 1] = 1.0
     weights[members, 2] = 1.0
-    return laplace_proposals(model, weights, n_newton)
+    fits = laplace_proposals(model, weights, min(n_newton, 4))
+    return np.array([q.mean for q in fits]), weights
 
 
 def _fit_split_proposals(model, members, i, j, n_newton):
@@ -559,20 +570,13 @@ def _fit_split_proposals(model, members, i, j, n_newton):
     reverse of a merge can propose the current halves' parameters; a hard preliminary split
     (each member to the nearer anchor) put them tens of standard deviations away, and no
     merge of two overlapping halves was accepted.  ``q_merged`` is the Laplace fit of the
-    whole block from the fixed start.
+    whole block from the fixed start, its Newton steps taken in the third column of the same
+    evaluations as the anchors' and the EM's fits (no evaluations of its own).
     """
-    n = model.n_points
-    anchors = np.zeros((n, 2))
-    anchors[i, 0] = anchors[j, 1] = 1.0
-    # the one-point fits only start the EM (and may have no mode: a one-point block with a
-    # scale parameter), so a few Newton steps
-    anchor_a, anchor_b = laplace_proposals(model, anchors, min(n_newton, 4))
-    theta = np.array([anchor_a.mean, anchor_b.mean])
+    theta, weights = _anchor_fits(model, members, i, j, n_newton)
     log_mix = np.log([0.5, 0.5])
-    weights = np.zeros((n, 3))
-    weights[members, 2] = 1.0
     for iteration in range(SPLIT_EM_ITERATIONS + 1):
-        terms = _fit_log_likelihood(model, theta)[members] + log_mix
+        terms = _fit_log_likelihood(model, theta[:2])[members] + log_mix
         difference = np.clip(terms[:, 0] - terms[:, 1], -700.0, 700.0)
         side_b = 1.0 / (1.0 + np.exp(np.where(np.isfinite(difference), difference, 0.0)))
         weights[members, 0], weights[members, 1] = 1.0 - side_b, side_b
@@ -580,17 +584,15 @@ def _fit_split_proposals(model, members, i, j, n_newton):
         weights[j, 0], weights[j, 1] = 0.0, 1.0
         if iteration == SPLIT_EM_ITERATIONS:
             break
-        fits = laplace_proposals(model, weights[:, :2], SPLIT_EM_NEWTON, start=theta)
-        previous, theta = theta, np.array([fits[0].mean, fits[1].mean])
+        # the merged block (third column) continues its fit in the same evaluations
+        fits = laplace_proposals(model, weights, SPLIT_EM_NEWTON, start=theta)
+        previous, theta = theta, np.array([q.mean for q in fits])
         sizes = weights[members, :2].sum(axis=0)
         previous_mix, log_mix = log_mix, np.log(sizes / sizes.sum())
-        if (np.max(np.abs(theta - previous)) < 1e-6
+        if (np.max(np.abs(theta[:2] - previous[:2])) < 1e-6
                 and np.max(np.abs(log_mix - previous_mix)) < 1e-6):
             break  # a fixed point: these responsibilities are final
-    start = np.zeros((3, model.dimension))
-    start[:2] = theta
-    # the merged block (third column) from the fixed start
-    q_a, q_b, q_merged = laplace_proposals(model, weights, n_newton, start=start)
+    q_a, q_b, q_merged = laplace_proposals(model, weights, n_newton, start=theta)
     return (LaplaceProposal(q_a.mean, q_a.cholesky / SPLIT_PROPOSAL_SCALE),
             LaplaceProposal(q_b.mean, q_b.cholesky / SPLIT_PROPOSAL_SCALE), q_merged)
 
@@ -652,8 +654,10 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
         As in :func:`slot_gibbs_sweeps`; updated in place when accepted.
     log_v_table, log_w_table : ndarray
     rng : numpy.random.Generator
-    log_likelihood : ndarray (n, C), optional
-        ``model.log_likelihood(values)`` if already computed.
+    log_likelihood : ndarray of float64, shape (n, C), optional
+        ``model.log_likelihood(values)`` if already computed; its two changed columns are
+        updated in place when accepted (the proposal evaluates only those two columns, through
+        ``model.fit_log_likelihood(values (W, d)) -> (n, W)`` if the model has it).
     n_newton : int, default 12
         Newton iterations of the Laplace fits.
 
@@ -698,41 +702,47 @@ def parameter_split_merge(model, values, labels, sizes, log_v_table, log_w_table
         new_values[other] = model.draw_prior(rng)[other]
     order = rng.permutation(members[(members != i) & (members != j)])
     uniforms = rng.random(order.shape[0])
-    new_likelihood = model.log_likelihood(new_values)
+    # only slots k and other change: their two columns, O(n) whatever the capacity
+    new_columns = _fit_log_likelihood(model, new_values[[k, other]])
     new_prior = model.log_prior(new_values)
     split = labels[j] == k
     # the split state's parameters and allocation
     split_values = new_values if split else values
-    split_likelihood = new_likelihood if split else log_likelihood
+    split_a, split_b = ((new_columns[:, 0], new_columns[:, 1]) if split
+                        else (log_likelihood[:, k], log_likelihood[:, other]))
     side_b = np.zeros(n, dtype=np.bool_)
     if not split:
         side_b[members] = labels[members] == other
     side_b[j] = True
     size_a, size_b, log_allocation = _sequential_allocation(
-        split_likelihood[:, k], split_likelihood[:, other], order, side_b, not split, uniforms)
+        np.ascontiguousarray(split_a), np.ascontiguousarray(split_b), order, side_b,
+        not split, uniforms)
     in_b = members[side_b[members]]
     in_a = members[~side_b[members]]
     merged_theta = values[k] if split else new_values[k]
-    merged_likelihood = log_likelihood if split else new_likelihood
+    merged_column = log_likelihood[:, k] if split else new_columns[:, 0]
     merged_prior = old_prior if split else new_prior
     split_prior = new_prior if split else old_prior
     log_split = (
         log_split_weight(log_v_table, log_w_table, n_occupied - (0 if split else 1),
                          size_a, size_b)
-        + split_likelihood[in_a, k].sum() + split_likelihood[in_b, other].sum()
-        - merged_likelihood[members, k].sum()
+        + split_a[in_a].sum() + split_b[in_b].sum()
+        - merged_column[members].sum()
         + split_prior[k] + split_prior[other] - merged_prior[k]
         + q_merged.log_density(merged_theta)
         - q_a.log_density(split_values[k]) - q_b.log_density(split_values[other])
         - log_allocation)
     if _drop == "placement":  # negative control of the tests: (C-K)!/C! left out
         log_split += np.log(capacity - n_occupied + (0 if split else 1))
+    if _drop == "soft_split_proposal" and soft:  # negative control: q_a q_b left out
+        log_split += q_a.log_density(split_values[k]) + q_b.log_density(split_values[other])
     log_ratio = float(log_split if split else -log_split)
     if np.isnan(log_ratio):
         log_ratio = -np.inf
     accepted = bool(np.log(rng.random()) < log_ratio)
     if accepted:
         values[k], values[other] = new_values[k], new_values[other]
+        log_likelihood[:, k], log_likelihood[:, other] = new_columns[:, 0], new_columns[:, 1]
         if split:
             labels[in_b] = other
             sizes[k], sizes[other] = size_a, size_b

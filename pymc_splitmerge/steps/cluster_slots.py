@@ -24,6 +24,7 @@ the cluster parameters.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import pytensor.tensor as pt
@@ -216,6 +217,29 @@ class SlotLikelihood:
         return self._prior, self._tables
 
 
+#: PyTensor mode of the functions the parameter moves call many times a draw (the fits):
+#: the numba backend, already the default of pytensor >= 3.  With pytensor 2's default C
+#: backend a draw of the parameter moves takes about twice as long; the numba mode compiles
+#: longer (about 35 s more at the first draw for a new data set or model), which a run of
+#: more than ~800 draws with parameter moves repays (``benchmarks/nonconjugate.py
+#: --draw-cost``, docs/benchmarks.md).  ``None``: PyTensor's default mode.
+FIT_COMPILE_MODE: str | None = "NUMBA"
+
+
+def _compile_for_many_calls(inputs, outputs):
+    """Compile in ``FIT_COMPILE_MODE``; in the default mode, with a warning, where that mode
+    cannot compile the graph."""
+    if FIT_COMPILE_MODE is not None:
+        try:
+            return compile_pytensor(inputs, outputs, mode=FIT_COMPILE_MODE,
+                                    on_unused_input="ignore")
+        except Exception as error:  # noqa: BLE001 -- any failure of that backend
+            warnings.warn(f"the parameter moves' functions did not compile in PyTensor's "
+                          f"{FIT_COMPILE_MODE} mode ({type(error).__name__}: {error}); "
+                          "compiling them in the default mode", RuntimeWarning, stacklevel=2)
+    return compile_pytensor(inputs, outputs, on_unused_input="ignore")
+
+
 def _summed_log_density(model, variables, jacobian: bool):
     """Elementwise log density of ``variables`` summed over every axis but the first (slots
     for cluster parameters, points for likelihood terms) and added up over the variables."""
@@ -262,9 +286,8 @@ class ParameterSlotModel:
         hessian = pt.stack([flat(pt.grad(gradient[:, c].sum(), parameter_values))
                             for c in range(self.dimension)], axis=1)
         inputs = slots.value_vars
-        self._prior = compile_pytensor(inputs, prior, on_unused_input="ignore")
-        self._fit_log_likelihood = compile_pytensor(inputs, slots.per_slot_graph(width),
-                                                    on_unused_input="ignore")
+        self._prior = _compile_for_many_calls(inputs, prior)
+        self._fit_log_likelihood = _compile_for_many_calls(inputs, slots.per_slot_graph(width))
         # every slot's terms with each point at its own label: one O(n d) pass per derivative
         point_terms = _summed_log_density(model, slots.spec.likelihood_terms, jacobian=False)
         one_hot = pt.eq(slots._value_var[:, None], pt.arange(capacity)[None, :])
@@ -277,10 +300,9 @@ class ParameterSlotModel:
         label_gradient = full(pt.grad(total, parameter_values))
         label_hessian = pt.stack([full(pt.grad(label_gradient[:, c].sum(), parameter_values))
                                   for c in range(self.dimension)], axis=1)
-        self._label_fit = compile_pytensor(inputs, [label_objective, label_gradient,
-                                                    label_hessian], on_unused_input="ignore")
-        self._fit = compile_pytensor([*inputs, weights], [objective, gradient, hessian],
-                                     on_unused_input="ignore")
+        self._label_fit = _compile_for_many_calls(inputs, [label_objective, label_gradient,
+                                                           label_hessian])
+        self._fit = _compile_for_many_calls([*inputs, weights], [objective, gradient, hessian])
         self.point = None
 
     def bind(self, point) -> np.ndarray:
@@ -393,7 +415,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         move that splits a cluster whose parameters no single base draw fits (several or
         vector parameters, tight clusters); it needs the gradient of the log density in the
         cluster parameters (continuous parameters, as NUTS does), compiles their Hessian
-        blocks once per step (seconds to a minute for vector parameters) and costs bounded
+        blocks at the first draw (``FIT_COMPILE_MODE``; half a minute to a minute for a new
+        model or data set, cached on disk by PyTensor) and costs bounded
         Newton fits on three slots (half the moves also a two-component EM fit of the block:
         up to ~100 evaluations, O(n) each) per move, hence opt-in.
     n_parameter_updates : int, default 0
@@ -544,9 +567,7 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
             for _ in range(self.n_parameter_split_merge):
                 info = parameter_split_merge(slot_model, values, labels, sizes, log_v, log_w,
                                              self.rng, log_likelihood=log_likelihood)
-                if info.accepted:
-                    parameters_accepted += 1
-                    log_likelihood = slot_model.log_likelihood(values)
+                parameters_accepted += info.accepted  # log_likelihood updated in place
             if parameters_accepted or updates_accepted:
                 new_point.update(slot_model.unpack(values))
         accepted = 0
