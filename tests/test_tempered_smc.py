@@ -514,6 +514,30 @@ def test_sample_smc_tempered_waste_free_with_cluster_anchors():
     assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
 
 
+def test_sample_smc_tempered_from_the_reference_evidence_and_warning():
+    """``reference_labels``: the evidence against enumeration (K = n: p(y) exactly), the
+    attribute, the clear error, and the warning when final particles reach K blocks."""
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    idata = psm.sample_smc(draws=40, chains=4, model=_model(1.0), method="tempered",
+                           random_seed=5, reference_labels=len(SMC_DATA), n_split_merge=5,
+                           progressbar=False)
+    assert get_group(idata, "sample_stats").attrs["reference_labels"] == len(SMC_DATA)
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    row = psm.compare_evidence({"reference": idata}).loc["reference"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
+    with pytest.raises(ValueError, match="reference_labels must be a positive integer"):
+        psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                       reference_labels=0, progressbar=False)
+    with pytest.warns(UserWarning, match="increase reference_labels"):
+        psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                       reference_labels=1, random_seed=1, progressbar=False)
+
+
 # ----------------------------------------------------- batched runs, adaptive move rounds
 
 
