@@ -110,10 +110,11 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     stage and moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and
     ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
     logs of the stages' mean incremental weights.  It does not depend on the order of the
-    points; on overlapping clusters the sequential method with ``rejuvenation`` is cheaper
-    and less biased (``docs/benchmarks.md``: at n = 1,000, ``draws=1000, rejuvenation=20``
-    spreads by about 0.4 nats between chains, three times less than 3,000 particles with
-    ``rejuvenation=5`` at similar CPU), and it is the one for adding data (``previous``).
+    points; on overlapping clusters start it from uniform labels (``reference_labels``), and
+    the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
+    n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
+    about 27 CPU s, the tempered method from 30 uniform labels by 0.65–1.0 nats at about 40 CPU
+    s, 1.3–2.2 nats lower), and it is the one for adding data (``previous``).
 
     Parameters
     ----------
