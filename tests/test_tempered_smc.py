@@ -331,6 +331,9 @@ def test_reference_labels_clear_errors():
     with pytest.raises(ValueError, match="reference_labels must be a positive integer"):
         ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, np.random.default_rng(0),
                          reference_labels=0)
+    with pytest.raises(ValueError, match="largest number of blocks"):
+        ts.tempered_runs(PRIORS["finite"], family, x, 4, 1, np.random.default_rng(0),
+                         reference_labels=4)
 
 
 def test_temperature_steps_are_capped():

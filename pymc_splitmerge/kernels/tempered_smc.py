@@ -747,7 +747,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         together (module docstring); ``None`` (default): start from the prior and temper the
         likelihood.  ``Ẑ`` then estimates ``p(y, k <= K)``, which is ``p(y)`` when ``K`` is
         at least the prior's largest number of blocks and otherwise leaves out the
-        posterior mass of partitions with more than ``K`` blocks.
+        posterior mass of partitions with more than ``K`` blocks.  A prior with fewer blocks
+        than points (``FiniteDirichletPrior(k)``) needs ``K <= k`` (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -779,6 +780,12 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
     else:
         log_v_reference = reference_log_v(int(reference_labels), n)
+        most_blocks = int(np.flatnonzero(np.isfinite(prepared.log_v[: n + 1]))[-1])
+        if most_blocks < n and reference_labels > most_blocks:
+            raise ValueError(
+                f"reference_labels ({reference_labels}) is more than the prior's largest "
+                f"number of blocks ({most_blocks}): particles with more blocks than that have "
+                f"weight 0; use reference_labels <= {most_blocks}")
         particle_scales[:] = 0.0
         reference_draws(model, population, empty_row, int(reference_labels),
                         np.empty(int(reference_labels), dtype=np.int64))
