@@ -31,6 +31,8 @@ up before timing):
    the per-run log Bayes factor (run r of each prior) and how often its sign agrees with the
    pooled one; and Neal's (2000) nine points (DP(1), N(θ, 0.1²), θ ~ N(0, 1)) against
    enumeration.
+   ``--reference-labels K``: the tempered SMC starts from K uniform labels and tempers prior
+   and likelihood together (``reference_labels``); ``--skip-sequential``: tempered runs only.
    ``--configurations`` (section 5c only): tempered configurations (particles, moves,
    cluster anchors, waste-free chains, ESS) at similar CPU on that mixture, DP(1), with the
    sd over runs of log Ẑ accumulated up to β = 0.5, 0.8, ..., 1 (where the spread arises).
@@ -240,7 +242,7 @@ def _runs(function, runs):
 
 
 def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng,
-                                sequential_rejuvenation=20):
+                                sequential_rejuvenation=20, sequential=True):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -267,11 +269,11 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
 
         sequential_prepared = smc._prepare_run(prior, family, x, None, None)
         smc.run_smc(prior, family, x, 2, rng, prepared=sequential_prepared)  # warm-up
-        for method, function in (
-                ("tempered", tempered_run),
-                ("sequential", lambda prior=prior, prepared=sequential_prepared: smc.run_smc(
-                    prior, family, x, sequential_particles, rng, prepared=prepared,
-                    rejuvenation=sequential_rejuvenation).log_evidence)):
+        methods = (("tempered", tempered_run),
+                   ("sequential", lambda prior=prior, prepared=sequential_prepared: smc.run_smc(
+                       prior, family, x, sequential_particles, rng, prepared=prepared,
+                       rejuvenation=sequential_rejuvenation).log_evidence))
+        for method, function in methods[:2 if sequential else 1]:
             values, seconds = _runs(function, runs)
             results[(method, prior_name)] = values
             pooled, se = pooled_log_evidence(values)
@@ -282,7 +284,7 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
                   f"{seconds:.2f} |")
     print("\n| method | log BF DP − MFM per run | same sign as pooled | pooled (SE) |")
     print("|---|---|---|---|")
-    for method in ("tempered", "sequential"):
+    for method in ("tempered", "sequential")[:2 if sequential else 1]:
         dp, mfm = results[(method, "DP(1)")], results[(method, "MFM(1, Poisson(3))")]
         (dp_pooled, dp_se), (mfm_pooled, mfm_se) = (pooled_log_evidence(dp),
                                                     pooled_log_evidence(mfm))
@@ -425,7 +427,9 @@ def _options_text(options):
             f"({'cluster' if options['cluster_anchors'] else 'uniform'} anchors) per round, "
             f"≤ {options['max_move_rounds']} rounds per stage (correlation ≤ "
             f"{options['correlation_threshold']}), waste-free chains of "
-            f"{options['chain_length']}")
+            f"{options['chain_length']}"
+            + ("" if options.get("reference_labels") is None else
+               f", from {options['reference_labels']} uniform labels (prior tempered too)"))
 
 
 def neal_2000(runs, particles, options, rng):
@@ -499,6 +503,11 @@ def main():
                         help="tempered SAMS moves with the default step's cluster anchors")
     parser.add_argument("--chain-length", type=int, default=1,
                         help="waste-free chains of this length (tempered SMC; 1: standard)")
+    parser.add_argument("--reference-labels", type=int, default=None, metavar="K",
+                        help="tempered SMC from K uniform labels, prior and likelihood "
+                             "tempered together (default: from the prior, likelihood only)")
+    parser.add_argument("--skip-sequential", action="store_true",
+                        help="section 5: tempered SMC only (no sequential runs beside it)")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     if args.full:
@@ -532,10 +541,12 @@ def main():
         options = {"n_gibbs_sweeps": args.sweeps, "n_split_merge": args.split_merge,
                    "ess_threshold": args.ess, "max_temperature_step": args.max_step,
                    "max_move_rounds": args.rounds, "correlation_threshold": args.correlation,
-                   "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length}
+                   "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length,
+                   "reference_labels": args.reference_labels}
         neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
-                                    options, rng, args.sequential_rejuvenation)
+                                    options, rng, args.sequential_rejuvenation,
+                                    sequential=not args.skip_sequential)
 
 
 if __name__ == "__main__":

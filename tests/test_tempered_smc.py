@@ -46,8 +46,9 @@ def _problem(family_name):
     return FAMILIES[family_name](6 if family_name == "bernoulli" else 5)
 
 
-def _tempered_exact(prior, family, x, beta):
-    """The enumerated law pi_beta (prior and posterior enumerations share their order)."""
+def _tempered_exact(prior, family, x, beta, reference_labels=None):
+    """The enumerated law pi_beta (prior and posterior enumerations share their order); with
+    ``reference_labels`` K the law r_K^(1 - beta) (p m)^beta of the path from the reference."""
     posterior = exact_posterior(prior, family, x)
     prior_law = exact_prior(prior, x.shape[0])
     np.testing.assert_array_equal(posterior.partitions, prior_law.partitions)
@@ -55,6 +56,12 @@ def _tempered_exact(prior, family, x, beta):
         log_likelihood = posterior.log_prob + posterior.log_evidence - prior_law.log_prob
     log_likelihood = np.where(np.isfinite(prior_law.log_prob), log_likelihood, 0.0)
     log_unnormalised = prior_law.log_prob + beta * log_likelihood
+    if reference_labels is not None:
+        blocks = np.array([np.unique(row).size for row in posterior.partitions])
+        log_reference = ts.reference_log_v(reference_labels, x.shape[0])[blocks]
+        with np.errstate(invalid="ignore"):
+            log_unnormalised = (beta * (prior_law.log_prob + log_likelihood)
+                                + (1.0 - beta) * log_reference)
     peak = log_unnormalised[np.isfinite(log_unnormalised)].max()
     log_norm = peak + np.log(np.sum(np.exp(log_unnormalised - peak)))
     return ExactPosterior(posterior.partitions, log_unnormalised - log_norm)
@@ -71,8 +78,13 @@ def _population(prepared, labels):
 
 
 def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=3000,
-              split_merge=None, n_moves=1):
-    exact = _tempered_exact(prior, family, x, beta_draws)
+              split_merge=None, n_moves=1, reference_labels=None, moves_on_the_path=True):
+    """Exact draws from pi_beta_draws (of the path from ``reference_labels`` K labels if given),
+    one move at ``beta_move`` on the same path (on the prior path if not ``moves_on_the_path``).
+    """
+    exact = _tempered_exact(prior, family, x, beta_draws, reference_labels)
+    if not moves_on_the_path:
+        reference_labels = None
     prepared = ts.prepare_tempered(prior, family, x)
     draws = exact.sample(num_samples, rng)
     population = _population(prepared, draws)
@@ -81,15 +93,20 @@ def _one_step(prior, family, x, beta_draws, beta_move, rng, move, num_samples=30
     betas = np.full(num_samples, beta_move)
     moving = np.ones(num_samples, dtype=np.bool_)
     changes = np.zeros(num_samples, dtype=np.int64)
+    scales = np.ones(num_samples) if reference_labels is None else np.full(num_samples,
+                                                                           beta_move)
+    log_v_reference = (np.zeros(n + 2) if reference_labels is None
+                       else ts.reference_log_v(reference_labels, n))
     if move == "gibbs":
         ts.tempered_gibbs_sweeps(prepared.model, population, prepared.empty_row, prepared.log_v,
-                                 prepared.log_w, betas, moving, changes,
+                                 prepared.log_w, betas, scales, log_v_reference, moving, changes,
                                  prepared.log_prior_predictive, 1, np.empty(n + 2), np.arange(n))
     else:
         (split_merge or ts.tempered_split_merge)(
             prepared.model, population, prepared.empty_row, prepared.log_v, prepared.log_w,
-            betas, moving, changes, n_moves, np.empty(n, dtype=np.int64),
-            np.empty(n, dtype=np.bool_), move == "cluster_split_merge")
+            betas, scales, log_v_reference, moving, changes, n_moves,
+            np.empty(n, dtype=np.int64), np.empty(n, dtype=np.bool_),
+            move == "cluster_split_merge")
     return population.labels.copy(), exact
 
 
@@ -127,8 +144,9 @@ def test_negative_control_cluster_anchors_without_anchor_law_ratio_is_rejected(m
 RUNS = 1000
 
 
-def _evidence_z(prior, family, x, rng, num_particles=4, **options):
-    log_z = exact_posterior(prior, family, x).log_evidence
+def _evidence_z(prior, family, x, rng, num_particles=4, log_z=None, **options):
+    if log_z is None:
+        log_z = exact_posterior(prior, family, x).log_evidence
     log_hat = ts.tempered_log_evidence_runs(prior, family, x, num_particles, RUNS, rng,
                                             **options)
     ratio = np.exp(log_hat - log_z)
@@ -213,6 +231,109 @@ def test_negative_control_log_mean_increment_is_rejected(monkeypatch):
     monkeypatch.setattr(ts, "stage_log_increment", geometric_mean_increment)
     z, mean = _evidence_z(prior, family, x, rng, temperatures=SCHEDULE, n_gibbs_sweeps=1)
     assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+# --------------------------------------------------- the path from the uniform-label reference
+def _largest_block_count(prior, n):
+    """The prior's largest number of blocks of ``n`` points: the reference then has the
+    prior's support (``FiniteDirichletPrior(k=3)``: 3, the others: ``n``)."""
+    log_v, _ = prior.tables(n)
+    return int(np.flatnonzero(np.isfinite(log_v[: n + 1]))[-1])
+
+
+def _restricted_log_evidence(prior, family, x, num_labels):
+    """``log p(y, k <= K)``: the evidence restricted to partitions of at most ``K`` blocks."""
+    posterior = exact_posterior(prior, family, x)
+    blocks = np.array([np.unique(row).size for row in posterior.partitions])
+    kept = posterior.log_prob[blocks <= num_labels]
+    peak = kept.max()
+    return posterior.log_evidence + peak + np.log(np.sum(np.exp(kept - peak)))
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_split_merge"])
+@pytest.mark.parametrize("prior_name, family_name", [("dp", "niw"), ("mfm", "bernoulli"),
+                                                      ("py", "bernoulli")])
+def test_reference_path_moves_leave_its_target_invariant(prior_name, family_name, move):
+    """The moves at stage β of the path r_K^(1 - β) (p m)^β (K = 4 labels, fewer than the
+    points: the target's support is the partitions of at most 4 blocks)."""
+    family, x = _problem(family_name)
+    rng = np.random.default_rng(zlib.crc32(f"reference-{prior_name}-{family_name}-{move}"
+                                           .encode()))
+    labels, exact = _one_step(PRIORS[prior_name], family, x, 0.4, 0.4, rng, move,
+                              reference_labels=4)
+    assert_partition_gof(labels, exact)
+
+
+@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+def test_negative_control_moves_of_the_prior_path_on_the_reference_path_are_rejected(move):
+    """The moves of the prior path (prior unscaled, no reference term) at the same β are not
+    invariant for the reference path's target: the same test rejects them."""
+    family, x = _problem("niw")
+    rng = np.random.default_rng(12)
+    labels, exact = _one_step(PRIORS["dp"], family, x, 0.4, 0.4, rng, move, reference_labels=4,
+                              moves_on_the_path=False)
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_reference_path_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
+    """Particles from the uniform-label reference with K = the prior's largest number of
+    blocks: Ẑ is unbiased for p(y)."""
+    family, x = _problem(family_name)
+    prior = PRIORS[prior_name]
+    rng = np.random.default_rng(zlib.crc32(f"reference-z-{prior_name}-{family_name}".encode()))
+    z, mean = _evidence_z(prior, family, x, rng, temperatures=SCHEDULE, n_gibbs_sweeps=1,
+                          n_split_merge=1,
+                          reference_labels=_largest_block_count(prior, x.shape[0]))
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_reference_path_with_fewer_labels_estimates_the_restricted_evidence():
+    """K = 3 labels for 5 points: Ẑ is unbiased for p(y, k <= 3), not for p(y)."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(41)
+    restricted = _restricted_log_evidence(prior, family, x, 3)
+    z, mean = _evidence_z(prior, family, x, rng, log_z=restricted, temperatures=SCHEDULE,
+                          n_gibbs_sweeps=1, n_split_merge=1, reference_labels=3)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+    assert restricted < exact_posterior(prior, family, x).log_evidence - 0.05
+
+
+def test_negative_control_reference_path_without_the_reference_term_is_rejected(monkeypatch):
+    """Stage weights with log p(c) but without -log r_K(c) (the reference's own law left out
+    of the incremental weights) are biased: the same test rejects them."""
+    family, x = _problem("bernoulli")
+    prior = PRIORS["dp"]
+    options = {"temperatures": SCHEDULE, "n_gibbs_sweeps": 1, "n_split_merge": 1,
+               "reference_labels": x.shape[0]}
+    original = ts.population_log_prior_ratios
+
+    def without_reference(population, log_v, log_w, log_v_reference, out):
+        original(population, log_v, log_w, np.zeros_like(log_v_reference), out)
+
+    monkeypatch.setattr(ts, "population_log_prior_ratios", without_reference)
+    z, mean = _evidence_z(prior, family, x, np.random.default_rng(23), **options)
+    assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_reference_path_final_particles_follow_the_posterior():
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    labels = _final_particles(prior, family, x, np.random.default_rng(43), n_split_merge=2,
+                              max_temperature_step=0.4, reference_labels=x.shape[0])
+    assert_partition_gof(labels, exact_posterior(prior, family, x))
+
+
+def test_reference_labels_clear_errors():
+    family, x = _problem("niw")
+    with pytest.raises(ValueError, match="reference_labels must be a positive integer"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, np.random.default_rng(0),
+                         reference_labels=0)
+    with pytest.raises(ValueError, match="largest number of blocks"):
+        ts.tempered_runs(PRIORS["finite"], family, x, 4, 1, np.random.default_rng(0),
+                         reference_labels=4)
 
 
 def test_temperature_steps_are_capped():
@@ -394,6 +515,30 @@ def test_sample_smc_tempered_waste_free_with_cluster_anchors():
                             SMC_DATA)
     row = psm.compare_evidence({"waste-free": idata}).loc["waste-free"]
     assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
+
+
+def test_sample_smc_tempered_from_the_reference_evidence_and_warning():
+    """``reference_labels``: the evidence against enumeration (K = n: p(y) exactly), the
+    attribute, the clear error, and the warning when final particles reach K blocks."""
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    idata = psm.sample_smc(draws=40, chains=4, model=_model(1.0), method="tempered",
+                           random_seed=5, reference_labels=len(SMC_DATA), n_split_merge=5,
+                           progressbar=False)
+    assert get_group(idata, "sample_stats").attrs["reference_labels"] == len(SMC_DATA)
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    row = psm.compare_evidence({"reference": idata}).loc["reference"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
+    with pytest.raises(ValueError, match="reference_labels must be a positive integer"):
+        psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                       reference_labels=0, progressbar=False)
+    with pytest.warns(UserWarning, match="increase reference_labels"):
+        psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                       reference_labels=1, random_seed=1, progressbar=False)
 
 
 # ----------------------------------------------------- batched runs, adaptive move rounds

@@ -33,6 +33,28 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
    applied to the partition's log likelihood), so that the moves follow the temperature
    where the target changes most.
 
+**The path from a uniform-label reference** (``reference_labels = K``).  On overlapping data
+the path above has a first-order transition: the likelihood is scaled by :math:`\beta` but the
+prior's penalty on splitting a large block (:math:`\prod_b W(m_b)`) is not, so for small
+:math:`\beta` every particle sits in one large block and the blocks appear abruptly near
+:math:`\beta \approx 0.8` (``docs/benchmarks.md``).  The path
+
+.. math::
+
+    \gamma_\beta(c) = r_K(c)^{1-\beta}\,\bigl\{p(c) \textstyle\prod_b m(y_b)\bigr\}^{\beta},
+    \qquad r_K(c) = \frac{K!}{(K-k)!\,K^n}\ (k \le K \text{ blocks}),
+
+scales prior and likelihood together and starts from :math:`r_K`, the partition of ``n``
+points that each take one of ``K`` labels uniformly (drawn exactly, normalised).  It is a
+Gibbs-type target with :math:`\log V_\beta(k) = \beta \log V(n, k) + (1-\beta) \log r_K(k)`,
+:math:`\log W_\beta = \beta \log W` and the likelihood raised to :math:`\beta`, so the same
+moves serve it (prior terms scaled by ``prior_scales[p]`` :math:`= \beta`, the reference's
+:math:`\log r_K(k)` in ``log_v_reference``); the tempered quantity of step 1–2 becomes
+:math:`\ell(c) + \log p(c) - \log r_K(c)`.  :math:`\hat Z` estimates
+:math:`\sum_{c:\,k \le K} p(c)\,m(y \mid c) = p(y,\ k \le K)`: exactly :math:`p(y)` when ``K``
+is at least the prior's largest number of blocks (``n`` for a DP), and otherwise short by
+the posterior mass of partitions with more than ``K`` blocks.
+
 With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Chopin 2022): only
 ``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
 every state (the start included) becoming one of the ``L`` particles of the next stage.
@@ -86,8 +108,11 @@ __all__ = [
     "TemperedSMCResult",
     "next_temperature",
     "population_log_likelihoods",
+    "population_log_prior_ratios",
     "prepare_tempered",
     "prior_draws",
+    "reference_draws",
+    "reference_log_v",
     "run_tempered_smc",
     "stage_log_increment",
     "tempered_gibbs_sweeps",
@@ -134,12 +159,51 @@ def population_log_likelihoods(model, population, out):
 
 
 @numba.njit(cache=True)
-def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, moving,
-                          changes, log_prior_predictive, n_sweeps, scratch, order):
+def reference_draws(model, population, empty_row, num_labels, label_slots):
+    """Draw every particle from the reference ``r_K``: each point's label uniformly among
+    ``num_labels`` (``K``) labels, independently (exact; the partition is the labels' blocks)."""
+    n = model.x.shape[0]
+    for p in range(population.labels.shape[0]):
+        part = particle(population, empty_row, p)
+        label_slots[:] = -1
+        for i in range(n):
+            label = np.random.randint(num_labels)
+            if label_slots[label] < 0:
+                label_slots[label] = free_slot(part.where)
+            add(model, part, i, label_slots[label])
+
+
+@numba.njit(cache=True)
+def population_log_prior_ratios(population, log_v, log_w, log_v_reference, out):
+    """``out[p] = log p(c) - log r_K(c)`` of every particle: ``log V(n, k) + sum_b log W(m_b)
+    - log_v_reference[k]``."""
+    for p in range(population.labels.shape[0]):
+        k = population.cluster_count[p, 0]
+        total = log_v[k] - log_v_reference[k]
+        for j in range(k):
+            total += log_w[population.sizes[p, population.active[p, j]]]
+        out[p] = total
+
+
+@numba.njit(cache=True, inline="always")
+def _log_path_prior(log_v, log_w_sum, k, scale, log_v_reference):
+    """The prior part of ``log γ_β``: ``s (log V(n, k) + Σ log W) + (1 - s) log r_K(k)``."""
+    value = scale * (log_v[k] + log_w_sum)
+    if scale < 1.0:
+        value += (1.0 - scale) * log_v_reference[k]
+    return value
+
+
+@numba.njit(cache=True)
+def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, prior_scales,
+                          log_v_reference, moving, changes, log_prior_predictive, n_sweeps,
+                          scratch, order):
     """``n_sweeps`` random-scan Gibbs sweeps of particle ``p``, invariant for ``π_{betas[p]}``,
     for every ``p`` with ``moving[p]``.
 
-    ``changes[p]`` is increased by the number of point updates that changed a block; returns
+    The prior's terms are multiplied by ``prior_scales[p]`` ``s`` and, when ``s < 1``, the
+    reference's ``(1 - s) log_v_reference[k]`` is added (the path from ``r_K``, module
+    docstring); ``s = 1`` is the path from the prior.  ``changes[p]`` is increased by the number of point updates that changed a block; returns
     their total.
     """
     n = model.x.shape[0]
@@ -148,6 +212,7 @@ def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, mov
         if not moving[p]:
             continue
         beta = betas[p]
+        scale = prior_scales[p]
         part = particle(population, empty_row, p)
         for _ in range(n_sweeps):
             np.random.shuffle(order)
@@ -159,10 +224,13 @@ def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, mov
                 dispatch.log_predictive_many(model.family_id, model.params, part.stats,
                                              part.active, k, model.x[i], scratch)
                 for j in range(k):
-                    value = (log_join_weight(log_w, part.sizes[part.active[j]], 1)
+                    value = (scale * log_join_weight(log_w, part.sizes[part.active[j]], 1)
                              + beta * scratch[j])
                     scratch[j] = -np.inf if np.isnan(value) else value
-                value = log_open_weight(log_v, log_w, k, 1) + beta * log_prior_predictive[i]
+                value = (scale * log_open_weight(log_v, log_w, k, 1)
+                         + beta * log_prior_predictive[i])
+                if scale < 1.0:
+                    value += (1.0 - scale) * (log_v_reference[k + 1] - log_v_reference[k])
                 scratch[k] = -np.inf if np.isnan(value) else value
                 choice = sample_log_weights(scratch, k + 1, np.random.random())
                 if choice == k:
@@ -182,7 +250,7 @@ def _block_log_likelihood(model, part, slot):
 
 
 @numba.njit(cache=True)
-def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, log_w, forced_a):
+def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, scale, log_w, forced_a):
     """Sequential allocation of ``members[:count]`` (random order) to ``slot_a`` / ``slot_b``.
 
     The anchors are already placed.  With ``forced_a`` of length > 0 the allocation is forced
@@ -195,9 +263,9 @@ def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, log_w, for
         i = members[r]
         size_a = part.sizes[slot_a]
         size_b = part.sizes[slot_b]
-        pa = (log_join_weight(log_w, size_a, 1) + beta * dispatch.log_predictive(
+        pa = (scale * log_join_weight(log_w, size_a, 1) + beta * dispatch.log_predictive(
             model.family_id, model.params, part.stats[slot_a], x[i]))
-        pb = (log_join_weight(log_w, size_b, 1) + beta * dispatch.log_predictive(
+        pb = (scale * log_join_weight(log_w, size_b, 1) + beta * dispatch.log_predictive(
             model.family_id, model.params, part.stats[slot_b], x[i]))
         peak = max(pa, pb)
         log_norm = peak + np.log(np.exp(pa - peak) + np.exp(pb - peak))
@@ -270,10 +338,12 @@ def _cluster_anchor_log_ratio(k, m, size_a, size_b):
 
 
 @numba.njit(cache=True)
-def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, moving, changes,
-                         n_moves, members, forced, cluster_anchors=False):
+def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, prior_scales,
+                         log_v_reference, moving, changes, n_moves, members, forced,
+                         cluster_anchors=False):
     """``n_moves`` SAMS split-merge moves (Dahl 2005) of particle ``p``, invariant for
-    ``π_{betas[p]}``, for every ``p`` with ``moving[p]``.
+    ``π_{betas[p]}``, for every ``p`` with ``moving[p]`` (prior terms as in
+    :func:`tempered_gibbs_sweeps`: scaled by ``prior_scales[p]``, plus the reference's).
 
     Two distinct points ``i, j`` uniformly at random, or with ``cluster_anchors`` by the
     cluster-anchor law of the package's default step (``kernels.sams._sams_updates``:
@@ -294,6 +364,7 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
         if not moving[p]:
             continue
         beta = betas[p]
+        scale = prior_scales[p]
         part = particle(population, empty_row, p)
         for _ in range(n_moves):
             if cluster_anchors:
@@ -317,7 +388,7 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                         count += 1
                 np.random.shuffle(members[:count])
                 size = part.sizes[slot_i]
-                log_before = (log_v[k] + log_w[size]
+                log_before = (_log_path_prior(log_v, log_w[size], k, scale, log_v_reference)
                               + beta * _block_log_likelihood(model, part, slot_i))
                 for r in range(count):
                     remove(model, part, members[r])
@@ -325,9 +396,10 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                 slot_j_new = free_slot(part.where)
                 add(model, part, j, slot_j_new)
                 log_q = _sams_allocate(model, part, members, count, slot_i, slot_j_new, beta,
-                                       log_w, no_force)
-                log_after = (log_v[k + 1] + log_w[part.sizes[slot_i]]
-                             + log_w[part.sizes[slot_j_new]]
+                                       scale, log_w, no_force)
+                log_after = (_log_path_prior(log_v, log_w[part.sizes[slot_i]]
+                                             + log_w[part.sizes[slot_j_new]], k + 1, scale,
+                                             log_v_reference)
                              + beta * (_block_log_likelihood(model, part, slot_i)
                                        + _block_log_likelihood(model, part, slot_j_new)))
                 log_ratio = log_after - log_before - log_q
@@ -357,14 +429,15 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                     forced[r] = part.labels[members[r]] == slot_i
                 size_i = part.sizes[slot_i]
                 size_j = part.sizes[slot_j]
-                log_before = (log_v[k] + log_w[size_i] + log_w[size_j]
+                log_before = (_log_path_prior(log_v, log_w[size_i] + log_w[size_j], k, scale,
+                                              log_v_reference)
                               + beta * (_block_log_likelihood(model, part, slot_i)
                                         + _block_log_likelihood(model, part, slot_j)))
                 # the forced reverse split: rebuild the two blocks from the anchors
                 for r in range(count):
                     remove(model, part, members[r])
-                log_q = _sams_allocate(model, part, members, count, slot_i, slot_j, beta, log_w,
-                                       forced[:count])
+                log_q = _sams_allocate(model, part, members, count, slot_i, slot_j, beta, scale,
+                                       log_w, forced[:count])
                 # merge all into slot_i
                 for r in range(count):
                     if part.labels[members[r]] == slot_j:
@@ -372,7 +445,8 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, movi
                         add(model, part, members[r], slot_i)
                 remove(model, part, j)
                 add(model, part, j, slot_i)
-                log_after = (log_v[k - 1] + log_w[size_i + size_j]
+                log_after = (_log_path_prior(log_v, log_w[size_i + size_j], k - 1, scale,
+                                             log_v_reference)
                              + beta * _block_log_likelihood(model, part, slot_i))
                 log_ratio = log_after - log_before + log_q
                 if cluster_anchors:
@@ -550,8 +624,9 @@ def _check_chain_length(chain_length, num_particles, max_move_rounds):
                          f"stage; set max_move_rounds=1 (got {max_move_rounds!r})")
 
 
-def _waste_free_chains(model, prepared, population, placed, moving_runs, betas, changes,
-                       sweeps, moves, cluster_anchors, length, scratch, order, members, forced):
+def _waste_free_chains(model, prepared, population, placed, moving_runs, betas, prior_scales,
+                       log_v_reference, changes, sweeps, moves, cluster_anchors, length,
+                       scratch, order, members, forced):
     """The waste-free chains of one stage (Dau & Chopin 2022): state ``j`` of every chain of
     every moving run becomes state ``j - 1`` moved by one round of moves, ``j = 1 .. P - 1``
     (all states start as the chain's ancestor)."""
@@ -567,12 +642,12 @@ def _waste_free_chains(model, prepared, population, placed, moving_runs, betas, 
         moving[states[:, :, j].ravel()] = True
         if sweeps:
             tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v, prepared.log_w,
-                                  betas, moving, changes, prepared.log_prior_predictive,
-                                  sweeps, scratch, order)
+                                  betas, prior_scales, log_v_reference, moving, changes,
+                                  prepared.log_prior_predictive, sweeps, scratch, order)
         if moves:
             tempered_split_merge(model, population, empty_row, prepared.log_v, prepared.log_w,
-                                 betas, moving, changes, moves, members, forced,
-                                 bool(cluster_anchors))
+                                 betas, prior_scales, log_v_reference, moving, changes, moves,
+                                 members, forced, bool(cluster_anchors))
 
 
 def _row_correlations(start, now):
@@ -600,12 +675,28 @@ def _grouped_systematic_ancestors(log_incremental, rng, count=None):
     return np.minimum(flat, (offsets + 1) * size - 1)
 
 
+def reference_log_v(num_labels: int, n: int) -> np.ndarray:
+    """``log r_K(k)`` for ``k = 0 .. n + 1``: the probability of any one partition with ``k``
+    blocks when each of ``n`` points takes one of ``K`` labels uniformly,
+    ``K! / (K - k)! / K^n`` (``-inf`` for ``k > K``)."""
+    from scipy.special import gammaln
+
+    if int(num_labels) != num_labels or num_labels < 1:
+        raise ValueError(f"reference_labels must be a positive integer; got {num_labels!r}")
+    k = np.arange(n + 2, dtype=float)
+    values = np.full(n + 2, -np.inf)
+    feasible = k <= num_labels
+    values[feasible] = (gammaln(num_labels + 1.0) - gammaln(num_labels - k[feasible] + 1.0)
+                        - n * np.log(num_labels))
+    return values
+
+
 def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   rng: np.random.Generator, *, n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
                   correlation_threshold: float = 0.1, cluster_anchors: bool = False,
-                  chain_length: int = 1, prepared=None,
+                  chain_length: int = 1, reference_labels: int | None = None, prepared=None,
                   max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
@@ -651,6 +742,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         particles of the next stage: the same number of moves as ``L`` particles moved once,
         spent on longer chains.  ``L`` must be a multiple of ``P``; one round of moves per
         stage (``max_move_rounds = 1``).
+    reference_labels : int, optional
+        ``K``: start from the uniform-label reference ``r_K`` and temper prior and likelihood
+        together (module docstring); ``None`` (default): start from the prior and temper the
+        likelihood.  ``Ẑ`` then estimates ``p(y, k <= K)``, which is ``p(y)`` when ``K`` is
+        at least the prior's largest number of blocks and otherwise leaves out the
+        posterior mass of partitions with more than ``K`` blocks.  A prior with fewer blocks
+        than points (``FiniteDirichletPrior(k)``) needs ``K <= k`` (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -676,9 +774,34 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     population = empty_population(total, n, empty_row)
     spare = empty_population(total, n, empty_row)
     scratch = np.empty(n + 2)
-    prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
-    log_likelihoods = np.empty(total)
-    population_log_likelihoods(model, population, log_likelihoods)
+    particle_scales = np.ones(total)
+    if reference_labels is None:
+        log_v_reference = np.zeros(n + 2)
+        prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
+    else:
+        log_v_reference = reference_log_v(int(reference_labels), n)
+        most_blocks = int(np.flatnonzero(np.isfinite(prepared.log_v[: n + 1]))[-1])
+        if most_blocks < n and reference_labels > most_blocks:
+            raise ValueError(
+                f"reference_labels ({reference_labels}) is more than the prior's largest "
+                f"number of blocks ({most_blocks}): particles with more blocks than that have "
+                f"weight 0; use reference_labels <= {most_blocks}")
+        particle_scales[:] = 0.0
+        reference_draws(model, population, empty_row, int(reference_labels),
+                        np.empty(int(reference_labels), dtype=np.int64))
+    log_prior_ratios = np.zeros(total)
+    log_likelihood_buffer = np.empty(total)
+
+    def log_targets():
+        """``log γ_1 - log γ_0`` of every particle (the tempered part of the target): ``ℓ(c)``,
+        plus ``log p(c) - log r_K(c)`` on the path from the reference."""
+        population_log_likelihoods(model, population, log_likelihood_buffer)
+        if reference_labels is not None:
+            population_log_prior_ratios(population, prepared.log_v, prepared.log_w,
+                                        log_v_reference, log_prior_ratios)
+        return log_likelihood_buffer + log_prior_ratios
+
+    log_likelihoods = log_targets()
     placed = np.arange(n, dtype=np.int64)
     order = np.arange(n, dtype=np.int64)
     members = np.empty(max(n, 1), dtype=np.int64)
@@ -714,6 +837,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         population, spare = spare, population
         log_likelihoods = log_likelihoods[ancestors]
         particle_betas.reshape(runs, size)[active] = new[:, None]
+        if reference_labels is not None:
+            particle_scales.reshape(runs, size)[active] = new[:, None]
         moving_runs = np.zeros(runs, dtype=np.bool_)
         moving_runs[active] = sweeps + moves > 0
         start = log_likelihoods.reshape(runs, size).copy()
@@ -724,22 +849,25 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                 break
             if length > 1:
                 _waste_free_chains(model, prepared, population, placed, moving_runs,
-                                   particle_betas, changes, sweeps, moves, cluster_anchors,
-                                   length, scratch, order, members, forced)
+                                   particle_betas, particle_scales, log_v_reference, changes,
+                                   sweeps, moves, cluster_anchors, length, scratch, order,
+                                   members, forced)
                 count += moving_runs
-                population_log_likelihoods(model, population, log_likelihoods)
+                log_likelihoods = log_targets()
                 break
             moving = np.repeat(moving_runs, size)
             if sweeps:
                 tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
-                                      prepared.log_w, particle_betas, moving, changes,
+                                      prepared.log_w, particle_betas, particle_scales,
+                                      log_v_reference, moving, changes,
                                       prepared.log_prior_predictive, sweeps, scratch, order)
             if moves:
                 tempered_split_merge(model, population, empty_row, prepared.log_v,
-                                     prepared.log_w, particle_betas, moving, changes, moves,
-                                     members, forced, bool(cluster_anchors))
+                                     prepared.log_w, particle_betas, particle_scales,
+                                     log_v_reference, moving, changes, moves, members, forced,
+                                     bool(cluster_anchors))
             count += moving_runs
-            population_log_likelihoods(model, population, log_likelihoods)
+            log_likelihoods = log_targets()
             if round_ + 1 < int(max_move_rounds):
                 correlation = _row_correlations(start, log_likelihoods.reshape(runs, size))
                 moving_runs &= correlation > float(correlation_threshold)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from typing import NamedTuple
 
@@ -90,7 +91,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                n_gibbs_sweeps: int = 2, n_split_merge: int = 30, temperatures=None,
                max_temperature_step: float = 0.05, max_move_rounds: int = 1,
                correlation_threshold: float = 0.1, cluster_anchors: bool = False,
-               chain_length: int = 1):
+               chain_length: int = 1, reference_labels: int | None = None):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -109,10 +110,11 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     stage and moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and
     ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
     logs of the stages' mean incremental weights.  It does not depend on the order of the
-    points; on overlapping clusters the sequential method with ``rejuvenation`` is cheaper
-    and less biased (``docs/benchmarks.md``: at n = 1,000, ``draws=1000, rejuvenation=20``
-    spreads by about 0.4 nats between chains, three times less than 3,000 particles with
-    ``rejuvenation=5`` at similar CPU), and it is the one for adding data (``previous``).
+    points; on overlapping clusters start it from uniform labels (``reference_labels``), and
+    the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
+    n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
+    about 27 CPU s, the tempered method from 30 uniform labels by 0.65–1.0 nats at about 40 CPU
+    s, 1.3–2.2 nats lower), and it is the one for adding data (``previous``).
 
     Parameters
     ----------
@@ -183,6 +185,16 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         resamples ``draws / P`` particles and runs a chain of ``P - 1`` rounds of moves from
         each, all states kept as the next particles (``draws`` a multiple of ``P``,
         ``max_move_rounds = 1``).
+    reference_labels : int, optional
+        ``K`` (``method="tempered"``): start the particles from partitions in which every point
+        takes one of ``K`` labels uniformly and temper prior and likelihood together,
+        :math:`\pi_\beta \propto r_K^{1-\beta}\{p(c)\prod_b m(y_b)\}^\beta`, instead of
+        starting from the prior and tempering the likelihood alone.  On overlapping clusters
+        this avoids the abrupt split of one large block that the likelihood-only path goes
+        through near :math:`\beta \approx 0.8` (``docs/benchmarks.md``).  The estimate is of
+        :math:`p(y, k \le K)`: choose ``K`` well above the number of clusters the posterior
+        supports (it is :math:`p(y)` exactly when ``K`` is at least the prior's largest number
+        of blocks; ``sample_smc`` warns when a final particle has ``K`` or more blocks).
 
     Returns
     -------
@@ -209,7 +221,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         return _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
                                 max_temperature_step, max_move_rounds, correlation_threshold,
-                                cluster_anchors, chain_length,
+                                cluster_anchors, chain_length, reference_labels,
                                 order=order, rejuvenation=rejuvenation, anneal=anneal,
                                 resampling=resampling, previous=previous)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
@@ -335,7 +347,7 @@ def _run_tasks(function, tasks, cores):
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
                      n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
                      max_move_rounds, correlation_threshold, cluster_anchors, chain_length,
-                     **sequential_only):
+                     reference_labels, **sequential_only):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
     defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
                 "previous": None}
@@ -353,6 +365,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     tempered_kernel._check_chain_length(chain_length, draws, max_move_rounds)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
+    if reference_labels is not None:
+        tempered_kernel.reference_log_v(reference_labels, n)  # the clear error, early
     rng = random_seed if isinstance(random_seed, np.random.Generator) else \
         np.random.default_rng(random_seed)
     cores = _check_cores(cores, chains)
@@ -363,7 +377,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "max_temperature_step": float(max_temperature_step),
                "max_move_rounds": int(max_move_rounds),
                "correlation_threshold": float(correlation_threshold),
-               "cluster_anchors": bool(cluster_anchors), "chain_length": int(chain_length)}
+               "cluster_anchors": bool(cluster_anchors), "chain_length": int(chain_length),
+               "reference_labels": None if reference_labels is None else int(reference_labels)}
     tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
              for seed in chain_seeds]
     outputs = _run_tasks(_run_tempered_chain, tasks, cores)
@@ -389,6 +404,13 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         if progressbar:
             print(f"sample_smc (tempered): chain {chain + 1}/{chains}: log p(y) = "
                   f"{log_evidence[chain]:.3f}, {count} stages, {elapsed:.2f} s")
+    most_blocks = int(labels.max(initial=0)) + 1  # canonical labels 0 .. k - 1
+    if reference_labels is not None and reference_labels < n and most_blocks >= reference_labels:
+        warnings.warn(
+            f"a final particle has {most_blocks} blocks, at least reference_labels = "
+            f"{reference_labels}: log_marginal_likelihood estimates p(y, k <= "
+            f"{reference_labels}), which may then fall short of p(y); increase "
+            "reference_labels", UserWarning, stacklevel=3)
     name = partition.name
     posterior = xr.Dataset(
         {name: (("chain", "draw", f"{name}_dim_0"), labels)},
@@ -414,6 +436,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "correlation_threshold": float(correlation_threshold),
                "cluster_anchors": int(bool(cluster_anchors)),
                "chain_length": int(chain_length),
+               "reference_labels": "none" if reference_labels is None else int(reference_labels),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
