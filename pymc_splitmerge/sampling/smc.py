@@ -114,7 +114,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
     n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
     about 27 CPU s, the tempered method from 30 uniform labels by 0.65–1.0 nats at about 40 CPU
-    s, 1.3–2.2 nats lower), and it is the one for adding data (``previous``).
+    s, 0.7–1.8 nats lower), and it is the one for adding data (``previous``).
 
     Parameters
     ----------
