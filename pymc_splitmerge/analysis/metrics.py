@@ -28,10 +28,10 @@ evaluation measure. EMNLP-CoNLL.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.analysis._labels import as_label_draws, as_labels, partition_draws
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "adjusted_rand_index",
@@ -189,7 +189,7 @@ def agreement_with_truth(labels, truth, base: float = 2.0, *, var_name: str | No
     return {key: value.reshape(draws.shape[:2]) for key, value in out.items()}
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _distances_to_reference(draws, reference, n_reference_clusters):  # pragma: no cover
     """Per row of ``draws``: VI to ``reference`` (natural log), pairs together in the draw, pairs
     together in both (and pairs together in the reference, a scalar)."""

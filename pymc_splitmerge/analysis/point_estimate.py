@@ -45,12 +45,12 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.analysis._labels import as_labels, canonicalize, partition_draws
 from pymc_splitmerge.analysis.metrics import _distances_to_reference
 from pymc_splitmerge.analysis.similarity import iter_similarity_blocks
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "CredibleBall",
@@ -162,7 +162,7 @@ def _check_costs(binder_costs) -> tuple[float, float]:
 # numba search
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _place_cost(counts, sizes, draws, i, k, table, weight_candidate, weight_cross):  # pragma: no cover
     # draws is (n, S): the labels of observation i over the draws are contiguous
     n_draws = draws.shape[1]
@@ -175,7 +175,7 @@ def _place_cost(counts, sizes, draws, i, k, table, weight_candidate, weight_cros
     return weight_candidate * (table[m + 1] - table[m]) - weight_cross * cross / n_draws
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _add(counts, sizes, labels, draws, i, k):  # pragma: no cover
     row = draws[i]
     for s in range(draws.shape[1]):
@@ -184,7 +184,7 @@ def _add(counts, sizes, labels, draws, i, k):  # pragma: no cover
     labels[i] = k
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _remove(counts, sizes, labels, draws, i):  # pragma: no cover
     k = labels[i]
     row = draws[i]
@@ -194,7 +194,7 @@ def _remove(counts, sizes, labels, draws, i):  # pragma: no cover
     labels[i] = -1
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _best_cluster(counts, sizes, draws, i, table, weight_candidate, weight_cross, current):  # pragma: no cover
     """Best slot for observation i (currently unallocated); ties keep ``current``."""
     capacity = sizes.shape[0]
@@ -220,7 +220,7 @@ def _best_cluster(counts, sizes, draws, i, table, weight_candidate, weight_cross
     return best
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _total_loss(counts, sizes, table, weight_candidate, weight_cross):  # pragma: no cover
     """Expected loss up to the constant that depends on the draws only."""
     capacity, n_draws, n_labels = counts.shape
@@ -236,7 +236,7 @@ def _total_loss(counts, sizes, table, weight_candidate, weight_cross):  # pragma
     return weight_candidate * candidate - weight_cross * cross / n_draws
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sweeten(counts, sizes, labels, draws, table, weight_candidate, weight_cross, max_sweeps):  # pragma: no cover
     n = labels.shape[0]
     for sweep in range(max_sweeps):
@@ -252,7 +252,7 @@ def _sweeten(counts, sizes, labels, draws, table, weight_candidate, weight_cross
             break
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _salso_run(draws, n_labels, capacity, table, weight_candidate, weight_cross, seed,
                max_sweeps, max_zealous):  # pragma: no cover
     np.random.seed(seed)

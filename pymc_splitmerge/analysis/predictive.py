@@ -18,13 +18,13 @@ separately, in log space.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable
 from pymc_splitmerge.analysis.log_joint import untransformed_model
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import log_sum_exp
 from pymc_splitmerge.distributions import discover
 from pymc_splitmerge.kernels.state import PartitionState
@@ -32,7 +32,7 @@ from pymc_splitmerge.kernels.state import PartitionState
 __all__ = ["heldout_log_predictive_density", "partition_log_predictive"]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _log_predictive_rows(family_id, params, stats, active, n_clusters, empty_row, log_join,
                          log_new, x_new, out):
     """out[j] = log sum_b exp(log_join[b] + log p(x_j | b)) (+ new cluster), per new row j."""

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numba
 import numpy as np
 import xarray as xr
 
 from pymc_splitmerge.analysis import _arviz_compat as compat
 from pymc_splitmerge.analysis._labels import find_partition_variable, partition_draws
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "SIMILARITY_MAX_BYTES",
@@ -57,7 +57,7 @@ _STREAMING_ALTERNATIVES = (
 )
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _cluster_index(flat):  # pragma: no cover
     """Per draw: observations sorted by cluster (stable), each observation's position in that
     order, and cluster start offsets."""
@@ -85,7 +85,7 @@ def _cluster_index(flat):  # pragma: no cover
     return order, rank, offsets
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _similarity_counts(labels_by_observation, order, rank, offsets, start, stop, counts,
                        upper_only):  # pragma: no cover
     """Add co-clustering counts of rows ``start:stop`` into ``counts`` (int32, (stop-start, n)).

@@ -11,8 +11,6 @@ ids known only at run time (``ProductFamily``'s sub-families, a plain ``int``);
 ``FamilyId`` for that family alone, and adds ``ProductFamily`` on top.
 """
 
-from numba import njit
-
 from pymc_splitmerge.components.beta_bernoulli import (
     beta_bernoulli_add_point,
     beta_bernoulli_log_marginal,
@@ -64,6 +62,7 @@ from pymc_splitmerge.components.normal_linear_regression import (
     normal_linear_regression_log_predictive,
     normal_linear_regression_remove_point,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "FAMILY_BETA_BERNOULLI",

@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from scipy import special
 
 from pymc_splitmerge.components.base import (
@@ -43,6 +42,7 @@ from pymc_splitmerge.components.base import (
     _require_positive,
     _require_vector,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "BetaBernoulli",

@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from scipy import special
 
 from pymc_splitmerge.components.base import (
@@ -51,6 +50,7 @@ from pymc_splitmerge.components.base import (
     NumbaLeaves,
     is_numeric_value,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "DirichletCategorical",

@@ -42,7 +42,7 @@ package and of the kernels.
 
 from __future__ import annotations
 
-from numba import njit, types
+from numba import types
 from numba.core import errors, typing
 from numba.core.datamodel import models
 from numba.extending import intrinsic, overload, register_model, typeof_impl
@@ -65,6 +65,7 @@ from pymc_splitmerge.components.product import (
     product_log_predictive,
     product_remove_point,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "FAMILY_PRODUCT",

@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from scipy import special
 
 from pymc_splitmerge.components.base import ComponentFamily, NumbaLeaves
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "GridComponent",

@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from scipy import special
 
 from pymc_splitmerge.components.base import (
@@ -50,6 +49,7 @@ from pymc_splitmerge.components.base import (
     _data_moments,
     _require_positive,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "NormalInverseGamma",

@@ -96,7 +96,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 from scipy import special
 
 from pymc_splitmerge.components.base import (
@@ -107,6 +107,7 @@ from pymc_splitmerge.components.base import (
     _require_positive,
     _require_scale_matrix,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "COLUMN_MAJOR_DIM",

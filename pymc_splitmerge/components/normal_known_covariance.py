@@ -54,7 +54,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from pymc_splitmerge.components.base import (
     ComponentFamily,
@@ -63,6 +62,7 @@ from pymc_splitmerge.components.base import (
     _data_moments,
     _require_scale_matrix,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "NormalKnownCovariance",

@@ -50,7 +50,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from pymc_splitmerge.components.base import (
     ComponentFamily,
@@ -60,6 +59,7 @@ from pymc_splitmerge.components.base import (
     _require_scale_matrix,
     _require_vector,
 )
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "NormalLinearRegression",

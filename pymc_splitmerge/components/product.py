@@ -44,7 +44,6 @@ import numbers
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from pymc_splitmerge.components._leaf_dispatch import (
     leaf_add_point,
@@ -57,6 +56,7 @@ from pymc_splitmerge.components.beta_bernoulli import BetaBernoulli
 from pymc_splitmerge.components.dirichlet_categorical import DirichletCategorical
 from pymc_splitmerge.components.gamma_poisson import GammaPoisson
 from pymc_splitmerge.components.normal_inverse_wishart import NormalInverseWishart
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "PRODUCT_ENTRY",

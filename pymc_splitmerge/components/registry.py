@@ -159,8 +159,6 @@ ids known only at run time (``ProductFamily``'s sub-families, a plain ``int``);
 ``FamilyId`` for that family alone, and adds ``ProductFamily`` on top.
 """
 
-from numba import njit
-
 '''
 
 _SWITCHES = (
@@ -205,7 +203,11 @@ def leaf_dispatch_source(entries: tuple[FamilyEntry, ...] = FAMILIES) -> str:
             python_function = getattr(function, "py_func", function)
             imports.setdefault(python_function.__module__, set()).add(python_function.__name__)
     lines = [_HEADER.rstrip("\n"), ""]
+    imports.setdefault("pymc_splitmerge.core.jit", set()).add("njit")
     for module in sorted(imports):
+        if len(imports[module]) == 1:
+            lines.append(f"from {module} import {next(iter(imports[module]))}")
+            continue
         lines.append(f"from {module} import (")
         lines.extend(f"    {name}," for name in sorted(imports[module]))
         lines.append(")")

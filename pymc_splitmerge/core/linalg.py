@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from pymc_splitmerge.core.jit import njit
 
 __all__ = ["log_det_spd_stack", "log_det_spd_stack_compiled"]
 

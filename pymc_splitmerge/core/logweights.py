@@ -16,8 +16,9 @@ Conventions shared by every function:
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "exp_shifted",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _peak(values, count):
     """Largest non-NaN value among ``values[:count]`` (``-inf`` if none)."""
     peak = -np.inf
@@ -42,7 +43,7 @@ def _peak(values, count):
     return peak
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def log_sum_exp(values, count):
     """``log Σ_{j < count} exp(values[j])``; ``-inf`` when every value is ``-inf``/NaN.
 
@@ -70,7 +71,7 @@ def log_sum_exp(values, count):
     return peak + np.log(total)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def exp_shifted(values, count, weights_out):
     """``weights_out[j] = exp(values[j] - peak)`` for ``j < count``; returns ``(log Σ, Σ)``.
 
@@ -86,7 +87,7 @@ def exp_shifted(values, count, weights_out):
     return peak + np.log(total), total
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def exp_shifted_from_peak(values, count, peak, weights_out):
     """The weights of :func:`exp_shifted` given ``peak``, the maximum of ``values[:count]``
     (``-inf`` when there is none), for a caller that found it while filling the values;
@@ -109,7 +110,7 @@ def exp_shifted_from_peak(values, count, peak, weights_out):
     return total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def normalise_log_weights(log_weights, weights_out):
     """Normalise all of ``log_weights`` into ``weights_out``; return ``log Σ exp``.
 
@@ -128,7 +129,7 @@ def normalise_log_weights(log_weights, weights_out):
     return log_total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def sample_weights(weights, count, total, uniform):
     """Index ``j < count`` drawn with probability ``weights[j] / total`` by inverse CDF.
 
@@ -151,7 +152,7 @@ def sample_weights(weights, count, total, uniform):
     return last
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def sample_log_weights(log_weights, count, uniform):
     """Index ``j < count`` drawn with probability ∝ ``exp(log_weights[j])`` (inverse CDF).
 

@@ -9,10 +9,10 @@ is a plain numpy implementation the tests compare it against.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.core.enumerate import enumerate_partitions
+from pymc_splitmerge.core.jit import njit
 
 __all__ = [
     "canonical_labels",
@@ -87,7 +87,7 @@ def _as_label_rows(labels) -> np.ndarray:
     return array
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _canonical_rows_numba(dense: np.ndarray, num_values: int) -> np.ndarray:
     num_rows, n = dense.shape
     out = np.empty((num_rows, n), dtype=np.int64)

@@ -24,12 +24,12 @@ Every function mutates its array arguments in place (for speed).
 
 from __future__ import annotations
 
-import numba
+from pymc_splitmerge.core.jit import njit
 
 __all__ = ["close_slot", "free_slot", "open_slot", "reset_row"]
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def free_slot(where):
     """Return the lowest-numbered free slot (``where[slot] == -1``), or -1 if none is free.
 
@@ -42,7 +42,7 @@ def free_slot(where):
     return -1
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def open_slot(slot, active, where, cluster_count):
     """Append the free ``slot`` to the active list (an empty cluster; in place)."""
     k = cluster_count[0]
@@ -51,7 +51,7 @@ def open_slot(slot, active, where, cluster_count):
     cluster_count[0] = k + 1
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def close_slot(slot, stats, empty_row, active, where, cluster_count):
     """Remove the (now empty) cluster ``slot`` from the active list and reset its statistics
     row to ``empty_row`` (in place).  The last active slot takes its position in ``active``,
@@ -66,7 +66,7 @@ def close_slot(slot, stats, empty_row, active, where, cluster_count):
     reset_row(stats, slot, empty_row)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def reset_row(stats, slot, empty_row):
     """``stats[slot, :] = empty_row`` as a loop (in place).
 

@@ -24,10 +24,10 @@ not a sample, and plays no part in the chain's invariant law.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import free_slot
 from pymc_splitmerge.kernels.state import assign_point, prior_tables
@@ -36,7 +36,7 @@ from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 __all__ = ["allocate_greedily"]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _allocate(family_id, params, x, assigned, assigned_slots, order, labels, sizes, stats,
               empty_row, active, where, cluster_count, log_v_table, log_w_table, log_weights):
     """Put the points ``assigned`` into their slots ``assigned_slots``, then allocate the

@@ -59,10 +59,10 @@ Bayesian inference in mixture models. JMLR 18(28). Section 4.3, Appendix A, Appe
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import log_sum_exp, normalise_log_weights, sample_weights
 from pymc_splitmerge.priors.seating import log_join_weight
 
@@ -97,7 +97,7 @@ def validate_anchor_options(kind, n_anchors: int) -> None:
         )
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def uniform_anchors(n_points, uniforms, out):
     """The one uniform anchor draw: ``out.shape[0]`` distinct points, uniformly over ordered
     tuples, from as many Uniform(0, 1) draws ``uniforms`` (numba; callable from kernels).
@@ -152,7 +152,7 @@ def sample_uniform_anchors(n_points: int, rng: np.random.Generator, n_anchors: i
 # --------------------------------------------------------------------------- snapshot maths
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _cluster_informed_log_scores(family_id, params, x, order, offsets, stats):
     """Matrix ``log_scores[a, b]`` of Algorithm 4 (row ``a`` = cluster of the first anchor).
 
@@ -188,7 +188,7 @@ def _cluster_informed_log_scores(family_id, params, x, order, offsets, stats):
     return log_scores
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _threshold_informed_log_scores(family_id, params, x, i, cluster_of, sizes, stats, empty_row,
                                    log_w_table):
     """Log CRP attachment scores of Algorithm 5 for first anchor ``i`` (``-inf``: empty)."""

@@ -71,10 +71,10 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import exp_shifted, sample_weights
 from pymc_splitmerge.kernels.gibbs import _join_and_new_log_weights
 from pymc_splitmerge.kernels.options import non_negative_integer
@@ -160,7 +160,7 @@ class ARMProposal(NamedTuple):
 # ----------------------------------------------------------------------------- numba core
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _choose(log_weights, weights, count, forced, forced_index, uniform):
     """Pick an option among ``count``; return ``(index, log probability)``.
 
@@ -180,7 +180,7 @@ def _choose(log_weights, weights, count, forced, forced_index, uniform):
     return choice, math.log(weights[choice]) - math.log(total)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _forced_option(point, target, labels, placed, settled, anchor_i, anchor_j, option_slots,
                    count):
     """Index of the option the forced run must take for ``point`` (or -1 if none)."""
@@ -203,14 +203,14 @@ def _forced_option(point, target, labels, placed, settled, anchor_i, anchor_j, o
     return -1
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _point_join_log_weight(family_id, params, x_row, slot, sizes, stats, log_w_table):
     value = (log_join_weight(log_w_table, sizes[slot], 1)
              + dispatch.log_predictive(family_id, params, stats[slot], x_row))
     return -np.inf if np.isnan(value) else value
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _add_group(family_id, params, x, group_of, g, row, value):
     """``value`` plus ``log m(y_{B u C}) - log m(y_B)`` for the points of group ``g`` added to
     the statistics ``row`` of ``B`` (a product of sequential predictives; ``row`` is
@@ -222,7 +222,7 @@ def _add_group(family_id, params, x, group_of, g, row, value):
     return value
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _choose_slot(log_weights, weights, option_slots, count, forced, forced_index, uniform,
                  where):
     """The one placement decision of both loops of Algorithm 3 (groups and single points).
@@ -239,7 +239,7 @@ def _choose_slot(log_weights, weights, option_slots, count, forced, forced_index
     return slot, log_p
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def arm_run(model, partition, tables, labels_a, labels_b, anchor_i, anchor_j, rank, forced,
             target, uniforms, enforce_eq17):
     """One run of Algorithm 3 from ``partition`` (mutated in place).
@@ -489,7 +489,7 @@ def arm_run(model, partition, tables, labels_a, labels_b, anchor_i, anchor_j, ra
     return log_t
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def disagreement_pair(labels_a, labels_b, uniform):
     """The pair ``(p, q)``, ``p < q``, of rank ``floor(uniform * count)`` among the pairs on
     which the two partitions disagree (``labels_a[p] == labels_a[q]`` differs from
@@ -518,7 +518,7 @@ def disagreement_pair(labels_a, labels_b, uniform):
     return -1, -1, count
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _forced_log_probabilities(model, partition, tables, labels_a, labels_b, anchor_i, anchor_j,
                               rank, targets, enforce_eq17, out):
     uniforms = np.zeros(1)

@@ -58,9 +58,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.kernels.rng import numba_seed_from
 from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight, log_split_weight
 
@@ -114,7 +114,7 @@ def _check(log_likelihood, labels, log_v_table):
     return log_likelihood
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sample_log(log_weights, count, uniform):
     peak = -np.inf
     for s in range(count):
@@ -138,7 +138,7 @@ def _sample_log(log_weights, count, uniform):
     return last
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _slot_gibbs_sweeps(log_likelihood, labels, sizes, log_v_table, log_w_table, n_sweeps,
                        seed):
     np.random.seed(seed)
@@ -204,7 +204,7 @@ def slot_gibbs_sweeps(log_likelihood, labels, sizes, log_v_table, log_w_table, r
     return SlotGibbsInfo(int(n_changed))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _log_two_way(log_a, log_b, size_a, size_b):
     """``(log P(side a), log P(side b))`` for weights ``size * exp(log)``."""
     wa = np.log(size_a) + log_a
@@ -216,7 +216,7 @@ def _log_two_way(log_a, log_b, size_a, size_b):
     return wa - log_total, wb - log_total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _log_slot_choice(log_likelihood, j, sizes, chosen, freed):
     """Log probability of choosing the empty slot ``chosen`` for ``j`` (``freed``: a slot
     counted as empty although ``sizes`` says occupied, -1 for none)."""
@@ -234,7 +234,7 @@ def _log_slot_choice(log_likelihood, j, sizes, chosen, freed):
     return log_likelihood[j, chosen] - peak - np.log(total)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, seed):
     np.random.seed(seed)
     n, capacity = log_likelihood.shape
@@ -467,7 +467,7 @@ def _newton(terms, x, n_newton, floor):
     return x, hessian
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sequential_allocation(log_a, log_b, order, side_b, forced, uniforms):
     """SAMS allocation of ``order`` to side a / b (sizes start at 1: the anchors), weights
     ``size * exp(log)``.  ``forced``: compute the probability of the sides in ``side_b``."""

@@ -47,8 +47,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.priors import DirichletProcessPrior, FiniteDirichletPrior, PitmanYorPrior
 from pymc_splitmerge.priors.dirichlet_process import dirichlet_process_log_eppf_numba
 from pymc_splitmerge.priors.finite_dirichlet import finite_dirichlet_log_eppf_numba

@@ -46,10 +46,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import exp_shifted_from_peak, sample_weights
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 from pymc_splitmerge.kernels.options import positive_integer
@@ -97,7 +97,7 @@ class GibbsInfo(NamedTuple):
     n_predictive_evaluations: int
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table, sizes, stats,
                               active, cluster_count, log_prior_predictive_i, log_weights):
     """Fill ``log_weights[0:K+1]`` for point ``i`` (already removed from the state).
@@ -117,7 +117,7 @@ def _join_and_new_log_weights(family_id, params, x, i, log_v_table, log_w_table,
     return k
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def point_log_weights(model, partition, tables, i, log_prior_predictive_i, log_weights):
     """:func:`_join_and_new_log_weights` on the structures (point ``i`` already removed).
 
@@ -144,13 +144,13 @@ def point_log_weights(model, partition, tables, i, log_prior_predictive_i, log_w
         log_weights)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _prior_predictives(family_id, params, x, empty_row, out):
     for i in range(x.shape[0]):
         out[i] = dispatch.log_predictive(family_id, params, empty_row, x[i])
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _gibbs_sweeps_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                          cluster_count, log_v_table, log_w_table, n_gibbs_sweeps, random_scan):
     """``n_gibbs_sweeps`` sweeps over all points; returns ``(n_changed, n_evaluations)``.

@@ -71,10 +71,10 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import exp_shifted, normalise_log_weights
 from pymc_splitmerge.core.slots import free_slot, reset_row
 from pymc_splitmerge.kernels.rng import numba_seed_from
@@ -188,7 +188,7 @@ class Lineage(NamedTuple):
     """float64: log proposal probability of the chosen decision (shape (1, N): not recorded)."""
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def empty_lineage(n, num_particles, record_weights):
     """A :class:`Lineage` for ``n`` generations of ``num_particles`` particles.
 
@@ -222,7 +222,7 @@ class BlockParticles(NamedTuple):
     """float64 (N,): ``log γ_m`` (end of the anchor phase; annealing)."""
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _block_particles(num_particles, n_anchors, stat_dim):
     return BlockParticles(np.empty((num_particles * n_anchors, stat_dim)),
                           np.zeros((num_particles, n_anchors), dtype=np.int64),
@@ -230,7 +230,7 @@ def _block_particles(num_particles, n_anchors, stat_dim):
                           np.zeros(num_particles))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _copy_blocks(source, p_source, target, p_target):
     """Particle ``p_source`` of ``source`` into slot ``p_target`` of ``target``."""
     m = source.sizes.shape[1]
@@ -245,7 +245,7 @@ def _copy_blocks(source, p_source, target, p_target):
 
 # --------------------------------------------------------------------------- numba core
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, options,
                lineage):
     """Run the (conditional) SMC of PGSM Algorithm 3 on the ordered closure ``points``.
@@ -506,7 +506,7 @@ def csmc_sweep(model, seating, points, n_anchors, reference_blocks, empty_row, o
     return chosen, generations, resampling_events, relative_ess(weights)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _trace_back(chosen, generations, lineage, blocks_out):
     """Blocks along the lineage of particle ``chosen`` (all zeros if ``chosen < 0``)."""
     n = blocks_out.shape[0]
@@ -520,7 +520,7 @@ def _trace_back(chosen, generations, lineage, blocks_out):
         p = lineage.ancestors[t, p]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def closure_of(anchors, labels, where, closure_out, slot_block_out):
     """Collect the closure ``s̄`` of the anchors.
 
@@ -557,7 +557,7 @@ def closure_of(anchors, labels, where, closure_out, slot_block_out):
     return size, n_restricted
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def pgsm_transition(model, partition, tables, anchors, options):
     """One PGSM transition of ``partition`` (in place); the numba core of :func:`pgsm_move`.
 
@@ -653,7 +653,7 @@ def pgsm_transition(model, partition, tables, anchors, options):
     return move, size, events, ess, generations
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _pgsm_transition_fields(seed, family_id, params, x, labels, sizes, stats, empty_row,
                             active, where, cluster_count, log_v, log_w, anchors, num_particles,
                             resampling_threshold, annealing, conditional, deduplicate):

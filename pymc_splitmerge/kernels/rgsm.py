@@ -47,10 +47,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.kernels.anchors import uniform_anchors
 from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.kernels.splitmerge_common import (
@@ -74,7 +74,7 @@ __all__ = [
     "rgsm_proposal_core",
 ]
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_b, forced,
                     target_sides, uniforms, log_w_table):
     """One restricted Gibbs scan over ``members`` between candidate clusters A and B.
@@ -134,7 +134,7 @@ def restricted_scan(family_id, params, x, members, sides, sizes, stats_a, stats_
     return log_probability
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _launch_state(model, members, anchor_i, anchor_j, n_intermediate_scans, uniforms,
                  log_w_table, empty_row):
     """The launch state of the proposal: the random split of :math:`S` then ``t``
@@ -174,7 +174,7 @@ def _launch_state(model, members, anchor_i, anchor_j, n_intermediate_scans, unif
     return sides, sizes, stats_a, stats_b, log_path
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermediate_scans,
                        uniforms):
     """The whole restricted-Gibbs split-merge proposal for given anchors, in one call.
@@ -229,7 +229,7 @@ def rgsm_proposal_core(model, partition, tables, anchor_i, anchor_j, n_intermedi
     return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _rgsm_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                           cluster_count, log_v, log_w, n_intermediate_scans, uniforms):
     """:func:`rgsm_proposal_core` with the structures' fields as arguments (Python entry).

@@ -9,8 +9,9 @@ The same Generator therefore gives the same kernel output.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from pymc_splitmerge.core.jit import njit
 
 __all__ = ["numba_seed_from", "order_of_uniforms", "seed_numba", "seed_numba_from"]
 
@@ -21,7 +22,7 @@ __all__ = ["numba_seed_from", "order_of_uniforms", "seed_numba", "seed_numba_fro
 _RAW_64_BIT = (np.random.PCG64, np.random.PCG64DXSM, np.random.SFC64, np.random.Philox)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def seed_numba(seed):
     """Seed numba's internal random state (``np.random.*`` inside njit code).
 
@@ -74,7 +75,7 @@ def seed_numba_from(rng: np.random.Generator) -> int:
     return seed
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def order_of_uniforms(uniforms, size):
     """``np.argsort(uniforms[:size], kind="stable")`` for values in ``[0, 1)``: the indices
     in increasing order of their values (equal values in index order).

@@ -52,10 +52,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.kernels.anchors import AnchorProposal, uniform_anchors
 from pymc_splitmerge.kernels.options import positive_integer
 from pymc_splitmerge.kernels.rng import numba_seed_from, order_of_uniforms
@@ -87,7 +87,7 @@ __all__ = [
     "sequential_allocation",
 ]
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, forced, sides,
                           uniforms, log_w_table, empty_row):
     """Sequential allocation of ``order`` to the clusters seeded by the two anchors.
@@ -142,7 +142,7 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
     return log_proposal, stats_a, stats_b, size_a, size_b
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
     """The whole SAMS proposal for given anchors, in one compiled call.
 
@@ -177,7 +177,7 @@ def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
                                    current_sides))
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, members,
                                 current_sides, uniforms, merged):
     """:func:`sams_proposal_core` given the anchors' clusters' other points ``members`` (in
@@ -196,17 +196,18 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     # the argsort of the uniforms (any exact sort gives the same order of distinct values):
     # a bucket sort, which compiles in a fraction of the time of numba's argsort
     permutation = order_of_uniforms(uniforms, size_s)
-    order = members[permutation]
     is_split = labels[anchor_i] == labels[anchor_j]
     # one call of the allocation for both directions (``forced`` a run-time flag: one compiled
     # copy of it); a merge's reverse split is FORCED to the current clusters along the same
-    # order
-    if is_split:
-        sides = np.empty(size_s, dtype=np.int64)
-        allocation_uniforms = uniforms[size_s:2 * size_s]
-    else:
-        sides = current_sides[permutation]
-        allocation_uniforms = uniforms  # unused when forced
+    # order.  ``members[permutation]`` written out: numba 0.68 (not 0.65) compiles an array index by
+    # an array through ``np.broadcast_shapes`` (0.4 s of a first run)
+    order = np.empty(size_s, dtype=np.int64)
+    sides = np.empty(size_s, dtype=np.int64)
+    for t in range(size_s):
+        order[t] = members[permutation[t]]
+        if not is_split:
+            sides[t] = current_sides[permutation[t]]
+    allocation_uniforms = uniforms[size_s:2 * size_s] if is_split else uniforms
     log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
         family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
         allocation_uniforms, log_w_table, empty_row)
@@ -220,7 +221,7 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
     """Statistics row of the union of the anchors' two (different) clusters: a copy of the
     larger cluster's row (anchor ``i``'s on a tie) plus the smaller cluster's points, its
@@ -247,7 +248,7 @@ def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
     return merged
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members, sides):
     """Statistics of the merged cluster of a SAMS proposal: for a split (the anchors in one
     cluster) that cluster's row as it is, for a merge :func:`merged_statistics`."""
@@ -257,7 +258,7 @@ def _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members, si
     return merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sams_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
                           cluster_count, log_v, log_w, anchors, uniforms):
     """:func:`sams_proposal_core` with the structures' fields as arguments (Python entry).
@@ -379,7 +380,7 @@ def sams_move(state, log_v_table, log_w_table, rng: np.random.Generator,
 _EARLY_REJECTION_MARGIN = 1e-8
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offset, uniform):
     """Whether the SAMS merge of the anchors' (different) clusters is rejected whatever the
     order of its reverse split (early rejection).
@@ -415,7 +416,7 @@ def merge_surely_rejected(model, partition, tables, anchor_i, anchor_j, log_offs
                                                merged, log_offset, uniform)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _merge_surely_rejected_given_merged(model, partition, tables, anchor_i, anchor_j, merged,
                                         log_offset, uniform):
     """:func:`merge_surely_rejected` given the merged cluster's statistics ``merged`` (from
@@ -440,7 +441,7 @@ def _merge_surely_rejected_given_merged(model, partition, tables, anchor_i, anch
     return math.log(uniform) > bound + margin
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _index_members(labels, sizes, order, start, cursor):
     """(Re)build the member index of a partition: the points of slot ``s`` are
     ``order[start[s]:start[s] + sizes[s]]``, in increasing order (a counting sort,
@@ -457,7 +458,7 @@ def _index_members(labels, sizes, order, start, cursor):
         cursor[slot] += 1
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _indexed_members(labels, sizes, order, start, anchor_i, anchor_j):
     """``splitmerge_common.anchor_clusters_members`` from the member index: the same arrays
     (the points of the anchors' clusters other than the anchors, in increasing order, and
@@ -487,14 +488,14 @@ def _indexed_members(labels, sizes, order, start, anchor_i, anchor_j):
     return members, sides
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _log_split_type_probability(n_clusters):
     """Log probability that a cluster-anchor update is split-type from ``n_clusters``
     clusters: 1/2, or 1 from a single cluster (no pair of clusters to merge)."""
     return 0.0 if n_clusters == 1 else -math.log(2.0)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _cluster_update_buffers(partition):
     """The scratch buffers of the updates of :func:`_cluster_sams_move_fields` for
     ``partition``: ``uniforms`` (``2 n``), ``pair`` (2) and the arrays of a member index
@@ -506,7 +507,7 @@ def _cluster_update_buffers(partition):
     return np.empty(2 * n, dtype=np.float64), np.empty(2, dtype=np.int64), index
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sams_updates(model, partition, tables, n_updates, seed):
     r"""``n_updates`` SAMS Metropolis–Hastings updates with **cluster anchors** (no Gibbs
     sweep), in one compiled call, from numba's generator seeded here with ``seed``.
@@ -559,7 +560,7 @@ def _sams_updates(model, partition, tables, n_updates, seed):
         partition.cluster_count, tables.log_v, tables.log_w, seed, n_updates)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
                               where, cluster_count, log_v, log_w, seed, n_updates):
     """:func:`_sams_updates` from loose fields (numba unboxes named tuples of arrays more

@@ -55,10 +55,10 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import (
     exp_shifted,
     log_sum_exp,
@@ -95,7 +95,7 @@ __all__ = [
 
 
 # ============================================================================ generic SMC layer
-@numba.njit(cache=True)
+@njit(cache=True)
 def relative_ess(weights):
     """Relative effective sample size ``1 / (N * sum(w**2))`` of normalised ``weights``."""
     total = 0.0
@@ -104,13 +104,13 @@ def relative_ess(weights):
     return 1.0 / (weights.shape[0] * total)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def sample_index(weights):
     """One draw from ``Categorical(weights)`` (normalised) with numba's random state."""
     return sample_weights(weights, weights.shape[0], 1.0, np.random.random())
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def conditional_multinomial_resample(weights, ancestors_out):
     """Conditional multinomial resampling: ``a_0 = 0``, ``a_p ~ Categorical(weights)``, p >= 1.
 
@@ -126,14 +126,14 @@ def conditional_multinomial_resample(weights, ancestors_out):
         ancestors_out[p] = sample_index(weights)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def multinomial_resample(weights, ancestors_out):
     """Unconditional multinomial resampling (SMC sampler option; PGSM's negative control)."""
     for p in range(weights.shape[0]):
         ancestors_out[p] = sample_index(weights)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def systematic_resample(weights, uniform, ancestors_out):
     """Systematic resampling with one uniform ``uniform`` in [0, 1) (Kitagawa 1996).
 
@@ -154,7 +154,7 @@ def systematic_resample(weights, uniform, ancestors_out):
 RESAMPLING_SCHEMES = {"systematic": 0, "multinomial": 1, "conditional_multinomial": 2}
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def resample_if_degenerate(weights, log_weights, ess_threshold, scheme, ancestors):
     """ESS-triggered selection step shared by every SMC of the package (in place).
 
@@ -177,7 +177,7 @@ def resample_if_degenerate(weights, log_weights, ess_threshold, scheme, ancestor
     return True
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def reweight_and_resample(log_weights, log_increments, ess_threshold, scheme, weights,
                           ancestors):
     """One generic SMC weighting/selection step (in place).
@@ -211,7 +211,7 @@ def reweight_and_resample(log_weights, log_increments, ess_threshold, scheme, we
     return increment, ess, False
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def propose(option_weights, count, total, pinned):
     """Decision of one particle under the fully adapted proposal ``q ∝ option_weights``.
 
@@ -247,7 +247,7 @@ class SeatingStep(NamedTuple):
     the O(K) product of the untouched blocks' ``W`` ratios (it is 1)."""
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def allocation_log_weights(model, seating, stats, sizes, slots, counts, x_row,
                            log_new_predictive, allow_new, out):
     r"""Log weights of adding one point to each block of every particle or to a new block.
@@ -333,7 +333,7 @@ def allocation_log_weights(model, seating, stats, sizes, slots, counts, x_row,
     return 1 if allow_new else 0
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def log_prior_ratio(log_v_num, log_w_num, log_v_den, log_w_den, partition):
     """``log EPPF_num(Π) - log EPPF_den(Π)`` for the particle's partition (annealing reweight)."""
     k = partition.cluster_count[0]
@@ -366,7 +366,7 @@ class Population(NamedTuple):
     """int64 (N, 1)."""
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def empty_population(num_particles, n, empty_row):
     """A :class:`Population` of ``num_particles`` empty partitions of ``n`` points."""
     capacity = n + 2
@@ -381,14 +381,14 @@ def empty_population(num_particles, n, empty_row):
                       np.zeros((num_particles, 1), dtype=np.int64))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def particle(population, empty_row, p):
     """Particle ``p`` of ``population`` as a :class:`Partition` (views of its rows)."""
     return Partition(population.labels[p], population.sizes[p], population.stats[p], empty_row,
                      population.active[p], population.where[p], population.cluster_count[p])
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def copy_particle(placed, source, target):
     """Copy partition ``source`` (of the points ``placed``) into ``target`` (:class:`Partition`).
 
@@ -414,7 +414,7 @@ def copy_particle(placed, source, target):
         target.labels[i] = source.labels[i]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _resample_population(placed, ancestors, population, spare, empty_row):
     """``spare[p] = population[ancestors[p]]`` for every particle (caller swaps the two)."""
     for p in range(ancestors.shape[0]):
@@ -422,21 +422,21 @@ def _resample_population(placed, ancestors, population, spare, empty_row):
                       particle(spare, empty_row, p))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _draw_option(log_weights, count, scratch):
     """Index drawn ∝ ``exp(log_weights[:count])`` without modifying ``log_weights``."""
     _, total = exp_shifted(log_weights, count, scratch)
     return sample_weights(scratch, count, total, np.random.random())
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _place(model, partition, i, choice, k):
     """Put point ``i`` into block ``choice`` of the partition (``choice == k``: a new block)."""
     slot = free_slot(partition.where) if choice == k else partition.active[choice]
     add(model, partition, i, slot)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _rejuvenate(model, partition, order, n_placed, cursor, block, log_prior_predictive,
                 log_v_table, log_w_table, scratch):
     """Gibbs-update ``block`` of the first ``n_placed - 1`` placed points from ``cursor``."""
@@ -457,7 +457,7 @@ def _rejuvenate(model, partition, order, n_placed, cursor, block, log_prior_pred
         add(model, partition, i, slot)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _log_target(partition, log_v_table, log_w_table, model):
     p = partition
     return log_target(model.family_id, model.params, log_v_table, log_w_table, p.sizes, p.stats,
@@ -493,19 +493,19 @@ class SMCOptions(NamedTuple):
     """``RESAMPLING_SCHEMES`` code."""
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _row(table, t):
     return table[t] if table.shape[0] > 1 else table[0]
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _seating(tables, t):
     return SeatingStep(tables.log_v_steps[t], tables.log_v_steps[t - 1],
                        _row(tables.log_w_steps, t), _row(tables.log_w_steps, t - 1), 0,
                        tables.log_w_steps.shape[0] > 1)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _allocation_step(model, tables, population, t, i, log_prior_predictive, counts, alloc,
                      increments):
     """Step ``t`` (adding point ``i``): each particle's allocation log weights into ``alloc``,
@@ -522,7 +522,7 @@ def _allocation_step(model, tables, population, t, i, log_prior_predictive, coun
     return seating
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, options, start,
                       initial_labels):
     """Sequential Monte Carlo over partitions (Lomeli's StandardSMC, Ülker's SMC-G/SMC-A).
@@ -625,7 +625,7 @@ def smc_partition_run(model, empty_row, order, log_prior_predictive, tables, opt
             log_increments)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def smc_partition_log_evidence_runs(num_runs, model, empty_row, order, log_prior_predictive,
                                     tables, options):
     """``num_runs`` independent runs of :func:`smc_partition_run`; their log evidences."""

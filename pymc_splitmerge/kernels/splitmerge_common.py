@@ -56,10 +56,10 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.kernels.gibbs import GibbsInfo, build_gibbs_sweep
 from pymc_splitmerge.kernels.options import non_negative_integer
 from pymc_splitmerge.kernels.state import Model, Partition, PriorTables, free_slot, move_point
@@ -172,7 +172,7 @@ def metropolis_accept(log_accept_ratio: float, rng: np.random.Generator) -> bool
     return bool(metropolis_accepts.py_func(value, uniform))
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def metropolis_accepts(log_accept_ratio, uniform):
     """The decision of :func:`metropolis_accept` given its uniform (for compiled loops that
     draw their uniforms in advance): ``nan`` and ``-inf`` reject, ``>= 0`` accepts, otherwise
@@ -184,7 +184,7 @@ def metropolis_accepts(log_accept_ratio, uniform):
     return math.log(uniform) < log_accept_ratio
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def anchor_clusters_members(labels, anchor_i, anchor_j):
     """Points of the anchors' clusters other than the anchors, in increasing order.
 
@@ -211,7 +211,7 @@ def anchor_clusters_members(labels, anchor_i, anchor_j):
     return members, sides
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def anchor_i_side(anchor_i, points, sides, size):
     """The ``size`` points of anchor ``i``'s side: ``anchor_i``, then ``points[t]`` with
     ``sides[t] == 0`` in order (the points a split or merge proposal moves).
@@ -238,7 +238,7 @@ def anchor_i_side(anchor_i, points, sides, size):
     return moving
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b, size_b,
                               log_w_table):
     """Normalised log probabilities of allocating ``x_row`` to candidate cluster A or B.
@@ -262,7 +262,7 @@ def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b
     return log_a - log_total, log_b - log_total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, stats_a, size_a,
                           stats_b, size_b, empty_row, log_v_table, log_w_table,
                           n_clusters_merged):
@@ -285,7 +285,7 @@ def log_split_merge_ratio(family_id, params, x, anchor_i, anchor_j, members, sta
                                               n_clusters_merged)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def log_split_merge_ratio_given_merged(family_id, params, stats_a, size_a, stats_b, size_b,
                                        merged, log_v_table, log_w_table, n_clusters_merged):
     """``log pi(c_split) - log pi(c_merge)`` (:func:`log_split_merge_ratio`) given the
@@ -298,7 +298,7 @@ def log_split_merge_ratio_given_merged(family_id, params, stats_a, size_a, stats
             - dispatch.log_marginal(family_id, params, merged))
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def apply_proposal(model, partition, moving_points, target_slot):
     """Move ``moving_points`` to ``target_slot`` (a fresh free slot when ``-1``), in place."""
     family_id, params, x = model

@@ -25,6 +25,7 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, typeof_impl
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot, reset_row
 
 __all__ = [
@@ -135,7 +136,7 @@ def prior_tables(n: int, log_v_table, log_w_table) -> PriorTables:
     return PriorTables(log_v_table, log_w_table)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, active, where,
                    cluster_count):
     """Take point ``i`` out of its cluster; close the cluster if it becomes empty.
@@ -151,7 +152,7 @@ def unassign_point(family_id, params, x, i, labels, sizes, stats, empty_row, act
     return slot
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, where,
                  cluster_count):
     """Put point ``i`` into ``slot`` (opening it if it is free)."""
@@ -162,7 +163,7 @@ def assign_point(family_id, params, x, i, slot, labels, sizes, stats, active, wh
     labels[i] = slot
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, active, where,
                cluster_count):
     """Move point ``i`` from its cluster to ``slot`` (no-op if already there)."""
@@ -174,7 +175,7 @@ def move_point(family_id, params, x, i, slot, labels, sizes, stats, empty_row, a
                  cluster_count)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def remove(model, partition, i):
     """:func:`unassign_point` on the structures: take point ``i`` out of its cluster."""
     p = partition
@@ -182,7 +183,7 @@ def remove(model, partition, i):
                           p.stats, p.empty_row, p.active, p.where, p.cluster_count)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def add(model, partition, i, slot):
     """:func:`assign_point` on the structures: put point ``i`` into ``slot``."""
     p = partition
@@ -190,7 +191,7 @@ def add(model, partition, i, slot):
                  p.active, p.where, p.cluster_count)
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def move(model, partition, i, slot):
     """:func:`move_point` on the structures: move point ``i`` to ``slot``."""
     if partition.labels[i] == slot:
@@ -199,7 +200,7 @@ def move(model, partition, i, slot):
     add(model, partition, i, slot)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def log_target(family_id, params, log_v_table, log_w_table, sizes, stats, active, cluster_count):
     """``log EPPF(z) + sum_b log m(y_b)``: the collapsed log joint of a state (ARM eq. 4's q)."""
     k = cluster_count[0]
@@ -210,7 +211,7 @@ def log_target(family_id, params, log_v_table, log_w_table, sizes, stats, active
     return total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, where,
            cluster_count, labels):
     for slot in range(stats.shape[0]):
@@ -220,7 +221,7 @@ def _build(family_id, params, x, canonical, sizes, stats, empty_row, active, whe
                      cluster_count)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _canonical_slot_labels(slot_labels, capacity):
     """Slot labels (int64 in ``[0, capacity)``) relabelled by order of first appearance."""
     out = np.empty(slot_labels.shape[0], dtype=np.int64)

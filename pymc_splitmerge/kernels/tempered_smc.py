@@ -86,10 +86,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import sample_log_weights
 from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.core.slots import free_slot
@@ -122,7 +122,7 @@ __all__ = [
 
 
 # ============================================================================ numba leaves
-@numba.njit(cache=True)
+@njit(cache=True)
 def prior_draws(model, population, empty_row, log_v_steps, log_w, scratch):
     """Draw every particle from the partition prior by sequential seating (exact).
 
@@ -146,7 +146,7 @@ def prior_draws(model, population, empty_row, log_v_steps, log_w, scratch):
             add(model, part, i, slot)
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def population_log_likelihoods(model, population, out):
     """``out[p] = sum_b log m(y_b)`` of every particle (the collapsed log likelihood)."""
     for p in range(population.labels.shape[0]):
@@ -158,7 +158,7 @@ def population_log_likelihoods(model, population, out):
         out[p] = total
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def reference_draws(model, population, empty_row, num_labels, label_slots):
     """Draw every particle from the reference ``r_K``: each point's label uniformly among
     ``num_labels`` (``K``) labels, independently (exact; the partition is the labels' blocks)."""
@@ -173,7 +173,7 @@ def reference_draws(model, population, empty_row, num_labels, label_slots):
             add(model, part, i, label_slots[label])
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def population_log_prior_ratios(population, log_v, log_w, log_v_reference, out):
     """``out[p] = log p(c) - log r_K(c)`` of every particle: ``log V(n, k) + sum_b log W(m_b)
     - log_v_reference[k]``."""
@@ -185,7 +185,7 @@ def population_log_prior_ratios(population, log_v, log_w, log_v_reference, out):
         out[p] = total
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _log_path_prior(log_v, log_w_sum, k, scale, log_v_reference):
     """The prior part of ``log γ_β``: ``s (log V(n, k) + Σ log W) + (1 - s) log r_K(k)``."""
     value = scale * (log_v[k] + log_w_sum)
@@ -194,7 +194,7 @@ def _log_path_prior(log_v, log_w_sum, k, scale, log_v_reference):
     return value
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, prior_scales,
                           log_v_reference, moving, changes, log_prior_predictive, n_sweeps,
                           scratch, order):
@@ -244,12 +244,12 @@ def tempered_gibbs_sweeps(model, population, empty_row, log_v, log_w, betas, pri
     return changed
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _block_log_likelihood(model, part, slot):
     return dispatch.log_marginal(model.family_id, model.params, part.stats[slot])
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, scale, log_w, forced_a):
     """Sequential allocation of ``members[:count]`` (random order) to ``slot_a`` / ``slot_b``.
 
@@ -282,7 +282,7 @@ def _sams_allocate(model, part, members, count, slot_a, slot_b, beta, scale, log
     return log_q
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _point_of_block(labels, slot, rank):
     """The ``rank``-th point (increasing index, from 0) of block ``slot`` (a scan of the labels,
     as the move's own scan of the members)."""
@@ -295,7 +295,7 @@ def _point_of_block(labels, slot, rank):
     return -1
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _cluster_anchor_pair(part):
     """Two anchors by the cluster-anchor law of ``kernels.sams._sams_updates``.
 
@@ -325,7 +325,7 @@ def _cluster_anchor_pair(part):
             _point_of_block(part.labels, slot_b, np.random.randint(part.sizes[slot_b])))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _cluster_anchor_log_ratio(k, m, size_a, size_b):
     """Log ratio of the cluster-anchor law's probability of the anchors of the reverse merge to
     that of the anchors of a split of a block of ``m`` points into ``size_a + size_b`` from
@@ -337,7 +337,7 @@ def _cluster_anchor_log_ratio(k, m, size_a, size_b):
             - np.log(size_a) - np.log(size_b))
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, prior_scales,
                          log_v_reference, moving, changes, n_moves, members, forced,
                          cluster_anchors=False):
@@ -466,7 +466,7 @@ def tempered_split_merge(model, population, empty_row, log_v, log_w, betas, prio
     return accepted
 
 
-@numba.njit(cache=True)
+@njit(cache=True)
 def _copy_particles(placed, population, empty_row, sources, targets):
     """``population[targets[q]] = population[sources[q]]`` in place (sources and targets
     disjoint): one step of the waste-free chains."""

@@ -22,9 +22,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 from scipy.special import gammaln
 
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.priors.base import GibbsTypePrior, _validate_n, validate_real
 
 __all__ = [

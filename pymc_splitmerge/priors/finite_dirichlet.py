@@ -32,9 +32,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 from scipy.special import gammaln
 
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_positive_integer, validate_real
 
 __all__ = ["FiniteDirichletPrior", "finite_dirichlet_log_eppf_numba"]

@@ -25,9 +25,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 from scipy.special import gammaln
 
+from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.priors.base import GibbsTypePrior, validate_real
 
 #: Above this alpha / discount the log V numerator is summed term by term (see ``_log_v``).

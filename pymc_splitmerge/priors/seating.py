@@ -18,19 +18,20 @@ For ``added = 1`` / ``size = 1`` these are the Chinese-restaurant / Pitman–Yor
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from pymc_splitmerge.core.jit import njit
 
 __all__ = ["log_join_weight", "log_open_weight", "log_split_weight"]
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def log_join_weight(log_w_table, size, added):
     """``log W(size + added) - log W(size)``: ``added`` points join a block of ``size``."""
     return log_w_table[size + added] - log_w_table[size]
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def log_open_weight(log_v_table, log_w_table, n_blocks, size):
     """``log V(K + 1) - log V(K) + log W(size)`` with ``K = n_blocks``; ``-inf`` if infeasible."""
     log_v_next = log_v_table[n_blocks + 1]
@@ -39,7 +40,7 @@ def log_open_weight(log_v_table, log_w_table, n_blocks, size):
     return log_v_next - log_v_table[n_blocks] + log_w_table[size]
 
 
-@numba.njit(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def log_split_weight(log_v_table, log_w_table, n_blocks, size_a, size_b):
     """Log prior ratio of splitting a block of ``size_a + size_b`` (``n_blocks`` before)."""
     log_v_next = log_v_table[n_blocks + 1]
