@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pickle
 
+import numba
 import numpy as np
 import pytest
 from numba import njit, typeof, types
@@ -283,6 +284,47 @@ def test_the_cluster_sams_update_is_one_compiled_level():
     # ``splitmerge_common.anchor_clusters_members``, not inlined) and not an inlined one
     sams.merge_surely_rejected(state.model, state.partition, tables, 0, 1, 0.0, 0.5)
     assert _compiled_callees(sams.merge_surely_rejected) == {"anchor_clusters_members"}
+
+
+def _package_dispatchers():
+    """Every numba dispatcher defined in a module of the package (imported here)."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import pymc_splitmerge
+
+    found = {}
+    for info in pkgutil.walk_packages(pymc_splitmerge.__path__, "pymc_splitmerge."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if (isinstance(value, CPUDispatcher)
+                    and value.py_func.__module__ == module.__name__):
+                found[f"{module.__name__}.{name}"] = value
+    return found
+
+
+def _with_cfunc_wrapper(dispatchers):
+    return sorted(name for name, dispatcher in dispatchers.items()
+                  if not dispatcher.targetoptions.get("no_cfunc_wrapper"))
+
+
+def test_no_compiled_function_of_the_package_builds_a_c_callable_wrapper():
+    """Every numba function of the package is compiled without the C-callable (``cfunc``)
+    wrapper numba builds by default, which nothing here calls (``core.jit.njit``; half a
+    second of a first run), and with ``cache=True``."""
+    from numba.core.caching import NullCache
+
+    dispatchers = _package_dispatchers()
+    assert len(dispatchers) > 150  # the walk found the package's kernels
+    assert _with_cfunc_wrapper(dispatchers) == []
+    assert not [name for name, d in dispatchers.items() if isinstance(d._cache, NullCache)]
+    # negative control: numba's own decorator keeps the wrapper, which the check reports
+    plain = numba.njit(cache=True)(dispatchers["pymc_splitmerge.kernels.rng.seed_numba"].py_func)
+    assert _with_cfunc_wrapper({"plain": plain}) == ["plain"]
 
 
 # ------------------------------------------------------------------ the cache
