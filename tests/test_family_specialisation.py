@@ -286,6 +286,44 @@ def test_the_cluster_sams_update_is_one_compiled_level():
     assert _compiled_callees(sams.merge_surely_rejected) == {"anchor_clusters_members"}
 
 
+def _arrays_indexed_by_arrays(function, *args):
+    """``value[index]`` with an array ``index`` in the typed IR of ``function`` compiled for
+    ``args`` (a fresh uncached dispatcher, so the IR holds the inlined code too): numba 0.68
+    compiles ``np.broadcast_shapes`` for each (0.4 s of a first run in the SAMS kernel)."""
+    from numba.core import ir
+
+    dispatcher = numba.njit(no_cfunc_wrapper=True)(function)
+    dispatcher.compile(tuple(typeof(arg) for arg in args))
+    (result,) = dispatcher.overloads.values()
+    typemap = result.type_annotation.typemap
+    return [f"{statement.value.value.name}[{statement.value.index.name}]"
+            for block in result.type_annotation.blocks.values()
+            for statement in block.find_insts(ir.Assign)
+            if isinstance(statement.value, ir.Expr) and statement.value.op == "getitem"
+            and isinstance(typemap[statement.value.index.name], types.Array)]
+
+
+def test_the_sams_kernel_indexes_no_array_by_an_array():
+    """The SAMS kernel of a first run gathers by loops, never ``array[index_array]`` (its
+    typed IR, inlined levels included)."""
+    from pymc_splitmerge.kernels import sams
+    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
+
+    family, _ = _niw()
+    x = np.ascontiguousarray(family.prepare_data(
+        np.random.default_rng(1).normal(size=(12, 2))))
+    state = PartitionState(family, x, np.arange(12) % 3)
+    tables = prior_tables(12, np.zeros(14), np.zeros(14))
+    arguments = (*state.model, *state.partition, *tables, 7, 5)
+    assert _arrays_indexed_by_arrays(sams._cluster_sams_move_fields.py_func, *arguments) == []
+
+    # negative control: the detector sees a gather by an index array (and not a scalar index)
+    def gather(values, index):
+        return values[index][0] + values[index[1]]
+
+    assert _arrays_indexed_by_arrays(gather, np.arange(5.0), np.arange(3)) == ["values[index]"]
+
+
 def _package_dispatchers():
     """Every numba dispatcher defined in a module of the package (imported here)."""
     import importlib
