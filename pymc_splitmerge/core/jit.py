@@ -4,7 +4,7 @@ numba compiles, for every function it compiles, a C-callable wrapper (``cfunc``:
 of first-class function values and ``cfunc`` callers) besides the Python-callable one.  The
 package calls its compiled functions from Python or from other compiled functions only, never
 through that wrapper, so :func:`njit` leaves it out (``no_cfunc_wrapper=True``): a first run
-compiles about half a second less (``docs/benchmarks.md``, cold start).  Everything else is
+compiles up to half a second less (``docs/benchmarks.md``, cold start).  Everything else is
 ``numba.njit``'s: the options given (``cache=True`` everywhere in the package) are passed on,
 and a function is called from Python exactly as before.
 """
