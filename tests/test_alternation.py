@@ -56,7 +56,8 @@ def test_random_family_gets_two_rounds_of_slice_and_partition_steps(built):
     assert alternating.n_rounds == DefaultPartitionStep.random_family_rounds == 2
     hyper, partition = alternating.methods
     assert isinstance(hyper, psm.HyperparameterSlice) and hyper.n_updates == 3  # max(ceil(1/2), 3)
-    assert partition.n_split_merge_updates == DefaultPartitionStep.random_family_split_merge_updates
+    updates = DefaultPartitionStep.random_family_round_split_merge_updates
+    assert partition.n_split_merge_updates == partition.transition.move.n_updates == updates
     stats = idata["sample_stats"]
     assert "hyperslice_evaluations" in stats and "sams_accepted" in stats
 
@@ -100,6 +101,18 @@ def test_no_alternation_for_fixed_families_or_steps_given_by_the_user(built):
     _sample(model, step=steps)
     assert built["alternating"] == []
     assert [p.n_rounds for p in built["partition"]] == [1, 2]  # the given one: not alternated
+    # not alternated: the random family's updates in one round
+    assert built["partition"][1].n_split_merge_updates == (
+        DefaultPartitionStep.random_family_split_merge_updates)
+
+
+def test_a_hyperparameter_step_given_by_the_user_leaves_the_partition_step_one_round(built):
+    model = _model()
+    with model:
+        _sample(model, step=[pm.NUTS([model["a"]])])
+    (partition,) = built["partition"]
+    assert built["alternating"] == []
+    assert partition.n_split_merge_updates == DefaultPartitionStep.random_family_split_merge_updates
 
 
 @pytest.mark.parametrize("n_rounds", [0, -1, 1.5])

@@ -129,8 +129,8 @@ def test_default_partition_step_is_fifty_cluster_anchor_updates_and_a_sweep():
 
 def test_default_partition_step_alternates_in_rounds_when_the_family_is_random(monkeypatch):
     """A component family with a free random hyperparameter gets
-    ``random_family_rounds`` rounds of ``random_family_split_merge_updates`` updates per draw
-    on small data (a constant or
+    ``random_family_split_merge_updates`` updates per draw and ``random_family_rounds`` rounds
+    (when pm.sample alternates it with a hyperparameter step) on small data (a constant or
     ``pm.Data`` one keeps 50, so do more than ``random_family_max_points`` points); an
     explicit ``n_split_merge_updates`` wins."""
     import pymc as pm
@@ -155,7 +155,8 @@ def test_default_partition_step_alternates_in_rounds_when_the_family_is_random(m
         constant = DefaultPartitionStep(z)
     updates = DefaultPartitionStep.random_family_split_merge_updates
     rounds = DefaultPartitionStep.random_family_rounds
-    assert updates * rounds > 50 and rounds > 1
+    per_round = DefaultPartitionStep.random_family_round_split_merge_updates
+    assert updates > 50 and per_round * rounds > 50 and rounds > 1  # (per round: alternated)
     assert len(data) <= DefaultPartitionStep.random_family_max_points
     assert random.transition.move.n_updates == random.n_split_merge_updates == updates
     assert random.n_rounds == rounds

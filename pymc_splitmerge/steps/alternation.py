@@ -80,7 +80,9 @@ def alternate_family_hyperparameters(steps, provided=()):
     Only steps PyMC assigned (not in ``provided``), only when there is exactly one of each
     and every variable of the slice step feeds the partition's component family.  The slice
     step, unless given ``n_updates``, gets ``max(ceil(d / n_rounds), 3)`` moves per round for
-    a block of dimension ``d``.  Returns a list, or the single step when one is left.
+    a block of dimension ``d``, the partition step, unless given ``n_split_merge_updates``,
+    ``random_family_round_split_merge_updates`` per round.  Returns a list, or the single
+    step when one is left.
     """
     as_list = list(steps) if isinstance(steps, list | tuple) else [steps]
     chosen = [step for step in as_list if not any(step is other for other in provided)]
@@ -93,6 +95,9 @@ def alternate_family_hyperparameters(steps, provided=()):
         return steps
     if hyper.default_n_updates:
         hyper.n_updates = max(-(-hyper.dimension // partition.n_rounds), 3)
+    if partition.default_n_split_merge_updates:
+        partition.n_split_merge_updates = partition.random_family_round_split_merge_updates
+        partition.transition = partition.build_transition()
     alternating = AlternatingStep([hyper, partition], n_rounds=partition.n_rounds)
     out = []
     for step in as_list:

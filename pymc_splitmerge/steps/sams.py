@@ -148,9 +148,12 @@ class DefaultPartitionStep(SAMSStep):
     n_gibbs_sweeps : int, default 1
     anchor_proposal : str, default "cluster"
     n_split_merge_updates : int, optional
-        Updates per round (``n_rounds``).  50 by default; ``random_family_split_merge_updates``
-        (35) when a hyperparameter of the component family is a free random variable (or
-        depends on one) and there are at most ``random_family_max_points`` (1,000) points.
+        Updates per draw, or per round when alternated (``n_rounds``).  50 by default.  When
+        a hyperparameter of the component family is a free random variable (or depends on
+        one) and there are at most ``random_family_max_points`` (1,000) points:
+        ``random_family_round_split_merge_updates`` (35) per round when alternated,
+        ``random_family_split_merge_updates`` (100) per draw when not (e.g. with a
+        hyperparameter step given by the user).
     n_rounds : int, optional
         Rounds per draw when ``pm.sample`` also assigns a :class:`HyperparameterSlice` to
         the random hyperparameters of this partition's component family: the two steps are
@@ -170,11 +173,13 @@ class DefaultPartitionStep(SAMSStep):
 
     minimum_points = 1
 
-    #: Split-merge updates per round and rounds per draw (``n_rounds``) when a hyperparameter
-    #: of the component family is random and there are at most ``random_family_max_points``
-    #: points (``benchmarks/hierarchical.py --parts iris``); 50 and 1 otherwise.
-    random_family_split_merge_updates = 35
+    #: When a hyperparameter of the component family is random and there are at most
+    #: ``random_family_max_points`` points: split-merge updates per draw of a step that is not
+    #: alternated, rounds per draw (``n_rounds``) and updates per round when it is
+    #: (``benchmarks/hierarchical.py --parts iris``); 50 updates in one round otherwise.
+    random_family_split_merge_updates = 100
     random_family_rounds = 2
+    random_family_round_split_merge_updates = 35
     random_family_max_points = 1000
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, anchor_proposal: str = "cluster",
@@ -184,6 +189,7 @@ class DefaultPartitionStep(SAMSStep):
                          n_split_merge_updates=50 if n_split_merge_updates is None
                          else n_split_merge_updates, **kwargs)
         self.n_rounds = 1 if n_rounds is None else positive_integer(n_rounds, "n_rounds")
+        self.default_n_split_merge_updates = n_split_merge_updates is None
         if (n_split_merge_updates is None and self.n_points <= self.random_family_max_points
                 and self.partition_model.random_family):
             self.n_split_merge_updates = self.random_family_split_merge_updates
