@@ -121,3 +121,19 @@ def test_bad_number_of_rounds_is_refused(n_rounds):
         AlternatingStep([], n_rounds=n_rounds)
     with _model() as model, pytest.raises((TypeError, ValueError), match="n_rounds"):
         DefaultPartitionStep([model["z"]], n_rounds=n_rounds)
+
+
+def test_the_alternation_gives_the_same_draws_on_two_cores():
+    from pymc_splitmerge.analysis._arviz_compat import posterior_with_labels
+
+    results = []
+    for cores in (1, 2):
+        with _model():
+            results.append(pm.sample(draws=15, tune=15, chains=2, cores=cores, random_seed=11,
+                                     progressbar=False, compute_convergence_checks=False))
+    sequential, parallel = results
+    for name in ("z", "a"):
+        np.testing.assert_array_equal(posterior_with_labels(sequential)[name].values,
+                                      posterior_with_labels(parallel)[name].values)
+    assert not np.array_equal(sequential.posterior["a"].values[0],
+                              sequential.posterior["a"].values[1])
