@@ -128,8 +128,8 @@ class DefaultPartitionStep(SAMSStep):
 
     Identical to ``SAMSStep(z, anchor_proposal="cluster", n_split_merge_updates=50,
     n_gibbs_sweeps=1)`` (for a random component family on small data, two rounds of 35
-    updates alternated with the hyperparameter step: ``n_rounds`` below): 50 cluster-anchor SAMS updates (one compiled call), then one
-    collapsed Gibbs sweep, per draw (same stats, ``sams_*``, and the same
+    updates alternated with the hyperparameter step: ``n_rounds`` below): 50 cluster-anchor
+    SAMS updates (one compiled call), then one collapsed Gibbs sweep, per draw (same stats, ``sams_*``, and the same
     step name ``"sams"``: ``pm.sample`` passes a keyword argument named after a step to it,
     e.g. ``pm.sample(sams={"n_gibbs_sweeps": 2})``).  Importing ``pymc_splitmerge`` registers this class first in
     ``pymc.step_methods.STEP_METHODS``.  A split-merge move followed by a Gibbs sweep is the
