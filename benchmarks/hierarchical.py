@@ -47,7 +47,7 @@ numba, without BLAS threads.
 Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hierarchical.py
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
 [--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
-[--gibbs-sweeps G] [--hyperslice-updates M]
+[--gibbs-sweeps G] [--sams-rounds R] [--hyperslice-updates M]
 [--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2] [--parts evaluation]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
@@ -279,13 +279,16 @@ def iris_goal(args):
     (interleaved: a shared machine's load falls on both alike); the time ratio of each pair
     and their mean.  ``--sams-updates N`` gives the random model's partition step
     ``pm.sample(sams={"n_split_merge_updates": N})`` (``--gibbs-sweeps G``: and
-    ``"n_gibbs_sweeps": G``), ``--hyperslice-updates M`` its
+    ``"n_gibbs_sweeps": G``; ``--sams-rounds R``: and ``"n_rounds": R``, the rounds of
+    slice step and partition step per draw, 1 when N is given without R),
+    ``--hyperslice-updates M`` its
     hyperparameter step ``pm.sample(hyperslice={"n_updates": M})``."""
     import os
 
     x = iris_data()
     sams = {key: value for key, value in (("n_split_merge_updates", args.sams_updates),
-                                          ("n_gibbs_sweeps", args.gibbs_sweeps))
+                                          ("n_gibbs_sweeps", args.gibbs_sweeps),
+                                          ("n_rounds", args.sams_rounds))
             if value is not None} or None
     hyperslice = (None if args.hyperslice_updates is None
                   else {"n_updates": args.hyperslice_updates})
@@ -478,6 +481,7 @@ def main():
     parser.add_argument("--sams-updates", type=int, default=None)
     parser.add_argument("--hyperslice-updates", type=int, default=None)
     parser.add_argument("--gibbs-sweeps", type=int, default=None)
+    parser.add_argument("--sams-rounds", type=int, default=None)
     parser.add_argument("--large-n", type=int, default=20_000)
     parser.add_argument("--large-draws", type=int, default=200)
     parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2])

@@ -127,9 +127,10 @@ def test_default_partition_step_is_fifty_cluster_anchor_updates_and_a_sweep():
     assert custom.transition.sweep is None
 
 
-def test_default_partition_step_makes_more_updates_when_the_family_is_random(monkeypatch):
+def test_default_partition_step_alternates_in_rounds_when_the_family_is_random(monkeypatch):
     """A component family with a free random hyperparameter gets
-    ``random_family_split_merge_updates`` updates per draw on small data (a constant or
+    ``random_family_split_merge_updates`` updates per draw and ``random_family_rounds`` rounds
+    (when pm.sample alternates it with a hyperparameter step) on small data (a constant or
     ``pm.Data`` one keeps 50, so do more than ``random_family_max_points`` points); an
     explicit ``n_split_merge_updates`` wins."""
     import pymc as pm
@@ -153,11 +154,15 @@ def test_default_partition_step_makes_more_updates_when_the_family_is_random(mon
                              observed=data)
         constant = DefaultPartitionStep(z)
     updates = DefaultPartitionStep.random_family_split_merge_updates
-    assert updates > 50 and len(data) <= DefaultPartitionStep.random_family_max_points
+    rounds = DefaultPartitionStep.random_family_rounds
+    per_round = DefaultPartitionStep.random_family_round_split_merge_updates
+    assert updates > 50 and per_round * rounds > 50 and rounds > 1  # (per round: alternated)
+    assert len(data) <= DefaultPartitionStep.random_family_max_points
     assert random.transition.move.n_updates == random.n_split_merge_updates == updates
-    assert explicit.transition.move.n_updates == 7
-    assert constant.transition.move.n_updates == 50
+    assert random.n_rounds == rounds
+    assert explicit.transition.move.n_updates == 7 and explicit.n_rounds == 1
+    assert constant.transition.move.n_updates == 50 and constant.n_rounds == 1
     monkeypatch.setattr(DefaultPartitionStep, "random_family_max_points", len(data) - 1)
     with model:
         large = DefaultPartitionStep(model["z"])
-    assert large.transition.move.n_updates == 50
+    assert large.transition.move.n_updates == 50 and large.n_rounds == 1

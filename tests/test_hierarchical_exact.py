@@ -18,10 +18,15 @@ computed by enumerating the 52 set partitions and Simpson's rule in ``u = log a`
 ``log_marginal_of``). The thinned draws are compared with it by Pearson's χ² (cells with
 ``n p (1 - p) >= 1``, the rest lumped) at the suite's per-test threshold.
 
+Plain ``pm.sample()`` alternates the slice step with the default partition step, two rounds per
+draw (:class:`~pymc_splitmerge.steps.alternation.AlternatingStep`); an explicit one with three
+rounds is tested too.
+
 Negative controls: statistics that are never recomputed after the labels change (the op's cache
 check monkeypatched to "unchanged") make NUTS or the slice step sample ``a`` given the first
 partition; a slice step whose log density omits the Jacobian of ``a``'s log transform samples
-the wrong law; the same test rejects each.
+the wrong law; a partition step that keeps its family after the hyperparameter changed moves
+the labels given a stale value; the same test rejects each.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.distributions import statistics
 from pymc_splitmerge.priors import DirichletProcessPrior
+from pymc_splitmerge.steps import base
+from pymc_splitmerge.steps.alternation import AlternatingStep
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, MIN_CELL_VARIANCE
 
 DATA = np.array([[1, 1, 0, 0], [1, 1, 0, 1], [1, 0, 0, 0], [0, 0, 1, 1], [0, 1, 1, 1]])
@@ -155,6 +162,8 @@ def _sample(step_name, seed, initvals=None, hyperparameter_step="nuts"):
         steps = [] if step_name == "default" else [STEPS[step_name](z)]
         if hyperparameter_step == "nuts":
             steps.append(pm.NUTS([a]))
+        elif hyperparameter_step == "alternating":  # three rounds of the two per draw
+            steps = [AlternatingStep([psm.HyperparameterSlice([a]), *steps], n_rounds=3)]
         idata = pm.sample(draws=DRAWS, tune=TUNE, step=steps or None, chains=CHAINS, cores=1,
                           random_seed=seed, initvals=initvals, progressbar=False,
                           compute_convergence_checks=False)
@@ -200,6 +209,24 @@ def test_hyperparameter_slice_assigned_by_pymc_matches_quadrature():
     labels, a_draws = _sample("default", seed=2417, hyperparameter_step="slice")
     pvalue = _joint_chisquare(labels, a_draws)
     assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+
+
+def test_alternating_step_matches_quadrature():
+    """Three rounds per draw of HyperparameterSlice and a SAMS step (AlternatingStep)."""
+    labels, a_draws = _sample("sams", seed=2419, hyperparameter_step="alternating")
+    pvalue = _joint_chisquare(labels, a_draws)
+    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
+
+
+def test_partition_state_kept_after_a_hyperparameter_change_is_rejected(monkeypatch):
+    """Negative control of the partition step between the rounds of plain pm.sample(): a
+    step that never sees the hyperparameter change (its comparison of the family's values
+    always "unchanged") moves the labels given the value of a at the chain's first draw (a
+    start in the tail, a = 20, where the partition law differs most from the marginal)."""
+    monkeypatch.setattr(base, "_same_array", lambda first, second: True)
+    labels, a_draws = _sample("default", seed=2417, initvals={"a": 20.0},
+                              hyperparameter_step="slice")
+    assert _joint_chisquare(labels, a_draws) < GOF_PVALUE_THRESHOLD
 
 
 @pytest.mark.parametrize("hyperparameter_step", ["nuts", "slice"])

@@ -11,7 +11,7 @@ import pymc as pm
 import pytest
 
 import pymc_splitmerge as psm
-from pymc_splitmerge.core.linalg import log_det_spd_stack
+from pymc_splitmerge.core.linalg import inverse_stack, log_det_spd_stack
 from pymc_splitmerge.distributions.statistics import mark_written_labels
 from pymc_splitmerge.kernels.hit_and_run_slice import (
     MetricEstimator,
@@ -273,3 +273,60 @@ def test_metric_estimator_matches_the_sample_covariance():
         metric.update(draw)
     expected = (256 / 261) * np.cov(draws.T) + 1e-3 * (5 / 261) * np.eye(2)
     np.testing.assert_allclose(metric.factor @ metric.factor.T, expected, rtol=1e-10)
+
+
+def test_inverse_stack_matches_numpy_and_flags_singular_stacks():
+    rng = np.random.default_rng(5)
+    for dim in (1, 2, 4, 7):
+        matrices = rng.normal(size=(5, dim, dim)) + 3.0 * np.eye(dim)
+        np.testing.assert_allclose(inverse_stack(matrices), np.linalg.inv(matrices),
+                                   rtol=1e-10, atol=1e-12)
+        permuted = matrices[:, ::-1]  # rows reversed: pivoting needed
+        np.testing.assert_allclose(inverse_stack(permuted), np.linalg.inv(permuted),
+                                   rtol=1e-10, atol=1e-12)
+        singular = matrices.copy()
+        singular[3] = 0.0
+        singular[3, 0, 0] = 1.0  # rank 1 (for dim > 1), zero for dim = 1 below
+        if dim == 1:
+            singular[3, 0, 0] = 0.0
+        assert np.isnan(inverse_stack(singular)).all()  # as np.linalg.inv raising: all NaN
+    assert inverse_stack(np.empty((0, 3, 3))).shape == (0, 3, 3)
+    with pytest.raises(ValueError, match="square"):
+        inverse_stack(np.ones((2, 3, 4)))
+
+
+@pytest.mark.parametrize("linker", ["cvm", "numba"])
+def test_batched_inverse_compiled_matches_perform(linker):
+    """BatchedInverse as a compiled model runs it: ``perform`` (NumPy) in the C virtual
+    machine, the registered numba loop in PyTensor's numba backend (pymc 6's default; not
+    ``perform`` in object mode), compared with NumPy; a singular stack gives NaN in both."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_splitmerge.core.linalg import inverse_stack_compiled
+    from pymc_splitmerge.distributions.statistics import BatchedInverse
+
+    matrices = pt.tensor3("matrices")
+    output = BatchedInverse()(matrices)
+    if linker == "cvm":
+        compiled = pytensor.function([matrices], output,
+                                     mode=pytensor.compile.mode.Mode(linker="cvm"))
+    else:
+        from pytensor.link.numba.dispatch import numba_funcify
+
+        implementation = numba_funcify(output.owner.op, node=output.owner)
+        assert implementation is inverse_stack_compiled
+        compiled = pytensor.function([matrices], output, mode="NUMBA")
+    rng = np.random.default_rng(6)
+    for dim in (1, 2, 4, 7):
+        for count in (0, 1, 5):
+            stack = rng.normal(size=(count, dim, dim)) + 3.0 * np.eye(dim)
+            got = compiled(stack)
+            assert got.shape == (count, dim, dim)
+            np.testing.assert_allclose(got, np.linalg.inv(stack), rtol=1e-10, atol=1e-12)
+        view = (rng.normal(size=(6, dim, dim)) + 3.0 * np.eye(dim)).transpose(0, 2, 1)[::2]
+        np.testing.assert_allclose(compiled(view), np.linalg.inv(view), rtol=1e-10,
+                                   atol=1e-12)
+        singular = np.tile(np.eye(dim), (3, 1, 1))
+        singular[1] = 0.0
+        assert np.isnan(compiled(singular)).all()

@@ -105,6 +105,7 @@ def test_install_and_uninstall_every_wrapper():
     wrappers = {"run_convergence_checks": psm.sampling.label_invariant_convergence_checks,
                 "make_initial_point_fns_per_chain": hooks.make_initial_point_fns_per_chain,
                 "assign_step_methods": hooks.assign_step_methods,
+                "instantiate_steppers": hooks.instantiate_steppers,
                 "_sample_return": hooks.sample_return,
                 "sample_posterior_predictive": hooks.sample_posterior_predictive}
     assert set(wrappers) == set(NAMES)

@@ -42,7 +42,11 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.link.c.op import COp
 
-from pymc_splitmerge.core.linalg import log_det_spd_stack, log_det_spd_stack_compiled
+from pymc_splitmerge.core.linalg import (
+    inverse_stack_compiled,
+    log_det_spd_stack,
+    log_det_spd_stack_compiled,
+)
 
 __all__ = ["BatchedInverse", "BatchedLogDet", "ClusterStatistics", "batched_inverse",
            "batched_log_det", "cluster_statistics", "mark_written_labels"]
@@ -315,11 +319,12 @@ _numba_registered = False
 
 
 def _register_numba_log_det() -> None:
-    """Register :class:`BatchedLogDet`'s numba implementation with PyTensor's numba backend,
-    once (at the first node: importing the backend's dispatch costs about 0.3 s on
-    pytensor 3, which ``import pymc_splitmerge`` does not pay).  With PyTensor's default cache
-    key (where the helper exists) a compiled function that contains the Op is cached across
-    processes like one of PyTensor's own Ops."""
+    """Register the numba implementations of :class:`BatchedLogDet` and
+    :class:`BatchedInverse` with PyTensor's numba backend, once (at the first node of either:
+    importing the backend's dispatch costs about 0.3 s on pytensor 3, which
+    ``import pymc_splitmerge`` does not pay).  With PyTensor's default cache key (where the
+    helper exists) a compiled function that contains them is cached across processes like
+    one of PyTensor's own Ops."""
     global _numba_registered
     if _numba_registered:
         return
@@ -328,36 +333,55 @@ def _register_numba_log_det() -> None:
         from pytensor.link.numba.dispatch import basic
     except ImportError:  # pragma: no cover - PyTensor without its numba backend
         return
+    from pymc_splitmerge.core import linalg
+
+    implementations = {  # Op: (the compiled function, the numba functions it runs)
+        BatchedLogDet: (log_det_spd_stack_compiled,
+                        (linalg._log_det_spd_stack, linalg.log_det_spd_stack_compiled)),
+        BatchedInverse: (inverse_stack_compiled,
+                         (linalg._inverse_stack, linalg.inverse_stack_compiled)),
+    }
     register = getattr(basic, "register_funcify_default_op_cache_key", None)
-    if register is not None:
-        # the int salts PyTensor's cache key (a cached function would otherwise keep an
-        # older implementation): a hash of the numba loop's source
-        import hashlib
-        import inspect
+    for op_class, (compiled, loops) in implementations.items():
+        if register is not None:
+            # the int salts PyTensor's cache key (a cached function would otherwise keep an
+            # older implementation): a hash of the numba loops' source
+            salt = _source_salt(loops)
+            register(op_class)(lambda op, node=None, _compiled=compiled, _salt=salt,
+                               **kwargs: (_compiled, _salt))
+        else:  # pragma: no cover - older PyTensor
+            basic.numba_funcify.register(op_class)(
+                lambda op, node=None, _compiled=compiled, **kwargs: _compiled)
 
-        from pymc_splitmerge.core import linalg
 
-        try:
-            source = "".join(inspect.getsource(function.py_func) for function in (
-                linalg._log_det_spd_stack, linalg.log_det_spd_stack_compiled))
-        except (OSError, TypeError):  # pragma: no cover - no source files (a frozen install)
-            from importlib.metadata import version
+def _source_salt(functions) -> int:
+    """A hash of the source of numba functions (of the package version without sources)."""
+    import hashlib
+    import inspect
 
-            source = version("pymc_splitmerge")
-        salt = int(hashlib.sha256(source.encode()).hexdigest()[:12], 16)
-        register(BatchedLogDet)(
-            lambda op, node=None, **kwargs: (log_det_spd_stack_compiled, salt))
-    else:  # pragma: no cover - older PyTensor
-        basic.numba_funcify.register(BatchedLogDet)(
-            lambda op, node=None, **kwargs: log_det_spd_stack_compiled)
+    try:
+        source = "".join(inspect.getsource(function.py_func) for function in functions)
+    except (OSError, TypeError):  # pragma: no cover - no source files (a frozen install)
+        from importlib.metadata import version
+
+        source = version("pymc_splitmerge")
+    return int(hashlib.sha256(source.encode()).hexdigest()[:12], 16)
 
 
 class BatchedInverse(_DerivativeOp):
-    """Inverses of a stack (K, D, D) of matrices in one NumPy call (``np.linalg.inv``)."""
+    """Inverses of a stack (K, D, D) of matrices in one NumPy call (``np.linalg.inv``), all
+    NaN when one is singular.
+
+    In PyTensor's numba backend (pymc 6's default linker; it runs the gradient of a
+    Normal-Inverse-Wishart mixture's log density) the Op runs the compiled loop
+    :func:`~pymc_splitmerge.core.linalg.inverse_stack_compiled` (Gauss-Jordan elimination,
+    registered with :class:`BatchedLogDet`'s), not ``perform`` in numba's object mode.
+    """
 
     __props__ = ()
 
     def make_node(self, matrices):
+        _register_numba_log_det()
         matrices = pt.as_tensor_variable(matrices).astype("float64")
         return Apply(self, [matrices], [matrices.type()])
 

@@ -12,6 +12,7 @@ name in ``pymc.sampling.mcmc``         PyMC's function                          
 ``run_convergence_checks``             ``pymc.stats.convergence.run_convergence_checks``   :func:`~pymc_splitmerge.sampling.mcmc.label_invariant_convergence_checks`
 ``make_initial_point_fns_per_chain``   ``pymc.initial_point.make_initial_point_fns_per_chain``  :func:`make_initial_point_fns_per_chain`
 ``assign_step_methods``                ``pymc.sampling.mcmc.assign_step_methods``          :func:`assign_step_methods`
+``instantiate_steppers``               ``pymc.sampling.mcmc.instantiate_steppers``         :func:`instantiate_steppers`
 ``_sample_return``                     ``pymc.sampling.mcmc._sample_return``               :func:`sample_return`
 ``sample_posterior_predictive`` [*]_   ``pymc.sampling.forward.sample_posterior_predictive``  :func:`sample_posterior_predictive`
 =====================================  ==================================================  ======================================================
@@ -36,7 +37,11 @@ name in ``pymc.sampling.mcmc``         PyMC's function                          
   needs the model (is the parameter used only by its own prior and the partition prior?), but
   PyMC hands ``competence`` the variable alone; ``pm.sample(model=model)`` outside
   ``with model:`` therefore gave the concentration NUTS.  The wrapper calls PyMC's
-  ``assign_step_methods`` inside ``with model:``.
+  ``assign_step_methods`` inside ``with model:``.  For a model whose component family has
+  random hyperparameters, the wrapper of ``instantiate_steppers`` puts the
+  :class:`~pymc_splitmerge.HyperparameterSlice` and the partition step PyMC assigned into one
+  :class:`~pymc_splitmerge.steps.alternation.AlternatingStep` (several rounds of the two per
+  draw: :func:`~pymc_splitmerge.steps.alternation.alternate_family_hyperparameters`).
 * **Where the labels go.** The raw label vector in the posterior group gives ``az.summary``
   one row per observation (and NumPy warnings for labels that never move) and ``az.plot_trace``
   one panel per observation (ArviZ 1.x refuses above 40).  The wrapper of ``_sample_return``
@@ -78,6 +83,7 @@ __all__ = [
     "check_partition_initvals",
     "check_partition_start",
     "install_pymc_hooks",
+    "instantiate_steppers",
     "make_initial_point_fns_per_chain",
     "pymc_function",
     "sample_posterior_predictive",
@@ -166,6 +172,8 @@ PYMC_PARAMETERS = {
     "run_convergence_checks": ("idata", "model"),
     "make_initial_point_fns_per_chain": ("model", "overrides", "jitter_rvs", "chains"),
     "assign_step_methods": ("model", "step", "methods"),
+    "instantiate_steppers": ("model", "steps", "selected_steps", "step_kwargs", "initial_point",
+                             "compile_kwargs"),
     "_sample_return": ("run", "traces", "tune", "t_sampling", "discard_tuned_samples",
                        "compute_convergence_checks", "return_inferencedata", "keep_warning_stat",
                        "idata_kwargs", "model", "quiet"),
@@ -221,6 +229,18 @@ def assign_step_methods(model, step=None, methods=None):
     """PyMC's ``assign_step_methods`` inside ``with model:`` (see the module doc)."""
     with model:
         return pymc_function("assign_step_methods")(model, step, methods)
+
+
+def instantiate_steppers(*args, **kwargs):
+    """PyMC's ``instantiate_steppers``, then the hyperparameter step of a random component
+    family and its partition step alternated (see the module doc)."""
+    from pymc_splitmerge.steps.alternation import alternate_family_hyperparameters
+
+    function = pymc_function("instantiate_steppers")
+    arguments = inspect.signature(function).bind(*args, **kwargs).arguments
+    provided = list(arguments.get("steps") or ())  # PyMC appends its steps to that list
+    steps = function(*args, **kwargs)
+    return alternate_family_hyperparameters(steps, provided)
 
 
 def sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,
@@ -330,6 +350,7 @@ def _wrappers() -> dict:
     return {"run_convergence_checks": label_invariant_convergence_checks,
             "make_initial_point_fns_per_chain": make_initial_point_fns_per_chain,
             "assign_step_methods": assign_step_methods,
+            "instantiate_steppers": instantiate_steppers,
             "_sample_return": sample_return,
             "sample_posterior_predictive": sample_posterior_predictive}
 

@@ -12,7 +12,9 @@ win PyMC's competence ties, e.g. over ``CategoricalGibbsMetropolis`` and NUTS):
 * :class:`PartitionPriorSlice` for any other ``alpha`` / ``discount`` of a Dirichlet process,
   Pitman–Yor or finite-Dirichlet prior,
 * :class:`HyperparameterSlice` for the continuous hyperparameters that feed only a
-  ``ConjugateMixture``'s component family (one block, slice moves on the cluster statistics),
+  ``ConjugateMixture``'s component family (one block, slice moves on the cluster statistics;
+  ``pm.sample`` alternates it with the partition step, two rounds per draw on small data:
+  :class:`AlternatingStep`),
 
 the concentration steps only when the parameter is used directly as that input and influences nothing
 else in the model (then their updates are exact).  Plain ``pm.sample()`` then picks these
@@ -22,6 +24,7 @@ steps; everything else gets PyMC's usual choice.
 from pymc.step_methods import STEP_METHODS
 
 from pymc_splitmerge._lazy import lazy_names
+from pymc_splitmerge.steps.alternation import AlternatingStep
 from pymc_splitmerge.steps.base import PartitionStep
 from pymc_splitmerge.steps.cluster_slots import SlotGibbsStep
 from pymc_splitmerge.steps.concentration import ConcentrationGibbs, PartitionPriorSlice
@@ -38,6 +41,7 @@ _LAZY_STEPS = {"ARMStep": "arm", "PGSMStep": "pgsm", "RGSMStep": "rgsm"}
 
 __all__ = [
     "ARMStep",
+    "AlternatingStep",
     "CollapsedGibbsStep",
     "ConcentrationGibbs",
     "DefaultPartitionStep",

@@ -37,7 +37,9 @@ from pymc.exceptions import SamplingError
 from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
+from pytensor.compile.mode import get_default_mode
 from pytensor.graph.replace import graph_replace
+from pytensor.link.vm import VMLinker
 
 try:  # pytensor >= 2.31
     from pytensor.graph.traversal import ancestors
@@ -54,6 +56,18 @@ from pymc_splitmerge.kernels.hit_and_run_slice import (
 from pymc_splitmerge.steps.base import PerChainSetup
 
 __all__ = ["HyperparameterSlice"]
+
+
+def _mode_without_garbage_collection():
+    """PyTensor's default mode, whose virtual machine (if it uses one) keeps the intermediate
+    arrays between calls instead of freeing them after each: the density is called some 30
+    times per draw on arrays of a few clusters, and freeing them cost about a quarter of an
+    evaluation in the C virtual machine (``benchmarks/hierarchical.py --parts evaluation``).
+    Other linkers (numba) are kept as they are."""
+    mode = get_default_mode()
+    if isinstance(mode.linker, VMLinker) and mode.linker.allow_gc:
+        return mode.clone(link_kwargs={"allow_gc": False})
+    return mode
 
 
 def _mixtures(model) -> list:
@@ -154,6 +168,7 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
         self.vars = value_vars
         self._build_log_density(model, value_vars)
         self.n_updates = max(self.dimension, 3) if n_updates is None else int(n_updates)
+        self.default_n_updates = n_updates is None  # an AlternatingStep may share them out
         self.rng = get_random_generator(rng)
         self.reset_chain()
 
@@ -194,10 +209,11 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
         needed = set(ancestors([log_density, *outputs]))
         others = [v for v in model.value_vars if v in needed and v not in value_vars]
         self._other_names = [v.name for v in others]
-        statistics = pytensor.function(others, outputs, on_unused_input="ignore")
+        mode = _mode_without_garbage_collection()
+        statistics = pytensor.function(others, outputs, on_unused_input="ignore", mode=mode)
         statistics.trust_input = True
         density = pytensor.function([flat, *placeholders, *others], log_density,
-                                    on_unused_input="ignore")
+                                    on_unused_input="ignore", mode=mode)
         density.trust_input = True
         self._statistics, self._density = statistics, density
 

@@ -127,9 +127,9 @@ class DefaultPartitionStep(SAMSStep):
     """The step plain ``pm.sample()`` assigns to a partition variable: SAMS + one Gibbs sweep.
 
     Identical to ``SAMSStep(z, anchor_proposal="cluster", n_split_merge_updates=50,
-    n_gibbs_sweeps=1)`` (100 updates for a random component family on small data:
-    ``n_split_merge_updates`` below): 50 cluster-anchor SAMS updates (one compiled call), then one
-    collapsed Gibbs sweep, per draw (same stats, ``sams_*``, and the same
+    n_gibbs_sweeps=1)`` (for a random component family on small data, two rounds of 35
+    updates alternated with the hyperparameter step: ``n_rounds`` below): 50 cluster-anchor
+    SAMS updates (one compiled call), then one collapsed Gibbs sweep, per draw (same stats, ``sams_*``, and the same
     step name ``"sams"``: ``pm.sample`` passes a keyword argument named after a step to it,
     e.g. ``pm.sample(sams={"n_gibbs_sweeps": 2})``).  Importing ``pymc_splitmerge`` registers this class first in
     ``pymc.step_methods.STEP_METHODS``.  A split-merge move followed by a Gibbs sweep is the
@@ -148,32 +148,51 @@ class DefaultPartitionStep(SAMSStep):
     n_gibbs_sweeps : int, default 1
     anchor_proposal : str, default "cluster"
     n_split_merge_updates : int, optional
-        50 by default; ``random_family_split_merge_updates`` (100) when a hyperparameter of
-        the component family is a free random variable (or depends on one) and there are at
-        most ``random_family_max_points`` (1,000) points.  The number of clusters then mixes
-        more slowly per draw, and on small data a draw's fixed costs (the hyperparameter
-        step, the family rebuilt for new values) dominate the 50 updates, so further
-        updates raise its effective sample size per CPU second
-        (``benchmarks/hierarchical.py --parts iris``); on large data the updates dominate
-        the draw and 50 are kept (``--parts large``).
+        Updates per draw, or per round when alternated (``n_rounds``).  50 by default.  When
+        a hyperparameter of the component family is a free random variable (or depends on
+        one) and there are at most ``random_family_max_points`` (1,000) points:
+        ``random_family_round_split_merge_updates`` (35) per round when alternated,
+        ``random_family_split_merge_updates`` (100) per draw when not (e.g. with a
+        hyperparameter step given by the user).
+    n_rounds : int, optional
+        Rounds per draw when ``pm.sample`` also assigns a :class:`HyperparameterSlice` to
+        the random hyperparameters of this partition's component family: the two steps are
+        then applied ``n_rounds`` times per draw, in an
+        :class:`~pymc_splitmerge.steps.alternation.AlternatingStep`, each round with its
+        share of the slice moves and ``n_split_merge_updates`` updates.  Default
+        ``random_family_rounds`` (2) in the case above (when ``n_split_merge_updates`` is
+        not given), else 1.  The labels and those hyperparameters move each other, so the
+        number of clusters mixes slowly per draw; alternating twice with 35 updates each
+        mixes it faster per CPU second than once with 100
+        (``benchmarks/hierarchical.py --parts coupling`` and ``--parts iris``).  On large
+        data the updates dominate the draw and one round of 50 is kept (``--parts large``).
+        No effect on a step that is not alternated with a hyperparameter step.
     **kwargs
         Other :class:`SAMSStep` parameters.
     """
 
     minimum_points = 1
 
-    #: Split-merge updates per draw when a hyperparameter of the component family is random
-    #: and there are at most ``random_family_max_points`` points
-    #: (``benchmarks/hierarchical.py --parts iris``); 50 otherwise.
+    #: When a hyperparameter of the component family is random and there are at most
+    #: ``random_family_max_points`` points: split-merge updates per draw of a step that is not
+    #: alternated, rounds per draw (``n_rounds``) and updates per round when it is
+    #: (``benchmarks/hierarchical.py --parts iris``); 50 updates in one round otherwise.
     random_family_split_merge_updates = 100
+    random_family_rounds = 2
+    random_family_round_split_merge_updates = 35
     random_family_max_points = 1000
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, anchor_proposal: str = "cluster",
-                 n_split_merge_updates: int | None = None, **kwargs):
+                 n_split_merge_updates: int | None = None, n_rounds: int | None = None,
+                 **kwargs):
         super().__init__(vars, n_gibbs_sweeps=n_gibbs_sweeps, anchor_proposal=anchor_proposal,
                          n_split_merge_updates=50 if n_split_merge_updates is None
                          else n_split_merge_updates, **kwargs)
+        self.n_rounds = 1 if n_rounds is None else positive_integer(n_rounds, "n_rounds")
+        self.default_n_split_merge_updates = n_split_merge_updates is None
         if (n_split_merge_updates is None and self.n_points <= self.random_family_max_points
                 and self.partition_model.random_family):
             self.n_split_merge_updates = self.random_family_split_merge_updates
             self.transition = self.build_transition()
+            if n_rounds is None:
+                self.n_rounds = self.random_family_rounds
