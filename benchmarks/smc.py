@@ -371,6 +371,10 @@ def sequential_frontier(n, runs, pairs, prior_names, rng):
             results[(prior_name, particles, rejuvenation)] = values
             print(f"| {prior_name} | {particles} | {rejuvenation} | {values.mean():.2f} | "
                   f"{values.std(ddof=1):.3f} | {seconds:.1f} |", flush=True)
+    print("\nlog Z per run (to pool runs of several seeds):")
+    for (prior_name, particles, rejuvenation), values in results.items():
+        print(f"- {prior_name}, L = {particles}, Q = {rejuvenation}: "
+              + ", ".join(f"{v:.2f}" for v in values))
     if len(prior_names) == 2:
         from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
