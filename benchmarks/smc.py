@@ -32,7 +32,8 @@ up before timing):
    pooled one; and Neal's (2000) nine points (DP(1), N(θ, 0.1²), θ ~ N(0, 1)) against
    enumeration.
    ``--reference-labels K``: the tempered SMC starts from K uniform labels and tempers prior
-   and likelihood together (``reference_labels``); ``--skip-sequential``: tempered runs only.
+   and likelihood together (``reference_labels``); ``--skip-sequential``: tempered runs only;
+   ``--fixed-schedule``: a pilot run's adaptive temperatures, then every tempered run on them.
    ``--configurations`` (section 5c only): tempered configurations (particles, moves,
    cluster anchors, waste-free chains, ESS) at similar CPU on that mixture, DP(1), with the
    sd over runs of log Ẑ accumulated up to β = 0.5, 0.8, ..., 1 (where the spread arises).
@@ -242,7 +243,8 @@ def _runs(function, runs):
 
 
 def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng,
-                                sequential_rejuvenation=20, sequential=True):
+                                sequential_rejuvenation=20, sequential=True,
+                                fixed_schedule=False):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -259,10 +261,19 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
         prepared = tempered_smc.prepare_tempered(prior, family, x)
         tempered_smc.run_tempered_smc(prior, family, x[:10], 2, rng)  # warm-up
         stages, move_rounds = [], []
+        prior_options = dict(options)
+        if fixed_schedule:  # a pilot run's temperatures, then every run on them (unbiased Ẑ)
+            start = time.process_time()
+            pilot = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
+                                                  prepared=prepared, **options)
+            prior_options["temperatures"] = pilot.temperatures
+            print(f"| pilot (adaptive) | {prior_name} | {pilot.log_evidence:.2f} | | | "
+                  f"{pilot.temperatures.size - 1} | {time.process_time() - start:.1f} |")
 
-        def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds):
+        def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds,
+                         prior_options=prior_options):
             result = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
-                                                   prepared=prepared, **options)
+                                                   prepared=prepared, **prior_options)
             stages.append(result.log_evidence_increments.size)
             move_rounds.append(result.move_rounds.sum())
             return result.log_evidence
@@ -371,6 +382,10 @@ def sequential_frontier(n, runs, pairs, prior_names, rng):
             results[(prior_name, particles, rejuvenation)] = values
             print(f"| {prior_name} | {particles} | {rejuvenation} | {values.mean():.2f} | "
                   f"{values.std(ddof=1):.3f} | {seconds:.1f} |", flush=True)
+    print("\nlog Z per run (to pool runs of several seeds):")
+    for (prior_name, particles, rejuvenation), values in results.items():
+        print(f"- {prior_name}, L = {particles}, Q = {rejuvenation}: "
+              + ", ".join(f"{v:.2f}" for v in values))
     if len(prior_names) == 2:
         from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -506,6 +521,9 @@ def main():
     parser.add_argument("--reference-labels", type=int, default=None, metavar="K",
                         help="tempered SMC from K uniform labels, prior and likelihood "
                              "tempered together (default: from the prior, likelihood only)")
+    parser.add_argument("--fixed-schedule", action="store_true",
+                        help="section 5: one adaptive pilot run per prior, then the tempered "
+                             "runs on its temperatures (Ẑ exactly unbiased)")
     parser.add_argument("--skip-sequential", action="store_true",
                         help="section 5: tempered SMC only (no sequential runs beside it)")
     args = parser.parse_args()
@@ -546,7 +564,8 @@ def main():
         neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
                                     options, rng, args.sequential_rejuvenation,
-                                    sequential=not args.skip_sequential)
+                                    sequential=not args.skip_sequential,
+                                    fixed_schedule=args.fixed_schedule)
 
 
 if __name__ == "__main__":

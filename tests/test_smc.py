@@ -379,7 +379,7 @@ def test_evidence_negative_controls_are_rejected(variant, kwargs):
 
 @pytest.mark.parametrize("family_name", list(FAMILIES))
 def test_evidence_is_unbiased_with_rejuvenation_beyond_the_points_seen(family_name):
-    """Q = 20 > n (the setting docs/benchmarks.md recommends for evidence at n = 1,000): every
+    """Q = 20 > n (the order of Q docs/benchmarks.md recommends for evidence at n = 1,000): every
     step Gibbs-updates all the past labels once, the rotating block wrapping around; Ẑ stays
     unbiased, and weighting after the move (negative control) is rejected by the same test."""
     prior = PRIORS["dp"]

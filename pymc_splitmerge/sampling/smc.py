@@ -575,9 +575,11 @@ def compare_evidence(results: dict) -> pd.DataFrame:
     :math:`\hat Z = \frac1C\sum_c \hat Z_c` (``log_evidence``); its Monte Carlo standard error
     on the log scale (``mcse``) is the jackknife over chains (:func:`pooled_log_evidence`).
     It matches the spread between repeated calls when the chains' :math:`\log\hat Z_c` agree
-    to about a nat; with four chains differing by about 1.5 nats it was about 0.7 of that
-    spread on the 2-D mixture of ``benchmarks/smc.py`` (``docs/benchmarks.md``), so use
-    settings whose chains agree (for the sequential method, ``rejuvenation``) or more chains.
+    to about a nat (on the 2-D mixture of ``benchmarks/smc.py``, four chains 0.5 nats apart:
+    mean standard error 0.23 against a spread of 0.22 between calls); with four chains
+    differing by about 1.5 nats it was about 0.7 of that spread (``docs/benchmarks.md``), so
+    use settings whose chains agree (for the sequential method, ``rejuvenation``) or more
+    chains.
     ``log_bayes_factor`` is against the model of largest evidence, with the
     standard error of the difference of two independent estimates (``bayes_factor_mcse``).
 
