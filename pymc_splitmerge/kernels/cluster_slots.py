@@ -235,19 +235,50 @@ def _log_slot_choice(log_likelihood, j, sizes, chosen, freed):
 
 
 @numba.njit(cache=True)
-def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, seed):
+def _cluster_anchors(labels, sizes, n_occupied):
+    """Anchors of a cluster-anchored move: ``j`` uniform in a uniformly chosen occupied slot,
+    ``i`` uniform among the other points (probability ``1 / (K n_{z_j} (n - 1))``)."""
+    n = labels.shape[0]
+    rank = np.random.randint(n_occupied)
+    slot = -1
+    for s in range(sizes.shape[0]):
+        if sizes[s] > 0:
+            if rank == 0:
+                slot = s
+                break
+            rank -= 1
+    position = np.random.randint(sizes[slot])
+    j = -1
+    for point in range(n):
+        if labels[point] == slot:
+            if position == 0:
+                j = point
+                break
+            position -= 1
+    i = np.random.randint(n - 1)
+    if i >= j:
+        i += 1
+    return i, j
+
+
+@numba.njit(cache=True)
+def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, seed,
+                      cluster_anchors=False, drop_anchor_ratio=False):
     np.random.seed(seed)
     n, capacity = log_likelihood.shape
     if n < 2:
         return 0, False, np.nan
-    i = np.random.randint(n)
-    j = np.random.randint(n - 1)
-    if j >= i:
-        j += 1
     n_occupied = 0
     for s in range(capacity):
         if sizes[s] > 0:
             n_occupied += 1
+    if cluster_anchors:
+        i, j = _cluster_anchors(labels, sizes, n_occupied)
+    else:
+        i = np.random.randint(n)
+        j = np.random.randint(n - 1)
+        if j >= i:
+            j += 1
     k = labels[i]
     if labels[j] == k:  # ------------------------------------------------ split
         n_empty = capacity - n_occupied
@@ -283,6 +314,9 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
                 log_proposal += log_pa
         log_ratio = (log_split_weight(log_v_table, log_w_table, n_occupied, size_a, size_b)
                      - np.log(n_empty) + log_likelihood_change - log_proposal)
+        if cluster_anchors and not drop_anchor_ratio:  # P(reverse anchors) / P(anchors)
+            log_ratio += (np.log(n_occupied) + np.log(sizes[k])
+                          - np.log(n_occupied + 1) - np.log(size_b))
         if np.isnan(log_ratio):
             log_ratio = -np.inf
         accepted = np.log(np.random.random()) < log_ratio
@@ -319,6 +353,9 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
     n_empty_after = capacity - (n_occupied - 1)
     log_ratio = (-log_split_weight(log_v_table, log_w_table, n_occupied - 1, size_a, size_b)
                  + np.log(n_empty_after) + log_likelihood_change + log_proposal)
+    if cluster_anchors and not drop_anchor_ratio:  # P(reverse anchors) / P(anchors)
+        log_ratio += (np.log(n_occupied) + np.log(size_b)
+                      - np.log(n_occupied - 1) - np.log(size_a + size_b))
     if np.isnan(log_ratio):
         log_ratio = -np.inf
     accepted = np.log(np.random.random()) < log_ratio
@@ -331,20 +368,33 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
     return 2, accepted, log_ratio
 
 
-def slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, rng
+def slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, rng,
+                     cluster_anchors: bool = False, _drop: str | None = None
                      ) -> SlotSplitMergeInfo:
     """One split-merge Metropolis-Hastings update of the labels given the slots' parameters.
 
     Parameters are those of :func:`slot_gibbs_sweeps` (``labels`` and ``sizes`` are updated
-    in place when the proposal is accepted).
+    in place when the proposal is accepted), and
+
+    cluster_anchors : bool, default False
+        How the anchors are drawn.  ``False``: an ordered pair of distinct points, uniform
+        (a small cluster is an anchor's cluster rarely: with probability about
+        ``2 n_small / n``).  ``True``: ``j`` uniform in a *uniformly chosen occupied slot*,
+        ``i`` uniform among the other points, probability :math:`1 / (K\, n_{z_j} (n-1))`;
+        the ratio of the reverse pair's probability to it enters the acceptance ratio
+        (a split of a block of size ``n_k`` from ``K`` occupied slots into ``m_a + m_b``:
+        :math:`K n_k / ((K+1) m_b)`; a merge its inverse).  Each small cluster is then ``j``'s
+        cluster with probability ``1/K`` and is proposed merged into ``i``'s (mostly a large
+        one, whose parameters it adopts).
 
     Returns
     -------
     SlotSplitMergeInfo
     """
     log_likelihood = _check(log_likelihood, labels, log_v_table)
-    move, accepted, log_ratio = _slot_split_merge(log_likelihood, labels, sizes, log_v_table,
-                                                  log_w_table, numba_seed_from(rng))
+    move, accepted, log_ratio = _slot_split_merge(
+        log_likelihood, labels, sizes, log_v_table, log_w_table, numba_seed_from(rng),
+        bool(cluster_anchors), _drop == "anchor_ratio")  # negative control of the tests
     return SlotSplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
 
