@@ -371,7 +371,7 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
 def slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, rng,
                      cluster_anchors: bool = False, _drop: str | None = None
                      ) -> SlotSplitMergeInfo:
-    """One split-merge Metropolis-Hastings update of the labels given the slots' parameters.
+    r"""One split-merge Metropolis-Hastings update of the labels given the slots' parameters.
 
     Parameters are those of :func:`slot_gibbs_sweeps` (``labels`` and ``sizes`` are updated
     in place when the proposal is accepted), and
