@@ -625,8 +625,8 @@ def _two_way(log_a, log_b, size_a, size_b):
     return weights - logsumexp(weights)
 
 
-def _log_cluster_anchor_probability(labels, i, j) -> float:
-    """``log P(i, j)`` of cluster anchors: ``j`` uniform in a uniform occupied cluster,
+def _log_cluster_point_anchor_probability(labels, i, j) -> float:
+    """``log P(i, j)`` of cluster-point anchors: ``j`` uniform in a uniform occupied cluster,
     ``i`` uniform among the other points."""
     sizes = np.bincount(labels)
     return -(np.log(np.count_nonzero(sizes)) + np.log(sizes[labels[j]])
@@ -634,13 +634,13 @@ def _log_cluster_anchor_probability(labels, i, j) -> float:
 
 
 def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bool = True,
-                               cluster_anchors: bool = False):
+                               cluster_point: bool = False):
     """One split-merge update as :func:`kernels.cluster_slots.slot_split_merge`, with the
-    target ratio from the slot target itself (a new label array); ``cluster_anchors``: the
+    target ratio from the slot target itself (a new label array); ``cluster_point``: the
     anchors' probability ratio from the two label arrays themselves."""
     n, capacity = log_likelihood.shape
     sizes = np.bincount(labels, minlength=capacity)
-    if cluster_anchors:
+    if cluster_point:
         j = rng.choice(np.flatnonzero(labels == rng.choice(np.flatnonzero(sizes))))
         i = rng.choice(np.delete(np.arange(n), j))
     else:
@@ -694,9 +694,9 @@ def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bo
                 log_proposal += log_p[0]
         log_ratio = (_log_slot_target(proposal, log_likelihood, prior, placement)
                      - _log_slot_target(labels, log_likelihood, prior, placement) + log_proposal)
-    if cluster_anchors:
-        log_ratio += (_log_cluster_anchor_probability(proposal, i, j)
-                      - _log_cluster_anchor_probability(labels, i, j))
+    if cluster_point:
+        log_ratio += (_log_cluster_point_anchor_probability(proposal, i, j)
+                      - _log_cluster_point_anchor_probability(labels, i, j))
     if np.log(rng.random()) < log_ratio:
         return proposal
     return labels.copy()
