@@ -484,6 +484,81 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", No
         print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
 
 
+def move_counts(n, capacity, draws, tune, chains, seed, contender):
+    """What changes the number of clusters K, by move: each move of ``SlotGibbsStep`` (the
+    moves of ``CONTENDER_MOVES[contender]``) wrapped to record the occupied slots before and
+    after it, through ``pm.sample`` on the Student-t data; K's posterior, the sizes of the
+    clusters beyond the three largest and K's bulk ESS."""
+    import pymc_splitmerge.steps.cluster_slots as slot_steps
+
+    records = []
+    moves = {"laplace_parameter_update": "Laplace parameter update",
+             "parameter_split_merge": "parameter split-merge",
+             "slot_split_merge": "label split-merge", "slot_gibbs_sweeps": "Algorithm 8 sweep"}
+    originals = {name: getattr(slot_steps, name) for name in moves}
+
+    def recorded(name):
+        function = originals[name]
+
+        def wrapper(*args, **kwargs):
+            sizes = args[3] if "parameter" in name else args[2]
+            before = sizes.copy()
+            start = time.process_time()
+            out = function(*args, **kwargs)
+            label = moves[name] + (", cluster-point" if kwargs.get("anchors") == "cluster_point"
+                                   else "")
+            records.append((label, before, sizes.copy(), time.process_time() - start))
+            return out
+        return wrapper
+
+    for name in moves:
+        setattr(slot_steps, name, recorded(name))
+    try:
+        y, _ = student_data(n + n // 4, np.random.default_rng(seed))
+        model = slot_model("student_t", y[:n], None, capacity)
+        with model:
+            step = [psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[contender])]
+            start = time.process_time()
+            idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=step,
+                              random_seed=seed, progressbar=False,
+                              compute_convergence_checks=False)
+            cpu = time.process_time() - start
+    finally:
+        for name, function in originals.items():
+            setattr(slot_steps, name, function)
+    k, largest = partition_quantities(_posterior(idata, "z").astype(np.int64))
+    labels = _posterior(idata, "z").astype(np.int64)
+    beyond = [size for chain in labels for row in chain
+              for size in np.sort(np.bincount(row)[np.bincount(row) > 0])[::-1][3:]]
+    values, counts = np.unique(k, return_counts=True)
+    print(f"\nmoves of {contender}: Student-t n = {n}, {chains} chains x {draws} draws "
+          f"(+{tune} tuning), {cpu:.1f} s CPU, load average {os.getloadavg()[0]:.1f}")
+    print(f"  K {k.mean():.2f}, per chain {np.round(k.mean(axis=1), 2).tolist()}, bulk ESS "
+          f"{ess(k):.0f}; largest fraction bulk ESS {ess(largest):.0f}")
+    print("  K posterior: " + ", ".join(f"{int(v)}: {c / counts.sum():.3f}"
+                                         for v, c in zip(values, counts, strict=True)))
+    if beyond:
+        print(f"  clusters beyond the 3 largest: {len(beyond) / k.size:.2f} a draw, sizes "
+              f"(10, 25, 50, 75, 90 %) {np.quantile(beyond, [0.1, 0.25, 0.5, 0.75, 0.9])}")
+    kept = records[len(records) * tune // (tune + draws):]  # about the kept draws' calls
+    print(f"  {'move':<40}{'calls':>7}{'changed':>9}{'K up':>6}{'K down':>8}{'ms CPU':>8}"
+          "  points in the clusters born / died by a call (median; share >= 20)")
+    for label in dict.fromkeys(r[0] for r in kept):
+        rows = [r for r in kept if r[0] == label]
+        up = sum(np.count_nonzero(after) > np.count_nonzero(before) for _, before, after, _ in rows)
+        down = sum(np.count_nonzero(after) < np.count_nonzero(before)
+                   for _, before, after, _ in rows)
+        changed = sum(bool(np.any(before != after)) for _, before, after, _ in rows)
+        born = [int(a[(b == 0) & (a > 0)].sum()) for _, b, a, _ in rows if ((b == 0) & (a > 0)).any()]
+        died = [int(b[(b > 0) & (a == 0)].sum()) for _, b, a, _ in rows if ((b > 0) & (a == 0)).any()]
+
+        def summary(sizes):
+            return (f"{np.median(sizes):.0f}; {np.mean(np.array(sizes) >= 20):.2f}" if sizes
+                    else "-")
+        print(f"  {label:<40}{len(rows):>7}{changed:>9}{up:>6}{down:>8}"
+              f"{1000 * np.mean([r[3] for r in rows]):>8.2f}  {summary(born)} / {summary(died)}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -512,7 +587,15 @@ def main():
                         help="only the cost of a slot step's draw by move, two compile modes")
     parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
                         choices=["numba", "default"])
+    parser.add_argument("--move-counts", metavar="CONTENDER", choices=list(CONTENDER_MOVES),
+                        help="only what changes K, by move, for one slot contender "
+                             "(Student-t, --n-student, --draws, --tune, --chains)")
     args = parser.parse_args()
+    if args.move_counts:
+        move_counts(args.n_student, args.capacity, args.draws,
+                    args.draws if args.tune is None else args.tune, args.chains, args.seed,
+                    args.move_counts)
+        return
     if args.draw_cost:
         draw_cost(args.n_student, args.capacity, args.draws, args.seed,
                   modes=[{"numba": "NUMBA", "default": None}[m] for m in args.draw_cost_modes])
