@@ -38,7 +38,8 @@ exact Gibbs update of its own.
   probability (slot choice among the empty slots *after* the merge, and the forced
   allocation) enters the ratio.  With ``anchors="cluster_point"`` ``j`` is drawn in a uniform
   occupied slot instead (small clusters are proposed merged away ``1/K`` of the time), and
-  the ratio of the anchors' reverse to forward probability enters the ratio too.  Log target ratio of a split from ``K`` occupied slots:
+  the ratio of the anchors' reverse to forward probability enters the ratio too.  Log
+  target ratio of a split from ``K`` occupied slots:
   :math:`\log\frac{V(n,K+1)W(m_a)W(m_b)}{V(n,K)W(m_a+m_b)} - \log(C-K) +
   \sum_{l \to s} (L_{ls} - L_{lk})`.
 

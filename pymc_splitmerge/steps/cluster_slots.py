@@ -447,7 +447,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
     Notes
     -----
     Sampler stats: ``slot_gibbs_changed`` (point updates that changed slot),
-    ``slot_split_merge_accepted`` (accepted split-merge updates in the draw),
+    ``slot_split_merge_accepted`` (accepted label split-merge updates in the draw, both
+    anchor laws),
     ``slot_parameter_update_acceptance`` (accepted fraction of the occupied slots' parameter
     proposals in the draw, ``nan`` without them) and ``slot_gibbs_n_clusters``.  A draw after tuning whose clusters fill every slot while the
     prior allows more stops the chain with an error naming ``capacity`` (the posterior needs
@@ -483,8 +484,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
                                                             "n_parameter_split_merge")
         self.n_parameter_updates = non_negative_integer(n_parameter_updates,
                                                         "n_parameter_updates")
-        self.n_cluster_point_split_merge = non_negative_integer(n_cluster_point_split_merge,
-                                                          "n_cluster_point_split_merge")
+        self.n_cluster_point_split_merge = non_negative_integer(
+            n_cluster_point_split_merge, "n_cluster_point_split_merge")
         if (self.n_gibbs_sweeps + self.n_split_merge + self.n_parameter_split_merge
                 + self.n_cluster_point_split_merge == 0):
             raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1, n_split_merge >= 1, "
