@@ -34,6 +34,12 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
 * ``laplace+psm10``: the same with ten parameter split-merge updates per draw;
 * ``alg8+sm``: ``psm.SlotGibbsStep(z, n_parameter_split_merge=1)`` (one split-merge update
   with proposed parameters, one of the labels and one sweep per draw), the same other steps;
+* ``laplace+psm3+cp20``: ``laplace+psm3`` and 20 split-merge updates of the labels with
+  cluster-point anchors (``n_cluster_point_split_merge=20``: ``j`` in a uniform cluster, ``i``
+  any other point) per draw;
+* ``laplace+psm3+cp50x3``: ``laplace+psm3``, 50 cluster-point split-merge updates and three
+  Algorithm 8 sweeps per draw; ``laplace+psm1+cp50x3``: the same with one parameter
+  split-merge per draw (run these by name with ``--contenders``);
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
   marginalised with ``pm.Mixture``), NUTS on everything; the labels of a draw are drawn from
   ``p(z | weights, theta, y)`` to compute the partition quantities.
@@ -52,7 +58,9 @@ kept draw that separates them per chain (-1: never; ``--stuck-tune`` tuning draw
 the mean number of clusters and seconds.
 
 Columns: ``K`` posterior mean number of clusters; ``largest`` posterior mean of the largest
-cluster's fraction; ``ESS/s`` (bulk ESS per second of sampling, tuning included) of both;
+cluster's fraction; ``ESS/s`` (bulk ESS per second of sampling, tuning included) of both,
+and ``ESS/cpu`` per second of the process's CPU time (``cpu s``: comparable across machine
+loads, where wall seconds are not);
 ``lpd`` held-out log predictive density per point (``log mean_draws p(y*_j | draw)``
 averaged over held-out points; for the slot models the predictive of a draw is
 ``sum_k n_k/(n + alpha) f(y* | theta_k) + alpha/(n + alpha) mean_{empty s} f(y* | theta_s)``,
@@ -223,11 +231,11 @@ def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, cha
         with model:
             step = [psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[contender])]
     with model:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=step,
                           random_seed=seed, progressbar=False,
                           compute_convergence_checks=False)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     if contender == "pymc_sb":
         k, largest, log_pred = stick_breaking_summaries(problem, idata, y, x, y_test, x_test,
                                                         rng)
@@ -236,7 +244,7 @@ def _sample_contender(problem, contender, y, x, y_test, x_test, draws, tune, cha
         k, largest, log_pred = slot_summaries(problem, idata, y, x, y_test, x_test)
         stats = idata["sample_stats"]
         depth = np.asarray(stats["tree_depth"]).mean() if "tree_depth" in stats else np.nan
-    return seconds, k, largest, log_pred, depth
+    return seconds, cpu, k, largest, log_pred, depth
 
 
 def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=None,
@@ -249,22 +257,25 @@ def run(problem, n, draws, chains, seed, capacity, contenders=CONTENDERS, tune=N
     tune = draws if tune is None else tune
     print(f"\n{problem}: n = {n}, {chains} chains x {draws} draws (+{tune} tuning), "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
-    print(f"{'contender':<13}{'seconds':>9}{'K':>7}{'mcse':>7}{'ESS/s K':>9}"
-          f"{'largest':>9}{'mcse':>7}{'ESS/s lg':>9}{'lpd':>9}{'depth':>7}  K per chain",
+    print(f"{'contender':<21}{'seconds':>9}{'cpu s':>8}{'K':>7}{'mcse':>7}{'ESS/s K':>9}"
+          f"{'ESS/cpu K':>10}{'largest':>9}{'mcse':>7}{'ESS/s lg':>9}{'ESS/cpu lg':>11}"
+          f"{'lpd':>9}{'depth':>7}  K per chain  (load average {os.getloadavg()[0]:.1f})",
           flush=True)
     rows = []
     for contender in contenders:  # each row as soon as it is measured
-        seconds, k, largest, log_pred, depth = _sample_contender(
+        seconds, cpu, k, largest, log_pred, depth = _sample_contender(
             problem, contender, y, x, y_test, x_test, draws, tune, chains, seed, capacity, rng)
         lpd = float(np.mean(logsumexp(log_pred, axis=0) - np.log(len(log_pred))))
         rows.append((contender, k, largest))
-        print(f"{contender:<13}{seconds:>9.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
-              f"{ess(k) / seconds:>9.3f}{largest.mean():>9.3f}{mcse(largest):>7.3f}"
-              f"{ess(largest) / seconds:>9.3f}{lpd:>9.3f}{depth:>7.2f}  K per chain "
+        print(f"{contender:<21}{seconds:>9.1f}{cpu:>8.1f}{k.mean():>7.3f}{mcse(k):>7.3f}"
+              f"{ess(k) / seconds:>9.3f}{ess(k) / cpu:>10.3f}{largest.mean():>9.3f}"
+              f"{mcse(largest):>7.3f}{ess(largest) / seconds:>9.3f}{ess(largest) / cpu:>11.3f}"
+              f"{lpd:>9.3f}{depth:>7.2f}  K per chain "
               f"{np.round(k.mean(axis=1), 2).tolist()}  largest per chain "
-              f"{np.round(largest.mean(axis=1), 3).tolist()}", flush=True)
+              f"{np.round(largest.mean(axis=1), 3).tolist()}  load average "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
     if reference_draws:
-        _, k_ref, largest_ref, _, _ = _sample_contender(
+        _, _, k_ref, largest_ref, _, _ = _sample_contender(
             problem, "alg8+laplace", y, x, y_test, x_test, reference_draws, tune,
             reference_chains, seed + 1000, capacity, rng)
         print(f"reference (alg8+laplace, {reference_chains} chains x {reference_draws} draws): "
@@ -287,6 +298,14 @@ CONTENDER_MOVES = {
     "laplace+psm10": {"n_split_merge": 10, "n_parameter_updates": 1,
                       "n_parameter_split_merge": 10},
     "alg8+sm": {"n_parameter_split_merge": 1},
+    "laplace+psm3+cp20": {"n_split_merge": 10, "n_parameter_updates": 1,
+                           "n_parameter_split_merge": 3, "n_cluster_point_split_merge": 20},
+    "laplace+psm3+cp50x3": {"n_split_merge": 10, "n_parameter_updates": 1,
+                             "n_parameter_split_merge": 3, "n_cluster_point_split_merge": 50,
+                             "n_gibbs_sweeps": 3},
+    "laplace+psm1+cp50x3": {"n_split_merge": 10, "n_parameter_updates": 1,
+                             "n_parameter_split_merge": 1, "n_cluster_point_split_merge": 50,
+                             "n_gibbs_sweeps": 3},
 }
 
 
@@ -465,6 +484,81 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", No
         print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
 
 
+def move_counts(n, capacity, draws, tune, chains, seed, contender):
+    """What changes the number of clusters K, by move: each move of ``SlotGibbsStep`` (the
+    moves of ``CONTENDER_MOVES[contender]``) wrapped to record the occupied slots before and
+    after it, through ``pm.sample`` on the Student-t data; K's posterior, the sizes of the
+    clusters beyond the three largest and K's bulk ESS."""
+    import pymc_splitmerge.steps.cluster_slots as slot_steps
+
+    records = []
+    moves = {"laplace_parameter_update": "Laplace parameter update",
+             "parameter_split_merge": "parameter split-merge",
+             "slot_split_merge": "label split-merge", "slot_gibbs_sweeps": "Algorithm 8 sweep"}
+    originals = {name: getattr(slot_steps, name) for name in moves}
+
+    def recorded(name):
+        function = originals[name]
+
+        def wrapper(*args, **kwargs):
+            sizes = args[3] if "parameter" in name else args[2]
+            before = sizes.copy()
+            start = time.process_time()
+            out = function(*args, **kwargs)
+            label = moves[name] + (", cluster-point" if kwargs.get("anchors") == "cluster_point"
+                                   else "")
+            records.append((label, before, sizes.copy(), time.process_time() - start))
+            return out
+        return wrapper
+
+    for name in moves:
+        setattr(slot_steps, name, recorded(name))
+    try:
+        y, _ = student_data(n + n // 4, np.random.default_rng(seed))
+        model = slot_model("student_t", y[:n], None, capacity)
+        with model:
+            step = [psm.SlotGibbsStep(model["z"], **CONTENDER_MOVES[contender])]
+            start = time.process_time()
+            idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=step,
+                              random_seed=seed, progressbar=False,
+                              compute_convergence_checks=False)
+            cpu = time.process_time() - start
+    finally:
+        for name, function in originals.items():
+            setattr(slot_steps, name, function)
+    k, largest = partition_quantities(_posterior(idata, "z").astype(np.int64))
+    labels = _posterior(idata, "z").astype(np.int64)
+    beyond = [size for chain in labels for row in chain
+              for size in np.sort(np.bincount(row)[np.bincount(row) > 0])[::-1][3:]]
+    values, counts = np.unique(k, return_counts=True)
+    print(f"\nmoves of {contender}: Student-t n = {n}, {chains} chains x {draws} draws "
+          f"(+{tune} tuning), {cpu:.1f} s CPU, load average {os.getloadavg()[0]:.1f}")
+    print(f"  K {k.mean():.2f}, per chain {np.round(k.mean(axis=1), 2).tolist()}, bulk ESS "
+          f"{ess(k):.0f}; largest fraction bulk ESS {ess(largest):.0f}")
+    print("  K posterior: " + ", ".join(f"{int(v)}: {c / counts.sum():.3f}"
+                                         for v, c in zip(values, counts, strict=True)))
+    if beyond:
+        print(f"  clusters beyond the 3 largest: {len(beyond) / k.size:.2f} a draw, sizes "
+              f"(10, 25, 50, 75, 90 %) {np.quantile(beyond, [0.1, 0.25, 0.5, 0.75, 0.9])}")
+    kept = records[len(records) * tune // (tune + draws):]  # about the kept draws' calls
+    print(f"  {'move':<40}{'calls':>7}{'changed':>9}{'K up':>6}{'K down':>8}{'ms CPU':>8}"
+          "  points in the clusters born / died by a call (median; share >= 20)")
+    for label in dict.fromkeys(r[0] for r in kept):
+        rows = [r for r in kept if r[0] == label]
+        up = sum(np.count_nonzero(after) > np.count_nonzero(before) for _, before, after, _ in rows)
+        down = sum(np.count_nonzero(after) < np.count_nonzero(before)
+                   for _, before, after, _ in rows)
+        changed = sum(bool(np.any(before != after)) for _, before, after, _ in rows)
+        born = [int(a[(b == 0) & (a > 0)].sum()) for _, b, a, _ in rows if ((b == 0) & (a > 0)).any()]
+        died = [int(b[(b > 0) & (a == 0)].sum()) for _, b, a, _ in rows if ((b > 0) & (a == 0)).any()]
+
+        def summary(sizes):
+            return (f"{np.median(sizes):.0f}; {np.mean(np.array(sizes) >= 20):.2f}" if sizes
+                    else "-")
+        print(f"  {label:<40}{len(rows):>7}{changed:>9}{up:>6}{down:>8}"
+              f"{1000 * np.mean([r[3] for r in rows]):>8.2f}  {summary(born)} / {summary(died)}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-student", type=int, default=300)
@@ -475,7 +569,7 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tune", type=int, default=None, help="tuning draws (default --draws)")
     parser.add_argument("--contenders", nargs="+", default=list(CONTENDERS),
-                        choices=list(CONTENDERS))
+                        choices=[*CONTENDER_MOVES, "pymc_sb"])
     parser.add_argument("--reference-draws", type=int, default=0)
     parser.add_argument("--reference-chains", type=int, default=4)
     parser.add_argument("--problems", nargs="+", default=["student_t", "poisson"])
@@ -493,7 +587,15 @@ def main():
                         help="only the cost of a slot step's draw by move, two compile modes")
     parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
                         choices=["numba", "default"])
+    parser.add_argument("--move-counts", metavar="CONTENDER", choices=list(CONTENDER_MOVES),
+                        help="only what changes K, by move, for one slot contender "
+                             "(Student-t, --n-student, --draws, --tune, --chains)")
     args = parser.parse_args()
+    if args.move_counts:
+        move_counts(args.n_student, args.capacity, args.draws,
+                    args.draws if args.tune is None else args.tune, args.chains, args.seed,
+                    args.move_counts)
+        return
     if args.draw_cost:
         draw_cost(args.n_student, args.capacity, args.draws, args.seed,
                   modes=[{"numba": "NUMBA", "default": None}[m] for m in args.draw_cost_modes])

@@ -625,12 +625,26 @@ def _two_way(log_a, log_b, size_a, size_b):
     return weights - logsumexp(weights)
 
 
-def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bool = True):
+def _log_cluster_point_anchor_probability(labels, i, j) -> float:
+    """``log P(i, j)`` of cluster-point anchors: ``j`` uniform in a uniform occupied cluster,
+    ``i`` uniform among the other points."""
+    sizes = np.bincount(labels)
+    return -(np.log(np.count_nonzero(sizes)) + np.log(sizes[labels[j]])
+             + np.log(labels.size - 1))
+
+
+def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bool = True,
+                               cluster_point: bool = False):
     """One split-merge update as :func:`kernels.cluster_slots.slot_split_merge`, with the
-    target ratio from the slot target itself (a new label array)."""
+    target ratio from the slot target itself (a new label array); ``cluster_point``: the
+    anchors' probability ratio from the two label arrays themselves."""
     n, capacity = log_likelihood.shape
-    i, j = rng.choice(n, size=2, replace=False)
     sizes = np.bincount(labels, minlength=capacity)
+    if cluster_point:
+        j = rng.choice(np.flatnonzero(labels == rng.choice(np.flatnonzero(sizes))))
+        i = rng.choice(np.delete(np.arange(n), j))
+    else:
+        i, j = rng.choice(n, size=2, replace=False)
     k = labels[i]
     proposal = labels.copy()
 
@@ -680,6 +694,9 @@ def reference_slot_split_merge(log_likelihood, labels, prior, rng, placement: bo
                 log_proposal += log_p[0]
         log_ratio = (_log_slot_target(proposal, log_likelihood, prior, placement)
                      - _log_slot_target(labels, log_likelihood, prior, placement) + log_proposal)
+    if cluster_point:
+        log_ratio += (_log_cluster_point_anchor_probability(proposal, i, j)
+                      - _log_cluster_point_anchor_probability(labels, i, j))
     if np.log(rng.random()) < log_ratio:
         return proposal
     return labels.copy()

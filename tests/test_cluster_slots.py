@@ -141,6 +141,11 @@ def _one_step_labels(problem, prior, capacity, move, num_samples, seed):
         elif move == "split_merge":
             for _ in range(3):
                 slot_split_merge(log_likelihood, labels, sizes, log_v, log_w, rng)
+        elif move in ("cluster_point_split_merge", "broken_cluster_point_split_merge"):
+            for _ in range(3):  # the broken variant drops the anchors' probability ratio
+                slot_split_merge(log_likelihood, labels, sizes, log_v, log_w, rng,
+                                 anchors="cluster_point",
+                                 _drop="anchor_ratio" if move.startswith("broken") else None)
         elif move == "reference_gibbs":
             labels = reference_slot_gibbs_sweep(log_likelihood, labels, prior, rng)
         elif move == "broken_gibbs":
@@ -153,14 +158,19 @@ def _one_step_labels(problem, prior, capacity, move, num_samples, seed):
             for _ in range(3):
                 labels = reference_slot_split_merge(log_likelihood, labels, prior, rng,
                                                     placement=False)
-        np.testing.assert_array_equal(sizes if "gibbs" == move or move == "split_merge"
-                                      else slot_sizes(labels, capacity),
+        elif move == "reference_cluster_point_split_merge":
+            for _ in range(3):
+                labels = reference_slot_split_merge(log_likelihood, labels, prior, rng,
+                                                    cluster_point=True)
+        in_place = move in ("gibbs", "split_merge", "cluster_point_split_merge",
+                            "broken_cluster_point_split_merge")
+        np.testing.assert_array_equal(sizes if in_place else slot_sizes(labels, capacity),
                                       slot_sizes(labels, capacity))
         out.append(labels)
     return np.array(out), exact
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_point_split_merge"])
 @pytest.mark.parametrize("prior_name", list(PRIORS))
 @pytest.mark.parametrize("problem_name", list(PROBLEMS))
 def test_one_step_invariance(problem_name, prior_name, move):
@@ -171,7 +181,7 @@ def test_one_step_invariance(problem_name, prior_name, move):
     assert_partition_gof(labels, exact)
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_point_split_merge"])
 def test_capacity_below_the_number_of_points_gives_the_truncated_law(move):
     problem = PROBLEMS["student_t"]
     labels, exact = _one_step_labels(problem, PRIORS["dp"], 3, move, 3000, seed=11)
@@ -180,7 +190,7 @@ def test_capacity_below_the_number_of_points_gives_the_truncated_law(move):
     assert_partition_gof(labels, exact)
 
 
-@pytest.mark.parametrize("move", ["gibbs", "split_merge"])
+@pytest.mark.parametrize("move", ["gibbs", "split_merge", "cluster_point_split_merge"])
 def test_plain_references_pass(move):
     problem = PROBLEMS["normal"]
     labels, exact = _one_step_labels(problem, PRIORS["py"], 5, f"reference_{move}", 1500,
@@ -193,6 +203,15 @@ def test_negative_control_without_the_placement_factor(move):
     """Dropping (C-K)!/C! (Algorithm 8's 1/E for a new cluster) must fail the same test."""
     problem = PROBLEMS["normal"]
     labels, exact = _one_step_labels(problem, PRIORS["py"], 5, f"broken_{move}", 1500, seed=5)
+    assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
+
+
+def test_negative_control_without_the_cluster_point_anchor_ratio():
+    """Cluster-point anchors without their reverse/forward probability ratio must fail the same
+    test (the ratio is K n_k / ((K+1) m_b) for a split, far from 1 on five points)."""
+    problem = PROBLEMS["normal"]
+    labels, exact = _one_step_labels(problem, PRIORS["py"], 5, "broken_cluster_point_split_merge",
+                                     5000, seed=5)
     assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
 
 
@@ -274,15 +293,18 @@ def test_pm_sample_reproduces_the_exact_law(prior_name):
     assert_partition_gof(thinned_labels(idata, 2, chains=2), exact)
 
 
-@pytest.mark.parametrize(("n_gibbs_sweeps", "n_split_merge", "n_parameter_split_merge"),
-                         [(1, 0, 0), (0, 2, 0), (0, 0, 2)])
+@pytest.mark.parametrize(("n_gibbs_sweeps", "n_split_merge", "n_parameter_split_merge",
+                          "n_cluster_point_split_merge"),
+                         [(1, 0, 0, 0), (0, 2, 0, 0), (0, 0, 2, 0), (0, 0, 0, 2)])
 def test_pm_sample_each_move_alone_with_nuts(n_gibbs_sweeps, n_split_merge,
-                                             n_parameter_split_merge):
+                                             n_parameter_split_merge,
+                                             n_cluster_point_split_merge):
     model = _conjugate_model("dp")
     with model:
         step = psm.SlotGibbsStep(model["z"], n_gibbs_sweeps=n_gibbs_sweeps,
                                  n_split_merge=n_split_merge,
-                                 n_parameter_split_merge=n_parameter_split_merge)
+                                 n_parameter_split_merge=n_parameter_split_merge,
+                                 n_cluster_point_split_merge=n_cluster_point_split_merge)
     idata = _sample(model, 1500, step=[step], seed=3)
     assert_partition_gof(thinned_labels(idata, 2, chains=2),
                          PROBLEMS["normal"].exact(PRIORS["dp"], NORMAL_Y.size))

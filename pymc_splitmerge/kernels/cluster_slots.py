@@ -36,7 +36,10 @@ exact Gibbs update of its own.
   probabilities :math:`\propto m_a e^{L_{lk}}` and :math:`m_b e^{L_{ls}}` (``m`` the sizes so
   far).  Different slots: propose moving all of ``j``'s slot into ``i``'s; the reverse split's
   probability (slot choice among the empty slots *after* the merge, and the forced
-  allocation) enters the ratio.  Log target ratio of a split from ``K`` occupied slots:
+  allocation) enters the ratio.  With ``anchors="cluster_point"`` ``j`` is drawn in a uniform
+  occupied slot instead (small clusters are proposed merged away ``1/K`` of the time), and
+  the ratio of the anchors' reverse to forward probability enters the ratio too.  Log
+  target ratio of a split from ``K`` occupied slots:
   :math:`\log\frac{V(n,K+1)W(m_a)W(m_b)}{V(n,K)W(m_a+m_b)} - \log(C-K) +
   \sum_{l \to s} (L_{ls} - L_{lk})`.
 
@@ -235,19 +238,50 @@ def _log_slot_choice(log_likelihood, j, sizes, chosen, freed):
 
 
 @njit(cache=True)
-def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, seed):
+def _cluster_point_anchors(labels, sizes, n_occupied):
+    """``anchors="cluster_point"``: ``j`` uniform in a uniformly chosen occupied slot, ``i``
+    uniform among the other points (probability ``1 / (K n_{z_j} (n - 1))``)."""
+    n = labels.shape[0]
+    rank = np.random.randint(n_occupied)
+    slot = -1
+    for s in range(sizes.shape[0]):
+        if sizes[s] > 0:
+            if rank == 0:
+                slot = s
+                break
+            rank -= 1
+    position = np.random.randint(sizes[slot])
+    j = -1
+    for point in range(n):
+        if labels[point] == slot:
+            if position == 0:
+                j = point
+                break
+            position -= 1
+    i = np.random.randint(n - 1)
+    if i >= j:
+        i += 1
+    return i, j
+
+
+@njit(cache=True)
+def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, seed,
+                      cluster_point=False, drop_anchor_ratio=False):
     np.random.seed(seed)
     n, capacity = log_likelihood.shape
     if n < 2:
         return 0, False, np.nan
-    i = np.random.randint(n)
-    j = np.random.randint(n - 1)
-    if j >= i:
-        j += 1
     n_occupied = 0
     for s in range(capacity):
         if sizes[s] > 0:
             n_occupied += 1
+    if cluster_point:
+        i, j = _cluster_point_anchors(labels, sizes, n_occupied)
+    else:
+        i = np.random.randint(n)
+        j = np.random.randint(n - 1)
+        if j >= i:
+            j += 1
     k = labels[i]
     if labels[j] == k:  # ------------------------------------------------ split
         n_empty = capacity - n_occupied
@@ -283,6 +317,9 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
                 log_proposal += log_pa
         log_ratio = (log_split_weight(log_v_table, log_w_table, n_occupied, size_a, size_b)
                      - np.log(n_empty) + log_likelihood_change - log_proposal)
+        if cluster_point and not drop_anchor_ratio:  # P(reverse anchors) / P(anchors)
+            log_ratio += (np.log(n_occupied) + np.log(sizes[k])
+                          - np.log(n_occupied + 1) - np.log(size_b))
         if np.isnan(log_ratio):
             log_ratio = -np.inf
         accepted = np.log(np.random.random()) < log_ratio
@@ -319,6 +356,9 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
     n_empty_after = capacity - (n_occupied - 1)
     log_ratio = (-log_split_weight(log_v_table, log_w_table, n_occupied - 1, size_a, size_b)
                  + np.log(n_empty_after) + log_likelihood_change + log_proposal)
+    if cluster_point and not drop_anchor_ratio:  # P(reverse anchors) / P(anchors)
+        log_ratio += (np.log(n_occupied) + np.log(size_b)
+                      - np.log(n_occupied - 1) - np.log(size_a + size_b))
     if np.isnan(log_ratio):
         log_ratio = -np.inf
     accepted = np.log(np.random.random()) < log_ratio
@@ -331,20 +371,38 @@ def _slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, s
     return 2, accepted, log_ratio
 
 
-def slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, rng
+def slot_split_merge(log_likelihood, labels, sizes, log_v_table, log_w_table, rng,
+                     anchors: str = "uniform", _drop: str | None = None
                      ) -> SlotSplitMergeInfo:
-    """One split-merge Metropolis-Hastings update of the labels given the slots' parameters.
+    r"""One split-merge Metropolis-Hastings update of the labels given the slots' parameters.
 
     Parameters are those of :func:`slot_gibbs_sweeps` (``labels`` and ``sizes`` are updated
-    in place when the proposal is accepted).
+    in place when the proposal is accepted), and
+
+    anchors : {"uniform", "cluster_point"}, default "uniform"
+        Law of the anchors.  ``"uniform"``: an ordered pair of distinct points, uniform (a
+        cluster of ``m`` points is an anchor's cluster with probability about ``2 m / n``).
+        ``"cluster_point"``: ``j`` uniform in a *uniformly chosen occupied slot*, ``i``
+        uniform among the other points, probability :math:`1 / (K\, n_{z_j} (n-1))`; this
+        law depends on the labels, so the ratio of the reverse pair's probability to it enters
+        the acceptance ratio (a split of a block of ``n_k`` points from ``K`` occupied slots
+        into ``m_a + m_b``, ``j`` on the ``m_b`` side: :math:`K n_k / ((K+1) m_b)`; a merge
+        its inverse).  Each cluster, however small, is then ``j``'s with probability ``1/K``
+        and is proposed merged into ``i``'s cluster (drawn by size: mostly a large one, whose
+        parameters it adopts).  Not the law of ``SAMSStep(anchor_proposal="cluster")``
+        (half the updates a split of a uniform cluster, half a merge of two uniform
+        clusters), which mixed the number of clusters worse here (``docs/benchmarks.md``).
 
     Returns
     -------
     SlotSplitMergeInfo
     """
+    if anchors not in ("uniform", "cluster_point"):
+        raise ValueError(f"anchors must be 'uniform' or 'cluster_point', got {anchors!r}")
     log_likelihood = _check(log_likelihood, labels, log_v_table)
-    move, accepted, log_ratio = _slot_split_merge(log_likelihood, labels, sizes, log_v_table,
-                                                  log_w_table, numba_seed_from(rng))
+    move, accepted, log_ratio = _slot_split_merge(
+        log_likelihood, labels, sizes, log_v_table, log_w_table, numba_seed_from(rng),
+        anchors == "cluster_point", _drop == "anchor_ratio")  # negative control of the tests
     return SlotSplitMergeInfo(int(move), bool(accepted), float(log_ratio))
 
 

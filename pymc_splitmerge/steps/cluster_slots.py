@@ -408,6 +408,14 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
     n_split_merge : int, default 1
         Split-merge updates of the labels given the parameters per draw (before the sweeps;
         a new cluster takes an empty slot's draw from the base distribution).
+    n_cluster_point_split_merge : int, default 0
+        Split-merge updates of the labels given the parameters per draw whose anchors are
+        drawn cluster first (``j`` uniform in a uniformly chosen occupied slot, ``i`` uniform
+        among the other points: ``slot_split_merge(anchors="cluster_point")``; after the
+        ``n_split_merge`` updates, before the sweeps).  Uniform anchors propose to merge a
+        cluster of ``m`` points away with probability about ``2 m / n``; these with
+        probability ``1/K``: the move that removes small clusters (and, in reverse, creates
+        them), at the cost of one pass over the points.
     n_parameter_split_merge : int, default 0
         Split-merge updates of the labels *and* the two clusters' parameters per draw
         (first; Laplace proposals of the parameters, Metropolis-Hastings on the joint:
@@ -439,7 +447,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
     Notes
     -----
     Sampler stats: ``slot_gibbs_changed`` (point updates that changed slot),
-    ``slot_split_merge_accepted`` (accepted split-merge updates in the draw),
+    ``slot_split_merge_accepted`` (accepted label split-merge updates in the draw, both
+    anchor laws),
     ``slot_parameter_update_acceptance`` (accepted fraction of the occupied slots' parameter
     proposals in the draw, ``nan`` without them) and ``slot_gibbs_n_clusters``.  A draw after tuning whose clusters fill every slot while the
     prior allows more stops the chain with an error naming ``capacity`` (the posterior needs
@@ -463,8 +472,8 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
     }
 
     def __init__(self, vars, n_gibbs_sweeps: int = 1, n_split_merge: int = 1,
-                 n_parameter_split_merge: int = 0, n_parameter_updates: int = 0, model=None,
-                 rng=None, **kwargs):
+                 n_parameter_split_merge: int = 0, n_parameter_updates: int = 0,
+                 n_cluster_point_split_merge: int = 0, model=None, rng=None, **kwargs):
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
         if kwargs:
@@ -475,9 +484,12 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
                                                             "n_parameter_split_merge")
         self.n_parameter_updates = non_negative_integer(n_parameter_updates,
                                                         "n_parameter_updates")
-        if self.n_gibbs_sweeps + self.n_split_merge + self.n_parameter_split_merge == 0:
-            raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1, n_split_merge >= 1 or "
-                             "n_parameter_split_merge >= 1")
+        self.n_cluster_point_split_merge = non_negative_integer(
+            n_cluster_point_split_merge, "n_cluster_point_split_merge")
+        if (self.n_gibbs_sweeps + self.n_split_merge + self.n_parameter_split_merge
+                + self.n_cluster_point_split_merge == 0):
+            raise ValueError("SlotGibbsStep needs n_gibbs_sweeps >= 1, n_split_merge >= 1, "
+                             "n_cluster_point_split_merge >= 1 or n_parameter_split_merge >= 1")
         model = modelcontext(model)
         value_var, rv = partition_value_and_random_variable(vars, model)
         self.model = model
@@ -574,6 +586,9 @@ class SlotGibbsStep(PerChainSetup, BlockedStep):
         for _ in range(self.n_split_merge):
             accepted += slot_split_merge(log_likelihood, labels, sizes, log_v, log_w,
                                          self.rng).accepted
+        for _ in range(self.n_cluster_point_split_merge):
+            accepted += slot_split_merge(log_likelihood, labels, sizes, log_v, log_w,
+                                         self.rng, anchors="cluster_point").accepted
         changed = 0
         if self.n_gibbs_sweeps:
             changed = slot_gibbs_sweeps(log_likelihood, labels, sizes, log_v, log_w, self.rng,
