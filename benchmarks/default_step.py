@@ -30,7 +30,8 @@ one Gibbs sweep) as a plain loop over a ``PartitionState`` (no PyMC), with alpha
 Escobar–West update of alpha ~ Gamma(1, 1) and new prior tables before each draw (the
 transition ``pm.sample`` makes, without PyMC); ``collapsed``, alpha integrated out (the
 partition's prior is then the Gibbs-type prior with ``V(n, K) = E[alpha^K Gamma(alpha) /
-Gamma(alpha + n)]`` under the Gamma prior, by quadrature: :func:`gamma_mixed_dp_log_v`).
+Gamma(alpha + n)]`` under the Gamma prior, by quadrature: the tables of
+``GammaMixedDirichletProcessPrior``, which the default step uses).
 With ``--draws-needed T ...`` it instead reports the R-hat of the number of clusters over draws
 T/2..T of the transition's 4 chains (alpha as the first ``--concentration`` mode), median
 over ``--seeds`` runs: the draws per chain the goal needs, whatever the machine's load.
@@ -93,9 +94,18 @@ def _sams(**options):
     return make
 
 
+def _escobar_west(model):
+    """The default partition step and an Escobar–West update of alpha in turn (the default
+    before the partition step owned alpha)."""
+    import pymc_splitmerge as psm
+
+    return [psm.steps.DefaultPartitionStep(model["z"]), psm.ConcentrationGibbs(model["alpha"])]
+
+
 #: name -> None (plain ``pm.sample()``) or ``make(model) -> list of steps`` for ``step=``
 CANDIDATES = {
     "default": None,
+    "escobar_west": _escobar_west,
     "sams_uniform_g1": _sams(n_gibbs_sweeps=1),
     "sams_cluster_g1": _sams(anchor_proposal="cluster", n_gibbs_sweeps=1),
     **{f"sams_uniform_m{m}_g1": _sams(n_split_merge_updates=m, n_gibbs_sweeps=1)
@@ -129,6 +139,29 @@ def run(model, make_steps, draws, seed):
     return n_clusters, cpu
 
 
+def user_run(model, make_steps, tune, draws, seed):
+    """``pm.sample(tune=tune, draws=draws, chains=4, cores=1)`` as a user runs it: the R-hat
+    (``az.rhat``) of the number of clusters over the ``draws`` kept draws, and the CPU
+    seconds of all ``tune + draws`` draws of the four chains (as :func:`run` counts them)."""
+    import pymc as pm
+
+    times = {}
+
+    def callback(trace, draw):
+        times.setdefault(draw.chain, []).append(time.process_time())
+
+    with model:
+        kwargs = {} if make_steps is None else {"step": make_steps(model)}
+        idata = pm.sample(draws=draws, tune=tune, chains=4, cores=1, random_seed=seed,
+                          progressbar=False, callback=callback,
+                          compute_convergence_checks=False, **kwargs)
+    cpu = 0.0
+    for stamps in times.values():
+        gaps = np.diff(np.asarray(stamps))
+        cpu += gaps.sum() + np.median(gaps)  # the first draw: the median gap (as run)
+    return rhat(idata["posterior"]["n_clusters"].values), cpu
+
+
 def rhat(draws):
     import arviz as az
 
@@ -160,11 +193,16 @@ def summarise(n_clusters, cpu, budgets):
     tail_ess = ess(n_clusters[:, half:])
     left_one = [int(np.argmax(chain > 1)) if (chain > 1).any() else chain.size
                 for chain in n_clusters]
+    # burn-in: the first draw at which each chain reaches the median K of the second half
+    median_k = np.median(n_clusters[:, half:])
+    reached = [int(np.argmax(chain >= median_k)) if (chain >= median_k).any() else chain.size
+               for chain in n_clusters]
     return {
         "rhat": [at_budget(n_clusters, cpu, b) for b in budgets],
         "ess_per_cpu": tail_ess / tail_cpu,
         "iat": n_clusters[:, half:].size / tail_ess,
         "leaves_one": max(left_one),
+        "burn_in": max(reached),
         "ms_per_draw": 1e3 * cpu[:, -1].sum() / cpu.size,
         "mean_k": float(n_clusters[:, half:].mean()),
     }
@@ -208,25 +246,6 @@ def profile(model, draws):
     print(f"| PyMC's own per-draw work (loop minus the two steps) | {rest:.0f} |")
 
 
-def gamma_mixed_dp_log_v(n, shape, rate, grid=20001):
-    r"""``log V(n, K)``, ``K = 0..n+1``, of the DP with alpha ~ Gamma(shape, rate) integrated out.
-
-    :math:`V(n, K) = \int \alpha^K \Gamma(\alpha)/\Gamma(\alpha + n)\,
-    \mathrm{Gamma}(\alpha; a, b)\, d\alpha` (a Gibbs-type prior with the DP's
-    :math:`W(m) = \Gamma(m)`), by the trapezoid rule in ``log alpha`` on [-20, 9].
-    """
-    from scipy.special import gammaln, logsumexp
-
-    u = np.linspace(-20.0, 9.0, grid)
-    alpha = np.exp(u)
-    log_prior = shape * np.log(rate) - gammaln(shape) + shape * u - rate * alpha  # of log alpha
-    k = np.arange(n + 2)[:, None]
-    log_v = logsumexp(k * u + gammaln(alpha) - gammaln(alpha + n) + log_prior, axis=1)
-    log_v += np.log(u[1] - u[0])
-    log_v[0] = -np.inf
-    return log_v
-
-
 #: ``--kernel-only --concentration`` modes: how the transition treats alpha ~ Gamma(1, 1)
 CONCENTRATION_MODES = ("fixed", "gibbs", "collapsed")
 
@@ -237,7 +256,10 @@ def _kernel_setup(y, alpha):
     from pymc_splitmerge.kernels.sams import build_sams_move
     from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
     from pymc_splitmerge.kernels.state import PriorTables
-    from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+    from pymc_splitmerge.priors.dirichlet_process import (
+        DirichletProcessPrior,
+        GammaMixedDirichletProcessPrior,
+    )
 
     dim = y.shape[1]
     family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=0.05, nu0=dim + 2.0,
@@ -245,7 +267,7 @@ def _kernel_setup(y, alpha):
     x = family.prepare_data(y)
     n = x.shape[0]
     fixed = PriorTables(*DirichletProcessPrior(alpha=alpha).tables(n))
-    collapsed = PriorTables(gamma_mixed_dp_log_v(n, 1.0, 1.0), fixed.log_w)
+    collapsed = PriorTables(*GammaMixedDirichletProcessPrior(shape=1.0, rate=1.0).tables(n))
     transition = build_moves_then_gibbs(build_sams_move(cluster_anchors=True, n_updates=50),
                                         n_moves=1, n_gibbs_sweeps=1)
     return family, x, transition, fixed, collapsed
@@ -279,7 +301,7 @@ def kernel_only(y, draws, seeds, alpha, modes=("fixed",)):
 
     Modes: ``fixed`` (alpha = ``alpha``), ``gibbs`` (one Escobar–West update of alpha ~
     Gamma(1, 1) before each draw, the tables rebuilt: what ``pm.sample`` does) and
-    ``collapsed`` (alpha integrated out: the tables of :func:`gamma_mixed_dp_log_v`).
+    ``collapsed`` (alpha integrated out: the tables of ``GammaMixedDirichletProcessPrior``).
     Returns ``{mode: (ms / draw, IAT, ESS / CPU s, mean K)}``, medians over seeds.
     """
     setup = _kernel_setup(y, alpha)
@@ -333,6 +355,10 @@ def main(argv=None):
                         help="--kernel-only: alpha fixed at --alpha, updated by Escobar-West "
                              "before each draw, or integrated out (alpha ~ Gamma(1, 1))")
     parser.add_argument("--kernel-draws", type=int, default=1000)
+    parser.add_argument("--user-tune", type=int, default=50,
+                        help="tuning draws T of the user's run pm.sample(tune=T, draws=D), "
+                             "T + D draws per chain costing --user-cpu CPU s in all")
+    parser.add_argument("--user-cpu", type=float, default=GOAL_CPU)
     parser.add_argument("--draws-needed", type=int, nargs="+", metavar="T",
                         help="--kernel-only: R-hat over draws T/2..T per chain for each T "
                              "(alpha by --concentration's first mode), over --seeds runs")
@@ -372,18 +398,25 @@ def main(argv=None):
         run(model, CANDIDATES[name], 5, 0)
         cpu = run(model, CANDIDATES[name], 100, 0)[1]
         draws[name] = int(np.ceil(args.cpu / cpu[:, -1].sum() * 100))
+    # the user's run: T + D draws per chain costing --user-cpu CPU s over the 4 chains
+    user_draws = {name: max(int(args.user_cpu / args.cpu * count) - args.user_tune, 20)
+                  for name, count in draws.items()}
     results = {name: [] for name in args.candidates}
+    users = {name: [] for name in args.candidates}
     for seed in range(args.seeds):
         shift = seed % len(args.candidates)
         for name in args.candidates[shift:] + args.candidates[:shift]:
             results[name].append(summarise(*run(model, CANDIDATES[name], draws[name], seed),
                                            args.budgets))
+            users[name].append(user_run(model, CANDIDATES[name], args.user_tune,
+                                        user_draws[name], 1000 + seed))
     print(f"# standardised Iris, DP(alpha ~ Gamma(1, 1)) + NIW(kappa0=0.05, nu0=6, psi0=0.3 I); "
           f"4 chains from one cluster, about {args.cpu:g} CPU s a run, seeds 0..{args.seeds - 1}\n")
     header = " | ".join(f"R-hat at {b:g} CPU s" for b in args.budgets)
     print(f"| step | ms / draw | {header} | runs with R-hat <= {GOAL_RHAT} at "
-          f"{GOAL_CPU:g} s | ESS / CPU s | IAT (draws) | leaves 1 (draw) | mean K |")
-    print("|---|---|" + "---|" * len(args.budgets) + "---|---|---|---|---|")
+          f"{GOAL_CPU:g} s | ESS / CPU s | IAT (draws) | leaves 1 (draw) | reaches median K "
+          f"(draw) | mean K |")
+    print("|---|---|" + "---|" * len(args.budgets) + "---|---|---|---|---|---|")
     for name, rows in results.items():
         rhats = np.array([row["rhat"] for row in rows])
         cells = " | ".join(f"{np.nanmedian(rhats[:, i]):.3f} (max {np.nanmax(rhats[:, i]):.3f})"
@@ -396,7 +429,20 @@ def main(argv=None):
               f"| {np.median([r['ess_per_cpu'] for r in rows]):.0f} "
               f"| {np.median([r['iat'] for r in rows]):.1f} "
               f"| {max(r['leaves_one'] for r in rows)} "
+              f"| {max(r['burn_in'] for r in rows)} "
               f"| {np.mean([r['mean_k'] for r in rows]):.2f} |")
+    print(f"\n# what a user gets: pm.sample(tune={args.user_tune}, draws=D, chains=4, cores=1), "
+          f"T + D draws per chain costing about {args.user_cpu:g} CPU s in all; az.rhat of "
+          f"n_clusters over the D kept draws, seeds 1000..{999 + args.seeds}\n")
+    print(f"| step | tune T | draws D | CPU s (median) | R-hat median (max) | runs with R-hat "
+          f"<= {GOAL_RHAT} |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in users.items():
+        values = np.array([value for value, _ in rows])
+        print(f"| {name} | {args.user_tune} | {user_draws[name]} "
+              f"| {np.median([cpu for _, cpu in rows]):.2f} "
+              f"| {np.median(values):.3f} (max {values.max():.3f}) "
+              f"| {int((values <= GOAL_RHAT).sum())}/{len(rows)} |")
 
 
 if __name__ == "__main__":

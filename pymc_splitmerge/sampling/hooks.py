@@ -235,12 +235,14 @@ def instantiate_steppers(*args, **kwargs):
     """PyMC's ``instantiate_steppers``, then the hyperparameter step of a random component
     family and its partition step alternated (see the module doc)."""
     from pymc_splitmerge.steps.alternation import alternate_family_hyperparameters
+    from pymc_splitmerge.steps.sams import integrate_concentration_out
 
     function = pymc_function("instantiate_steppers")
     arguments = inspect.signature(function).bind(*args, **kwargs).arguments
     provided = list(arguments.get("steps") or ())  # PyMC appends its steps to that list
     steps = function(*args, **kwargs)
-    return alternate_family_hyperparameters(steps, provided)
+    return alternate_family_hyperparameters(integrate_concentration_out(steps, provided),
+                                            provided)
 
 
 def sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,
