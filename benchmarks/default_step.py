@@ -4,8 +4,10 @@ Data: Iris (``sklearn.datasets.load_iris``, 150 points, 4 columns, each standard
 ``alpha ~ Gamma(1, 1)``, ``DirichletProcess("z", alpha)``, ``ConjugateMixture`` of
 ``NormalInverseWishart(mu0=0, kappa0=0.05, nu0=6, psi0=0.3 I)``.  Each candidate runs
 ``pm.sample(draws, tune=0, chains=4, cores=1)`` from PyMC's initial point (every point in one
-cluster), the partition prior's alpha getting what PyMC assigns (``ConcentrationGibbs``);
-"default" is plain ``pm.sample()`` with no ``step=``.  The candidates alternate within a seed
+cluster).  "default" is plain ``pm.sample()`` with no ``step=``: the ``DefaultPartitionStep``
+owning alpha (moves with alpha integrated out, then alpha drawn given the number of
+clusters); "escobar_west" the same partition step with ``ConcentrationGibbs(alpha)`` in turn
+(the default before); the ``sams_*`` candidates get ``ConcentrationGibbs`` from PyMC.  The candidates alternate within a seed
 (who runs first rotates with the seed), so they share the machine's load.
 
 CPU time is ``time.process_time`` between consecutive draws of a chain (a ``callback``), summed
@@ -17,11 +19,16 @@ is computed over draws t/2..t of the four chains.  "ESS / CPU s" is the bulk ESS
 number of clusters over the second half of the whole run divided by the CPU seconds of
 those draws.  "IAT" is the integrated autocorrelation time of the number of clusters over
 the second half (draws per independent draw: draws / bulk ESS); "leaves 1" the last chain's
-first draw with more than one cluster (the burn-in from the one-cluster start).
+first draw with more than one cluster, "reaches median K" the last chain's first draw with
+at least the median number of clusters of the second half (the burn-in from the one-cluster
+start).  Then, per seed, the run a user makes: ``pm.sample(tune=T, draws=D, chains=4,
+cores=1)`` with ``T = --user-tune`` and ``T + D`` draws per chain costing ``--user-cpu`` CPU
+seconds over the four chains (from the cost of a draw measured first); its R-hat is
+``az.rhat`` of the number of clusters over the ``D`` kept draws.
 
 ``--profile`` runs the default step under cProfile (4 chains, ``--profile-draws`` draws) and
 prints where a draw's CPU time goes: the compiled split-merge updates, the compiled Gibbs
-sweep, the concentration update, the partition step's per-draw work (current state, tables,
+sweep, the draw of alpha given K, the partition step's per-draw work (current state, tables,
 labels), and the rest (PyMC's loop and trace).  cProfile inflates Python-level costs.
 
 ``--kernel-only`` runs the same transition as the default step (50 cluster-anchor SAMS updates,
@@ -38,8 +45,8 @@ over ``--seeds`` runs: the draws per chain the goal needs, whatever the machine'
 
 Run: ``python benchmarks/default_step.py [--cpu 8] [--seeds 4] [--budgets 1 2 4]
 [--candidates default ...] [--profile [--profile-draws 500]]
-[--kernel-only [--alpha 0.7] [--concentration fixed gibbs collapsed] [--kernel-draws 1000]
-[--draws-needed 250 500 1000]]``
+[--user-tune 50] [--user-cpu 2] [--kernel-only [--alpha 0.7]
+[--concentration fixed gibbs collapsed] [--kernel-draws 1000] [--draws-needed 250 500 1000]]``
 """
 
 from __future__ import annotations
@@ -214,9 +221,10 @@ PROFILE_PARTS = {
     # see numba dispatchers)
     "split-merge updates (one compiled call)": ("kernels/sams.py", "__call__"),
     "Gibbs sweep (one compiled call)": ("kernels/gibbs.py", "__call__"),
-    "concentration update (ConcentrationGibbs.step)": ("steps/concentration.py", "step"),
+    "alpha drawn given K (DefaultPartitionStep.draw_concentration)": ("steps/sams.py",
+                                                                      "draw_concentration"),
     "partition step: current state and tables": ("steps/base.py", "current_state"),
-    "partition step: whole step": ("steps/base.py", "step"),
+    "partition step: whole step, alpha included": ("steps/sams.py", "step"),
     "PyMC chain (_sample: draw loop and trace)": ("sampling/mcmc.py", "_sample"),
 }
 
@@ -242,8 +250,8 @@ def profile(model, draws):
             if path.endswith(suffix) and name == function)
         print(f"| {label} | {parts[label]:.0f} |")
     labels = list(PROFILE_PARTS)
-    rest = parts[labels[5]] - parts[labels[4]] - parts[labels[2]]
-    print(f"| PyMC's own per-draw work (loop minus the two steps) | {rest:.0f} |")
+    rest = parts[labels[5]] - parts[labels[4]]
+    print(f"| PyMC's own per-draw work (loop minus the step) | {rest:.0f} |")
 
 
 #: ``--kernel-only --concentration`` modes: how the transition treats alpha ~ Gamma(1, 1)
