@@ -406,9 +406,6 @@ def main(argv=None):
         run(model, CANDIDATES[name], 5, 0)
         cpu = run(model, CANDIDATES[name], 100, 0)[1]
         draws[name] = int(np.ceil(args.cpu / cpu[:, -1].sum() * 100))
-    # the user's run: T + D draws per chain costing --user-cpu CPU s over the 4 chains
-    user_draws = {name: max(int(args.user_cpu / args.cpu * count) - args.user_tune, 20)
-                  for name, count in draws.items()}
     results = {name: [] for name in args.candidates}
     users = {name: [] for name in args.candidates}
     for seed in range(args.seeds):
@@ -416,8 +413,12 @@ def main(argv=None):
         for name in args.candidates[shift:] + args.candidates[:shift]:
             results[name].append(summarise(*run(model, CANDIDATES[name], draws[name], seed),
                                            args.budgets))
-            users[name].append(user_run(model, CANDIDATES[name], args.user_tune,
-                                        user_draws[name], 1000 + seed))
+            # the user's run: T + D draws per chain costing --user-cpu CPU s over the 4
+            # chains at the cost of a draw just measured
+            total = int(args.user_cpu / (4e-3 * results[name][-1]["ms_per_draw"]))
+            user_draws = max(total - args.user_tune, 20)
+            users[name].append((*user_run(model, CANDIDATES[name], args.user_tune, user_draws,
+                                          1000 + seed), user_draws))
     print(f"# standardised Iris, DP(alpha ~ Gamma(1, 1)) + NIW(kappa0=0.05, nu0=6, psi0=0.3 I); "
           f"4 chains from one cluster, about {args.cpu:g} CPU s a run, seeds 0..{args.seeds - 1}\n")
     header = " | ".join(f"R-hat at {b:g} CPU s" for b in args.budgets)
@@ -442,13 +443,14 @@ def main(argv=None):
     print(f"\n# what a user gets: pm.sample(tune={args.user_tune}, draws=D, chains=4, cores=1), "
           f"T + D draws per chain costing about {args.user_cpu:g} CPU s in all; az.rhat of "
           f"n_clusters over the D kept draws, seeds 1000..{999 + args.seeds}\n")
-    print(f"| step | tune T | draws D | CPU s (median) | R-hat median (max) | runs with R-hat "
-          f"<= {GOAL_RHAT} |")
+    print(f"| step | tune T | draws D (median) | CPU s (median, max) | R-hat median (max) "
+          f"| runs with R-hat <= {GOAL_RHAT} |")
     print("|---|---|---|---|---|---|")
     for name, rows in users.items():
-        values = np.array([value for value, _ in rows])
-        print(f"| {name} | {args.user_tune} | {user_draws[name]} "
-              f"| {np.median([cpu for _, cpu in rows]):.2f} "
+        values = np.array([value for value, _, _ in rows])
+        cpus = [cpu for _, cpu, _ in rows]
+        print(f"| {name} | {args.user_tune} | {np.median([d for _, _, d in rows]):.0f} "
+              f"| {np.median(cpus):.2f}, {np.max(cpus):.2f} "
               f"| {np.median(values):.3f} (max {values.max():.3f}) "
               f"| {int((values <= GOAL_RHAT).sum())}/{len(rows)} |")
 
