@@ -7,8 +7,9 @@ Data: Iris (``sklearn.datasets.load_iris``, 150 points, 4 columns, each standard
 cluster).  "default" is plain ``pm.sample()`` with no ``step=``: the ``DefaultPartitionStep``
 owning alpha (moves with alpha integrated out, then alpha drawn given the number of
 clusters); "escobar_west" the same partition step with ``ConcentrationGibbs(alpha)`` in turn
-(the default before); the ``sams_*`` candidates get ``ConcentrationGibbs`` from PyMC.  The candidates alternate within a seed
-(who runs first rotates with the seed), so they share the machine's load.
+(what ``pm.sample`` assigns when the Gamma's parameters are random); the ``sams_*``
+candidates get ``ConcentrationGibbs`` from PyMC.  The candidates alternate within a seed (who
+runs first rotates with the seed), so they share the machine's load.
 
 CPU time is ``time.process_time`` between consecutive draws of a chain (a ``callback``), summed
 over the four chains: compilation, chain set-up and the trace conversion are excluded.  At a
@@ -102,8 +103,8 @@ def _sams(**options):
 
 
 def _escobar_west(model):
-    """The default partition step and an Escobar–West update of alpha in turn (the default
-    before the partition step owned alpha)."""
+    """The default partition step and an Escobar–West update of alpha in turn (what
+    ``pm.sample`` assigns when alpha's Gamma parameters are random)."""
     import pymc_splitmerge as psm
 
     return [psm.steps.DefaultPartitionStep(model["z"]), psm.ConcentrationGibbs(model["alpha"])]
