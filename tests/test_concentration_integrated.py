@@ -118,12 +118,14 @@ def _steps(model, **kwargs):
     return {type(step).__name__: sorted(v.name for v in step.vars) for step in steps}
 
 
-def test_pm_sample_gives_alpha_to_the_partition_step():
+def test_pm_sample_gives_alpha_to_the_partition_step(monkeypatch):
     assert _steps(_model()) == {"DefaultPartitionStep": ["alpha_log__", "z"]}
-    fallback = _steps(_model(random_shape=True))  # V would change with the Gamma's shape
-    assert fallback["ConcentrationGibbs"] == ["alpha_log__"]
-    assert fallback["DefaultPartitionStep"] == ["z"]
+    today = {"ConcentrationGibbs": ["alpha_log__"], "DefaultPartitionStep": ["z"]}
+    assert _steps(_model(random_shape=True)) == {**today, "NUTS": ["shape_log__"]}
     assert "ConcentrationGibbs" not in _steps(_model(extra=True))  # alpha feeds another term
+    monkeypatch.setattr(psm.steps.DefaultPartitionStep, "concentration_max_points",
+                        len(DATA) - 1)
+    assert _steps(_model()) == today  # too many points for the table of V(n, K)
 
 
 def test_explicit_steps_are_never_changed_and_bad_requests_are_refused():
