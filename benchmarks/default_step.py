@@ -7,7 +7,8 @@ Data: Iris (``sklearn.datasets.load_iris``, 150 points, 4 columns, each standard
 cluster).  "default" is plain ``pm.sample()`` with no ``step=``: the ``DefaultPartitionStep``
 owning alpha (moves with alpha integrated out, then alpha drawn given the number of
 clusters); "escobar_west" the same partition step with ``ConcentrationGibbs(alpha)`` in turn
-(what ``pm.sample`` assigns when the Gamma's parameters are random); the ``sams_*``
+(what ``pm.sample`` assigns when the Gamma's parameters are random); "default_m<m>" the
+default step owning alpha with ``m`` split-merge updates per draw instead of 50; the ``sams_*``
 candidates get ``ConcentrationGibbs`` from PyMC.  The candidates alternate within a seed (who
 runs first rotates with the seed), so they share the machine's load.
 
@@ -110,10 +111,21 @@ def _escobar_west(model):
     return [psm.steps.DefaultPartitionStep(model["z"]), psm.ConcentrationGibbs(model["alpha"])]
 
 
+def _owning_alpha(n_split_merge_updates):
+    """The default step owning alpha with another number of split-merge updates per draw."""
+    def make(model):
+        import pymc_splitmerge as psm
+
+        return [psm.steps.DefaultPartitionStep(model["z"], concentration=model["alpha"],
+                                               n_split_merge_updates=n_split_merge_updates)]
+    return make
+
+
 #: name -> None (plain ``pm.sample()``) or ``make(model) -> list of steps`` for ``step=``
 CANDIDATES = {
     "default": None,
     "escobar_west": _escobar_west,
+    **{f"default_m{m}": _owning_alpha(m) for m in (25, 100)},
     "sams_uniform_g1": _sams(n_gibbs_sweeps=1),
     "sams_cluster_g1": _sams(anchor_proposal="cluster", n_gibbs_sweeps=1),
     **{f"sams_uniform_m{m}_g1": _sams(n_split_merge_updates=m, n_gibbs_sweeps=1)
