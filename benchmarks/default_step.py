@@ -4,9 +4,13 @@ Data: Iris (``sklearn.datasets.load_iris``, 150 points, 4 columns, each standard
 ``alpha ~ Gamma(1, 1)``, ``DirichletProcess("z", alpha)``, ``ConjugateMixture`` of
 ``NormalInverseWishart(mu0=0, kappa0=0.05, nu0=6, psi0=0.3 I)``.  Each candidate runs
 ``pm.sample(draws, tune=0, chains=4, cores=1)`` from PyMC's initial point (every point in one
-cluster), the partition prior's alpha getting what PyMC assigns (``ConcentrationGibbs``);
-"default" is plain ``pm.sample()`` with no ``step=``.  The candidates alternate within a seed
-(who runs first rotates with the seed), so they share the machine's load.
+cluster).  "default" is plain ``pm.sample()`` with no ``step=``: the ``DefaultPartitionStep``
+owning alpha (moves with alpha integrated out, then alpha drawn given the number of
+clusters); "escobar_west" the same partition step with ``ConcentrationGibbs(alpha)`` in turn
+(what ``pm.sample`` assigns when the Gamma's parameters are random); "default_m<m>" the
+default step owning alpha with ``m`` split-merge updates per draw instead of 50; the ``sams_*``
+candidates get ``ConcentrationGibbs`` from PyMC.  The candidates alternate within a seed (who
+runs first rotates with the seed), so they share the machine's load.
 
 CPU time is ``time.process_time`` between consecutive draws of a chain (a ``callback``), summed
 over the four chains: compilation, chain set-up and the trace conversion are excluded.  At a
@@ -17,11 +21,16 @@ is computed over draws t/2..t of the four chains.  "ESS / CPU s" is the bulk ESS
 number of clusters over the second half of the whole run divided by the CPU seconds of
 those draws.  "IAT" is the integrated autocorrelation time of the number of clusters over
 the second half (draws per independent draw: draws / bulk ESS); "leaves 1" the last chain's
-first draw with more than one cluster (the burn-in from the one-cluster start).
+first draw with more than one cluster, "reaches median K" the last chain's first draw with
+at least the median number of clusters of the second half (the burn-in from the one-cluster
+start).  Then, per seed, the run a user makes: ``pm.sample(tune=T, draws=D, chains=4,
+cores=1)`` with ``T = --user-tune`` and ``T + D`` draws per chain costing ``--user-cpu`` CPU
+seconds over the four chains (from the cost of a draw measured first); its R-hat is
+``az.rhat`` of the number of clusters over the ``D`` kept draws.
 
 ``--profile`` runs the default step under cProfile (4 chains, ``--profile-draws`` draws) and
 prints where a draw's CPU time goes: the compiled split-merge updates, the compiled Gibbs
-sweep, the concentration update, the partition step's per-draw work (current state, tables,
+sweep, the draw of alpha given K, the partition step's per-draw work (current state, tables,
 labels), and the rest (PyMC's loop and trace).  cProfile inflates Python-level costs.
 
 ``--kernel-only`` runs the same transition as the default step (50 cluster-anchor SAMS updates,
@@ -30,15 +39,16 @@ one Gibbs sweep) as a plain loop over a ``PartitionState`` (no PyMC), with alpha
 Escobar–West update of alpha ~ Gamma(1, 1) and new prior tables before each draw (the
 transition ``pm.sample`` makes, without PyMC); ``collapsed``, alpha integrated out (the
 partition's prior is then the Gibbs-type prior with ``V(n, K) = E[alpha^K Gamma(alpha) /
-Gamma(alpha + n)]`` under the Gamma prior, by quadrature: :func:`gamma_mixed_dp_log_v`).
+Gamma(alpha + n)]`` under the Gamma prior, by quadrature: the tables of
+``GammaMixedDirichletProcessPrior``, which the default step uses).
 With ``--draws-needed T ...`` it instead reports the R-hat of the number of clusters over draws
 T/2..T of the transition's 4 chains (alpha as the first ``--concentration`` mode), median
 over ``--seeds`` runs: the draws per chain the goal needs, whatever the machine's load.
 
 Run: ``python benchmarks/default_step.py [--cpu 8] [--seeds 4] [--budgets 1 2 4]
 [--candidates default ...] [--profile [--profile-draws 500]]
-[--kernel-only [--alpha 0.7] [--concentration fixed gibbs collapsed] [--kernel-draws 1000]
-[--draws-needed 250 500 1000]]``
+[--user-tune 50] [--user-cpu 2] [--kernel-only [--alpha 0.7]
+[--concentration fixed gibbs collapsed] [--kernel-draws 1000] [--draws-needed 250 500 1000]]``
 """
 
 from __future__ import annotations
@@ -93,9 +103,29 @@ def _sams(**options):
     return make
 
 
+def _escobar_west(model):
+    """The default partition step and an Escobar–West update of alpha in turn (what
+    ``pm.sample`` assigns when alpha's Gamma parameters are random)."""
+    import pymc_splitmerge as psm
+
+    return [psm.steps.DefaultPartitionStep(model["z"]), psm.ConcentrationGibbs(model["alpha"])]
+
+
+def _owning_alpha(n_split_merge_updates):
+    """The default step owning alpha with another number of split-merge updates per draw."""
+    def make(model):
+        import pymc_splitmerge as psm
+
+        return [psm.steps.DefaultPartitionStep(model["z"], concentration=model["alpha"],
+                                               n_split_merge_updates=n_split_merge_updates)]
+    return make
+
+
 #: name -> None (plain ``pm.sample()``) or ``make(model) -> list of steps`` for ``step=``
 CANDIDATES = {
     "default": None,
+    "escobar_west": _escobar_west,
+    **{f"default_m{m}": _owning_alpha(m) for m in (25, 100)},
     "sams_uniform_g1": _sams(n_gibbs_sweeps=1),
     "sams_cluster_g1": _sams(anchor_proposal="cluster", n_gibbs_sweeps=1),
     **{f"sams_uniform_m{m}_g1": _sams(n_split_merge_updates=m, n_gibbs_sweeps=1)
@@ -129,6 +159,29 @@ def run(model, make_steps, draws, seed):
     return n_clusters, cpu
 
 
+def user_run(model, make_steps, tune, draws, seed):
+    """``pm.sample(tune=tune, draws=draws, chains=4, cores=1)`` as a user runs it: the R-hat
+    (``az.rhat``) of the number of clusters over the ``draws`` kept draws, and the CPU
+    seconds of all ``tune + draws`` draws of the four chains (as :func:`run` counts them)."""
+    import pymc as pm
+
+    times = {}
+
+    def callback(trace, draw):
+        times.setdefault(draw.chain, []).append(time.process_time())
+
+    with model:
+        kwargs = {} if make_steps is None else {"step": make_steps(model)}
+        idata = pm.sample(draws=draws, tune=tune, chains=4, cores=1, random_seed=seed,
+                          progressbar=False, callback=callback,
+                          compute_convergence_checks=False, **kwargs)
+    cpu = 0.0
+    for stamps in times.values():
+        gaps = np.diff(np.asarray(stamps))
+        cpu += gaps.sum() + np.median(gaps)  # the first draw: the median gap (as run)
+    return rhat(idata["posterior"]["n_clusters"].values), cpu
+
+
 def rhat(draws):
     import arviz as az
 
@@ -160,11 +213,16 @@ def summarise(n_clusters, cpu, budgets):
     tail_ess = ess(n_clusters[:, half:])
     left_one = [int(np.argmax(chain > 1)) if (chain > 1).any() else chain.size
                 for chain in n_clusters]
+    # burn-in: the first draw at which each chain reaches the median K of the second half
+    median_k = np.median(n_clusters[:, half:])
+    reached = [int(np.argmax(chain >= median_k)) if (chain >= median_k).any() else chain.size
+               for chain in n_clusters]
     return {
         "rhat": [at_budget(n_clusters, cpu, b) for b in budgets],
         "ess_per_cpu": tail_ess / tail_cpu,
         "iat": n_clusters[:, half:].size / tail_ess,
         "leaves_one": max(left_one),
+        "burn_in": max(reached),
         "ms_per_draw": 1e3 * cpu[:, -1].sum() / cpu.size,
         "mean_k": float(n_clusters[:, half:].mean()),
     }
@@ -176,9 +234,10 @@ PROFILE_PARTS = {
     # see numba dispatchers)
     "split-merge updates (one compiled call)": ("kernels/sams.py", "__call__"),
     "Gibbs sweep (one compiled call)": ("kernels/gibbs.py", "__call__"),
-    "concentration update (ConcentrationGibbs.step)": ("steps/concentration.py", "step"),
+    "alpha drawn given K (DefaultPartitionStep.draw_concentration)": ("steps/sams.py",
+                                                                      "draw_concentration"),
     "partition step: current state and tables": ("steps/base.py", "current_state"),
-    "partition step: whole step": ("steps/base.py", "step"),
+    "partition step: whole step, alpha included": ("steps/sams.py", "step"),
     "PyMC chain (_sample: draw loop and trace)": ("sampling/mcmc.py", "_sample"),
 }
 
@@ -204,27 +263,8 @@ def profile(model, draws):
             if path.endswith(suffix) and name == function)
         print(f"| {label} | {parts[label]:.0f} |")
     labels = list(PROFILE_PARTS)
-    rest = parts[labels[5]] - parts[labels[4]] - parts[labels[2]]
-    print(f"| PyMC's own per-draw work (loop minus the two steps) | {rest:.0f} |")
-
-
-def gamma_mixed_dp_log_v(n, shape, rate, grid=20001):
-    r"""``log V(n, K)``, ``K = 0..n+1``, of the DP with alpha ~ Gamma(shape, rate) integrated out.
-
-    :math:`V(n, K) = \int \alpha^K \Gamma(\alpha)/\Gamma(\alpha + n)\,
-    \mathrm{Gamma}(\alpha; a, b)\, d\alpha` (a Gibbs-type prior with the DP's
-    :math:`W(m) = \Gamma(m)`), by the trapezoid rule in ``log alpha`` on [-20, 9].
-    """
-    from scipy.special import gammaln, logsumexp
-
-    u = np.linspace(-20.0, 9.0, grid)
-    alpha = np.exp(u)
-    log_prior = shape * np.log(rate) - gammaln(shape) + shape * u - rate * alpha  # of log alpha
-    k = np.arange(n + 2)[:, None]
-    log_v = logsumexp(k * u + gammaln(alpha) - gammaln(alpha + n) + log_prior, axis=1)
-    log_v += np.log(u[1] - u[0])
-    log_v[0] = -np.inf
-    return log_v
+    rest = parts[labels[5]] - parts[labels[4]]
+    print(f"| PyMC's own per-draw work (loop minus the step) | {rest:.0f} |")
 
 
 #: ``--kernel-only --concentration`` modes: how the transition treats alpha ~ Gamma(1, 1)
@@ -237,7 +277,10 @@ def _kernel_setup(y, alpha):
     from pymc_splitmerge.kernels.sams import build_sams_move
     from pymc_splitmerge.kernels.splitmerge_common import build_moves_then_gibbs
     from pymc_splitmerge.kernels.state import PriorTables
-    from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+    from pymc_splitmerge.priors.dirichlet_process import (
+        DirichletProcessPrior,
+        GammaMixedDirichletProcessPrior,
+    )
 
     dim = y.shape[1]
     family = NormalInverseWishart(mu0=np.zeros(dim), kappa0=0.05, nu0=dim + 2.0,
@@ -245,7 +288,7 @@ def _kernel_setup(y, alpha):
     x = family.prepare_data(y)
     n = x.shape[0]
     fixed = PriorTables(*DirichletProcessPrior(alpha=alpha).tables(n))
-    collapsed = PriorTables(gamma_mixed_dp_log_v(n, 1.0, 1.0), fixed.log_w)
+    collapsed = PriorTables(*GammaMixedDirichletProcessPrior(shape=1.0, rate=1.0).tables(n))
     transition = build_moves_then_gibbs(build_sams_move(cluster_anchors=True, n_updates=50),
                                         n_moves=1, n_gibbs_sweeps=1)
     return family, x, transition, fixed, collapsed
@@ -279,7 +322,7 @@ def kernel_only(y, draws, seeds, alpha, modes=("fixed",)):
 
     Modes: ``fixed`` (alpha = ``alpha``), ``gibbs`` (one Escobar–West update of alpha ~
     Gamma(1, 1) before each draw, the tables rebuilt: what ``pm.sample`` does) and
-    ``collapsed`` (alpha integrated out: the tables of :func:`gamma_mixed_dp_log_v`).
+    ``collapsed`` (alpha integrated out: the tables of ``GammaMixedDirichletProcessPrior``).
     Returns ``{mode: (ms / draw, IAT, ESS / CPU s, mean K)}``, medians over seeds.
     """
     setup = _kernel_setup(y, alpha)
@@ -333,6 +376,10 @@ def main(argv=None):
                         help="--kernel-only: alpha fixed at --alpha, updated by Escobar-West "
                              "before each draw, or integrated out (alpha ~ Gamma(1, 1))")
     parser.add_argument("--kernel-draws", type=int, default=1000)
+    parser.add_argument("--user-tune", type=int, default=50,
+                        help="tuning draws T of the user's run pm.sample(tune=T, draws=D), "
+                             "T + D draws per chain costing --user-cpu CPU s in all")
+    parser.add_argument("--user-cpu", type=float, default=GOAL_CPU)
     parser.add_argument("--draws-needed", type=int, nargs="+", metavar="T",
                         help="--kernel-only: R-hat over draws T/2..T per chain for each T "
                              "(alpha by --concentration's first mode), over --seeds runs")
@@ -373,17 +420,25 @@ def main(argv=None):
         cpu = run(model, CANDIDATES[name], 100, 0)[1]
         draws[name] = int(np.ceil(args.cpu / cpu[:, -1].sum() * 100))
     results = {name: [] for name in args.candidates}
+    users = {name: [] for name in args.candidates}
     for seed in range(args.seeds):
         shift = seed % len(args.candidates)
         for name in args.candidates[shift:] + args.candidates[:shift]:
             results[name].append(summarise(*run(model, CANDIDATES[name], draws[name], seed),
                                            args.budgets))
+            # the user's run: T + D draws per chain costing --user-cpu CPU s over the 4
+            # chains at the cost of a draw just measured
+            total = int(args.user_cpu / (4e-3 * results[name][-1]["ms_per_draw"]))
+            user_draws = max(total - args.user_tune, 20)
+            users[name].append((*user_run(model, CANDIDATES[name], args.user_tune, user_draws,
+                                          1000 + seed), user_draws))
     print(f"# standardised Iris, DP(alpha ~ Gamma(1, 1)) + NIW(kappa0=0.05, nu0=6, psi0=0.3 I); "
           f"4 chains from one cluster, about {args.cpu:g} CPU s a run, seeds 0..{args.seeds - 1}\n")
     header = " | ".join(f"R-hat at {b:g} CPU s" for b in args.budgets)
     print(f"| step | ms / draw | {header} | runs with R-hat <= {GOAL_RHAT} at "
-          f"{GOAL_CPU:g} s | ESS / CPU s | IAT (draws) | leaves 1 (draw) | mean K |")
-    print("|---|---|" + "---|" * len(args.budgets) + "---|---|---|---|---|")
+          f"{GOAL_CPU:g} s | ESS / CPU s | IAT (draws) | leaves 1 (draw) | reaches median K "
+          f"(draw) | mean K |")
+    print("|---|---|" + "---|" * len(args.budgets) + "---|---|---|---|---|---|")
     for name, rows in results.items():
         rhats = np.array([row["rhat"] for row in rows])
         cells = " | ".join(f"{np.nanmedian(rhats[:, i]):.3f} (max {np.nanmax(rhats[:, i]):.3f})"
@@ -396,7 +451,21 @@ def main(argv=None):
               f"| {np.median([r['ess_per_cpu'] for r in rows]):.0f} "
               f"| {np.median([r['iat'] for r in rows]):.1f} "
               f"| {max(r['leaves_one'] for r in rows)} "
+              f"| {max(r['burn_in'] for r in rows)} "
               f"| {np.mean([r['mean_k'] for r in rows]):.2f} |")
+    print(f"\n# what a user gets: pm.sample(tune={args.user_tune}, draws=D, chains=4, cores=1), "
+          f"T + D draws per chain costing about {args.user_cpu:g} CPU s in all; az.rhat of "
+          f"n_clusters over the D kept draws, seeds 1000..{999 + args.seeds}\n")
+    print(f"| step | tune T | draws D (median) | CPU s (median, max) | R-hat median (max) "
+          f"| runs with R-hat <= {GOAL_RHAT} |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in users.items():
+        values = np.array([value for value, _, _ in rows])
+        cpus = [cpu for _, cpu, _ in rows]
+        print(f"| {name} | {args.user_tune} | {np.median([d for _, _, d in rows]):.0f} "
+              f"| {np.median(cpus):.2f}, {np.max(cpus):.2f} "
+              f"| {np.median(values):.3f} (max {values.max():.3f}) "
+              f"| {int((values <= GOAL_RHAT).sum())}/{len(rows)} |")
 
 
 if __name__ == "__main__":

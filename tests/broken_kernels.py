@@ -29,8 +29,10 @@ from pymc_splitmerge.kernels.splitmerge_common import (
 )
 from pymc_splitmerge.kernels.state import PriorTables
 from pymc_splitmerge.steps.arm import _PopulationARMStep
+from pymc_splitmerge.steps.sams import DefaultPartitionStep
 
 __all__ = [
+    "ConcentrationFromItsPriorStep",
     "JacobiARMStep",
     "arm_transition_log_probabilities_without_eq17",
     "on_state",
@@ -273,3 +275,13 @@ def smc_weight_after_move_evidence_runs(prior, family, x, num_particles, num_run
     seed_numba_from(rng)
     return np.array([_weight_after_move_run(*prepared, options)[2]
                      for _ in range(int(num_runs))])
+
+
+class ConcentrationFromItsPriorStep(DefaultPartitionStep):
+    """The default step owning alpha, with alpha drawn from its Gamma prior instead of
+    ``p(alpha | K, n)``: the partition's law is still right (alpha is integrated out of
+    its moves), the joint law of the partition and alpha is not."""
+
+    def draw_concentration(self, n_clusters):
+        prior = self.fixed_prior[0]
+        return float(self.rng.gamma(prior.shape, 1.0 / prior.rate))

@@ -142,8 +142,8 @@ def test_pm_sample_with_model_keyword_assigns_the_package_steps():
     idata = pm.sample(draws=4, tune=2, chains=1, model=_model(), random_seed=3,
                       progressbar=False, compute_convergence_checks=False)
     stats = idata["sample_stats"]
-    assert "concentration_eta" in stats
-    assert "step_size" not in stats
+    assert "step_size" not in stats  # alpha is the partition step's (it integrates alpha out)
+    assert np.unique(np.asarray(idata["posterior"]["alpha"].values)).size > 1
 
 
 def test_hooks_can_be_removed_and_reinstalled():

@@ -6,7 +6,10 @@ under its class name, read from the registry (``docs/contracts.md``, "Adding a p
 """
 
 from pymc_splitmerge.priors.base import GibbsTypePrior, sample_partitions
-from pymc_splitmerge.priors.dirichlet_process import dirichlet_process_expected_n_clusters
+from pymc_splitmerge.priors.dirichlet_process import (
+    GammaMixedDirichletProcessPrior,
+    dirichlet_process_expected_n_clusters,
+)
 from pymc_splitmerge.priors.mixture_of_finite_mixtures import (
     ComponentCountPrior,
     ExplicitPmf,
@@ -26,6 +29,7 @@ __all__ = [
     "PRIOR_REGISTRY",
     "ComponentCountPrior",
     "ExplicitPmf",
+    "GammaMixedDirichletProcessPrior",
     "Geometric",
     "GibbsTypePrior",
     "ShiftedPoisson",

@@ -37,7 +37,12 @@ name in ``pymc.sampling.mcmc``         PyMC's function                          
   needs the model (is the parameter used only by its own prior and the partition prior?), but
   PyMC hands ``competence`` the variable alone; ``pm.sample(model=model)`` outside
   ``with model:`` therefore gave the concentration NUTS.  The wrapper calls PyMC's
-  ``assign_step_methods`` inside ``with model:``.  For a model whose component family has
+  ``assign_step_methods`` inside ``with model:``.  The wrapper of ``instantiate_steppers``
+  gives the ``pm.Gamma`` alpha of a Dirichlet process that PyMC assigned to
+  :class:`~pymc_splitmerge.ConcentrationGibbs` to the partition's
+  :class:`~pymc_splitmerge.steps.DefaultPartitionStep` instead, which integrates it out of its
+  moves and draws it given the number of clusters
+  (:func:`~pymc_splitmerge.steps.sams.integrate_concentration_out`).  For a model whose component family has
   random hyperparameters, the wrapper of ``instantiate_steppers`` puts the
   :class:`~pymc_splitmerge.HyperparameterSlice` and the partition step PyMC assigned into one
   :class:`~pymc_splitmerge.steps.alternation.AlternatingStep` (several rounds of the two per
@@ -235,12 +240,14 @@ def instantiate_steppers(*args, **kwargs):
     """PyMC's ``instantiate_steppers``, then the hyperparameter step of a random component
     family and its partition step alternated (see the module doc)."""
     from pymc_splitmerge.steps.alternation import alternate_family_hyperparameters
+    from pymc_splitmerge.steps.sams import integrate_concentration_out
 
     function = pymc_function("instantiate_steppers")
     arguments = inspect.signature(function).bind(*args, **kwargs).arguments
     provided = list(arguments.get("steps") or ())  # PyMC appends its steps to that list
     steps = function(*args, **kwargs)
-    return alternate_family_hyperparameters(steps, provided)
+    return alternate_family_hyperparameters(integrate_concentration_out(steps, provided),
+                                            provided)
 
 
 def sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,

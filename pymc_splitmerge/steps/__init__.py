@@ -8,7 +8,10 @@ win PyMC's competence ties, e.g. over ``CategoricalGibbsMetropolis`` and NUTS):
   ``ConjugateMixture``;
 * :class:`SlotGibbsStep` for every partition variable with cluster parameters
   (``ClusterParameter``);
-* :class:`ConcentrationGibbs` for a Dirichlet-process ``alpha`` with a ``pm.Gamma`` prior;
+* :class:`ConcentrationGibbs` for a Dirichlet-process ``alpha`` with a ``pm.Gamma`` prior
+  (``pm.sample`` then hands an alpha whose Gamma parameters are constants to the partition's
+  :class:`DefaultPartitionStep`, which integrates it out of its moves and draws it given the
+  number of clusters: :func:`~pymc_splitmerge.steps.sams.integrate_concentration_out`);
 * :class:`PartitionPriorSlice` for any other ``alpha`` / ``discount`` of a Dirichlet process,
   Pitman–Yor or finite-Dirichlet prior,
 * :class:`HyperparameterSlice` for the continuous hyperparameters that feed only a

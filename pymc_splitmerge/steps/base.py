@@ -128,6 +128,9 @@ class PartitionStep(PerChainSetup, BlockedStep):
 
     name = "partition"
     stats_dtypes_shapes: dict[str, tuple[Any, Any]] = {}
+    #: ``(numeric prior, PriorTables)`` used at every draw instead of the prior the point's
+    #: hyperparameters give (a step that integrates a prior parameter out), or None
+    fixed_prior: tuple | None = None
     # Given several partition variables, PyMC's BlockedStep.__new__ then builds one step per
     # variable (a CompoundStep) instead of one step for all of them.
     default_blocked = False
@@ -196,20 +199,24 @@ class PartitionStep(PerChainSetup, BlockedStep):
             check_labels(labels, self.value_name, self.n_points,
                          self.n_slots if self._start_checked else None)
         prior_changed = family_changed = self._state is None or self._prior is None
+        fixed = self.fixed_prior  # (prior, tables) that no hyperparameter of the point moves
         evaluated = None
-        if self.partition_model.random_hyperparameters:
+        if self.partition_model.random_hyperparameters and (fixed is None or any(
+                key.startswith("family:") for key in self.partition_model._symbolic_names)):
             evaluated = self.partition_model._evaluate(point)
             cached = self._cached_evaluated
             for key, value in evaluated.items():
                 if cached is None or not _same_array(value, cached[key]):
                     if key.startswith("family:"):
                         family_changed = True
-                    else:
+                    elif fixed is None:
                         prior_changed = True
             if prior_changed or family_changed:
                 self._cached_evaluated = {key: np.array(value, copy=True)
                                           for key, value in evaluated.items()}
-        if prior_changed:
+        if prior_changed and fixed is not None:
+            self._prior, self._tables = fixed
+        elif prior_changed:
             self._prior = self.partition_model.numeric_prior(point, evaluated)
             self._tables = PriorTables(*self._prior.tables(self.n_points))
         if family_changed or labels_changed:

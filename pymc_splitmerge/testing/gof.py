@@ -34,6 +34,7 @@ __all__ = [
     "N_GOF_TESTS",
     "SUITE_FAILURE_RATE",
     "PartitionChiSquareResult",
+    "assert_counts_gof",
     "assert_partition_gof",
     "chisquare_partitions",
     "total_variation",
@@ -109,17 +110,37 @@ def chisquare_partitions(samples_labels, exact: ExactPosterior,
     -------
     PartitionChiSquareResult
     """
-    from scipy import stats  # on first use: scipy.stats costs ~0.5 CPU s to import
     counts = _counts(samples_labels, exact)
+    observed, expected, cells, statistic, dof, pvalue, impossible = _pearson(
+        counts, exact.prob, min_cell_variance)
+    return PartitionChiSquareResult(
+        statistic=statistic,
+        dof=dof,
+        pvalue=pvalue,
+        num_samples=int(counts.sum()),
+        cell_partitions=[None if i is None else exact.partitions[i] for i in cells],
+        observed=observed,
+        expected=expected,
+        impossible_count=impossible,
+    )
+
+
+def _pearson(counts, prob, min_cell_variance):
+    """Pearson's χ² of ``counts`` against ``prob`` over the cells of the module doc.
+
+    Returns ``(observed, expected, cells, statistic, dof, pvalue, impossible_count)``;
+    ``cells`` holds the index of each kept cell's outcome, None for the lumped remainder.
+    """
+    from scipy import stats  # on first use: scipy.stats costs ~0.5 CPU s to import
+
     num_samples = int(counts.sum())
-    prob = exact.prob / exact.prob.sum()
+    prob = prob / prob.sum()
     impossible = int(counts[prob == 0].sum())
     expected_all = num_samples * prob
     keep = expected_all * (1.0 - prob) >= min_cell_variance
-    cell_index = [int(i) for i in np.flatnonzero(keep)]
+    cells: list = [int(i) for i in np.flatnonzero(keep)]
     observed = list(counts[keep])
     expected = list(expected_all[keep])
-    cells: list = [exact.partitions[i] for i in cell_index]
     other_expected = num_samples - float(np.sum(expected))
     other_observed = num_samples - float(np.sum(observed))
     other_prob = max(other_expected / num_samples, 0.0)
@@ -143,16 +164,48 @@ def chisquare_partitions(samples_labels, exact: ExactPosterior,
     else:
         statistic = float(np.sum((observed_array - expected_array) ** 2 / expected_array))
         pvalue = float(stats.chi2.sf(statistic, dof))
-    return PartitionChiSquareResult(
-        statistic=float(statistic),
-        dof=int(max(dof, 0)),
-        pvalue=float(pvalue),
-        num_samples=num_samples,
-        cell_partitions=cells,
-        observed=observed_array,
-        expected=expected_array,
-        impossible_count=impossible,
-    )
+    return (observed_array, expected_array, cells, float(statistic), int(max(dof, 0)),
+            float(pvalue), impossible)
+
+
+def assert_counts_gof(counts, prob, threshold: float = GOF_PVALUE_THRESHOLD,
+                      min_cell_variance: float = MIN_CELL_VARIANCE) -> float:
+    """Assert that counts over any finite set of outcomes follow ``prob`` (the χ² test and
+    cells of :func:`assert_partition_gof`, e.g. for joint laws of a partition and a binned
+    parameter).
+
+    Parameters
+    ----------
+    counts : array of float, shape (n_outcomes,)
+        Independent (or well thinned) draws counted per outcome.
+    prob : array of float, shape (n_outcomes,)
+        Exact probabilities (normalised here).
+
+    Returns
+    -------
+    float
+        The p-value, when the test passes.
+
+    Raises
+    ------
+    AssertionError
+        When the p-value is below ``threshold``.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    prob = np.asarray(prob, dtype=np.float64)
+    if counts.shape != prob.shape or counts.ndim != 1 or counts.sum() <= 0:
+        raise ValueError(f"counts and prob must be 1-d of one shape with draws; got "
+                         f"{counts.shape} and {prob.shape}")
+    observed, expected, _, statistic, dof, pvalue, impossible = _pearson(
+        counts, prob, min_cell_variance)
+    if pvalue < threshold:
+        worst = np.argsort(-np.abs(observed - expected) / np.sqrt(expected))[:10]
+        raise AssertionError(
+            f"goodness-of-fit failed: chi2 = {statistic:.2f}, dof = {dof}, p = {pvalue:.3g} < "
+            f"threshold {threshold:.3g} ({int(counts.sum())} draws, {impossible} on impossible "
+            f"outcomes); worst cells (observed, expected): "
+            + ", ".join(f"({observed[i]:.0f}, {expected[i]:.1f})" for i in worst))
+    return pvalue
 
 
 def total_variation(samples_labels, exact: ExactPosterior) -> float:
