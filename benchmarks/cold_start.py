@@ -6,7 +6,7 @@ package's kernels must be compiled: the state of a first use after installation)
 a fresh process, what the README's minimal model does: import pymc and pymc_splitmerge, build
 the model (2-D Normal-inverse-Wishart, Dirichlet process with a Gamma concentration, Gaussian
 blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache now full
-(warm).  Printed per phase, median over repetitions, wall seconds:
+(warm).  Printed per phase, median over repetitions, seconds (wall unless said):
 
 * ``imports``: ``import pymc, pymc_splitmerge`` (from the process start);
 * ``model``: building the model;
@@ -14,6 +14,9 @@ blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache
   the conversion to InferenceData / DataTree and the checks);
 * ``process``: the child's wall time seen from the parent (interpreter start to exit,
   sampler worker processes included);
+* ``process CPU``: the CPU seconds (user + system) of the child and its sampler worker
+  processes, seen from the parent: less sensitive than wall times to other processes on a
+  shared machine (compilation runs on one core per process);
 * ``numba compile``: seconds inside numba compilations of the package's kernels in the main
   process (``pymc_splitmerge._compile_notice.compile_seconds``; a kernel compiled inside
   another's compilation counted once; worker processes of ``cores > 1`` not included),
@@ -39,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -96,11 +100,15 @@ print(json.dumps({"imports": imported - start, "model": built - imported,
 
 def run(config, cache_dir):
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config)], env=env, cwd=ROOT,
                          capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process"] = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["process CPU"] = (after.ru_utime - before.ru_utime
+                             + after.ru_stime - before.ru_stime)
     result["notice"] = "compiling numba kernels" in out.stderr
     return result
 
@@ -128,8 +136,8 @@ def main(argv=None):
           f" {os.cpu_count()} CPUs; config {config}; {args.repeats} repeat(s); "
           f"same draws cold and warm: {len(hashes) == 1} (hash of the numbers of clusters: "
           f"{', '.join(str(value) for value in sorted(hashes))})")
-    print(f"{'phase (wall s, median)':<24}{'cold':>10}{'warm':>10}{'cold/warm':>11}")
-    for phase in ("imports", "model", "pm.sample", "process", "numba compile"):
+    print(f"{'phase (s, median)':<24}{'cold':>10}{'warm':>10}{'cold/warm':>11}")
+    for phase in ("imports", "model", "pm.sample", "process", "process CPU", "numba compile"):
         cold = statistics.median(r[phase] for r in runs["cold"])
         warm = statistics.median(r[phase] for r in runs["warm"])
         ratio = f"{cold / warm:.2f}" if warm > 0 else "-"

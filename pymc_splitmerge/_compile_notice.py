@@ -8,10 +8,19 @@ INFO line on the ``pymc_splitmerge`` logger, the first time a kernel of this pac
 compiled, saying so and where the cache is; it also counts the seconds spent in those
 compilations (:func:`compile_seconds`, used by ``benchmarks/cold_start.py``).  Nothing is
 written anywhere by installing it.
+
+While one of the package's kernels compiles (its outermost compilation, from start to end,
+errors included), the listener also pauses Python's cyclic garbage collector and restores it
+afterwards (unless it was already off).  numba's compiler allocates millions of short-lived
+objects, which trigger full collections that scan every object of the process (a PyMC
+process holds several hundred thousand): about 15 % of the CPU time of a first run's
+compilation, for some 30 MB more memory at its peak (``docs/benchmarks.md``, cold start).  The
+compiled code is the same; nothing is skipped or deferred.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -21,7 +30,7 @@ __all__ = ["compile_seconds", "compiled_kernels", "install_compile_notice"]
 _log = logging.getLogger("pymc_splitmerge")
 _PACKAGE = __name__.split(".")[0]
 _state = {"announced": False, "depth": 0, "started": 0.0, "seconds": 0.0, "count": 0,
-          "kernel": "", "kernels": []}
+          "kernel": "", "kernels": [], "paused_gc": False}
 
 
 def _cache_location() -> str:
@@ -65,6 +74,11 @@ def _listener_class():
                 _state["started"] = time.perf_counter()
                 function = event.data["dispatcher"].py_func
                 _state["kernel"] = f"{function.__module__}.{function.__qualname__}"
+                # the collector paused for the compilation (restored in on_end, which numba
+                # calls when the compilation fails too)
+                _state["paused_gc"] = gc.isenabled()
+                if _state["paused_gc"]:
+                    gc.disable()
             _state["depth"] += 1
 
         def on_end(self, event):
@@ -76,6 +90,9 @@ def _listener_class():
                 _state["seconds"] += seconds
                 _state["count"] += 1
                 _state["kernels"].append((_state["kernel"], seconds))
+                if _state["paused_gc"]:
+                    _state["paused_gc"] = False
+                    gc.enable()
 
     return CompileNotice
 

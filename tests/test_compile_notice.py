@@ -3,6 +3,7 @@ cache), and the compile seconds are counted."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 
@@ -70,3 +71,55 @@ def test_one_line_on_first_compile_none_on_cache_load_and_foreign_code_ignored(
         assert again.outer(np.float64(1.0)) == 3.0
         assert _compile_notice.compile_seconds()[1] == 2  # nothing compiled
         assert len(caplog.records) == 1
+
+
+def test_the_collector_is_paused_while_a_kernel_of_the_package_compiles(tmp_path, fresh_state):
+    """Python's cyclic garbage collector is off during the package's compilations (their
+    outermost start to end, the kernels they compile inside included) and on again after;
+    left as it was when it was off already, and untouched by other code's compilations."""
+    from numba.core import event
+
+    seen = []
+
+    class Probe(event.Listener):  # registered after the package's listener: sees its effect
+        def on_start(self, ev):
+            function = getattr(ev.data.get("dispatcher"), "py_func", None)
+            seen.append((getattr(function, "__name__", "?"), gc.isenabled()))
+
+        def on_end(self, ev):
+            pass
+
+    path = tmp_path / "fake_kernels.py"
+    path.write_text(KERNELS)
+    probe = Probe()
+    event.register("numba:compile", probe)
+    try:
+        assert gc.isenabled()
+        module = _load(path, "pymc_splitmerge.fake_kernels_gc")
+        assert module.outer(np.float64(1.0)) == 3.0
+        assert seen == [("outer", False), ("inner", False)] and gc.isenabled()
+
+        # negative control: another package's compilation leaves the collector on
+        @numba.njit
+        def foreign(x):
+            return x + 1
+
+        seen.clear()
+        foreign(1)
+        assert seen == [("foreign", True)] and gc.isenabled()
+
+        # a collector switched off by the user stays off
+        gc.disable()
+        try:
+            seen.clear()
+            module.outer(np.int64(1))
+            assert seen == [("outer", False), ("inner", False)] and not gc.isenabled()
+        finally:
+            gc.enable()
+
+        # a compilation that fails restores it too
+        with pytest.raises(numba.core.errors.TypingError):
+            module.outer("text")
+        assert gc.isenabled()
+    finally:
+        event.unregister("numba:compile", probe)

@@ -95,6 +95,7 @@ def test_specialised_and_switch_routes_agree_bit_for_bit(entry):
                                            np.arange(x.shape[0]))
             results.append((stats, out, row,
                             dispatch.log_marginal(family_id, params, stats[1]),
+                            dispatch.compiled_leaf(family_id, "log_marginal")(params, stats[1]),
                             dispatch.log_predictive(family_id, params, stats[1], x[0])))
         for specialised, generic in zip(*results, strict=True):
             np.testing.assert_array_equal(specialised, generic)
@@ -163,6 +164,34 @@ def test_negative_control_a_plain_int_links_the_switch_over_every_family():
                           for signature in _marginal.signatures)
     assert not any("_leaf_dispatch" in name for name in _defined_and_called(literal_ir))
     assert any("_leaf_dispatch" in name for name in _defined_and_called(int_ir))
+
+
+def test_the_log_likelihood_from_python_calls_the_leaf_the_kernels_link(monkeypatch):
+    """``PartitionState.log_likelihood`` (the start check of every sampler step) calls the
+    family's compiled leaf, which the kernels link anyway, not the dispatch function (compiled
+    for the family's id in a first run otherwise, 0.2 s); the same number bit for bit."""
+    from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+    from pymc_splitmerge.kernels.state import PartitionState
+
+    family, _ = _niw()
+    x = np.ascontiguousarray(family.prepare_data(
+        np.random.default_rng(3).normal(size=(12, 2))))
+    state = PartitionState(family, x, np.arange(12) % 3)
+    expected = 0.0
+    for slot in state.active[:3]:
+        expected += dispatch.log_marginal(family.family_id, state.params, state.stats[slot])
+    assert dispatch.compiled_leaf(family.family_id, "log_marginal") is niw_module.niw_log_marginal
+
+    def refuse(*args):
+        raise AssertionError("dispatch.log_marginal called from Python")
+
+    monkeypatch.setattr(dispatch, "log_marginal", refuse)
+    assert state.log_likelihood() == expected
+    # negative control: with a plain int (the switch), the dispatch function is called, and
+    # the check sees it
+    state.family_id = int(family.family_id)
+    with pytest.raises(AssertionError, match="called from Python"):
+        state.log_likelihood()
 
 
 # ------------------------------------------------------------------ leaves for one dimension

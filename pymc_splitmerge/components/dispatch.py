@@ -20,6 +20,7 @@ log_predictive(family_id, params, stats_row, x_row)   -> float
 log_marginal(family_id, params, stats_row)            -> float, 0.0 for an empty row
 log_predictive_many(family_id, params, stats, slots, n_slots, x_row, out)
 stats_from_rows(family_id, params, empty_row, x2d, index) -> new statistics row
+compiled_leaf(family_id, name)                        for Python callers: the family's leaf
 
 No family appears here by name but ``ProductFamily`` (``FAMILY_PRODUCT``), the combinator:
 its numba functions (in :mod:`pymc_splitmerge.components.product`) loop over the
@@ -43,7 +44,9 @@ package and of the kernels.
 
 from __future__ import annotations
 
-from numba import types
+import functools
+
+from numba import typeof, types
 from numba.core import errors, typing
 from numba.core.datamodel import models
 from numba.extending import intrinsic, overload, register_model, typeof_impl
@@ -76,6 +79,7 @@ __all__ = [
     "FamilyLiteral",
     "add_point",
     "add_point_at",
+    "compiled_leaf",
     "leaf_add_point",
     "leaf_add_point_at",
     "leaf_log_marginal",
@@ -173,6 +177,26 @@ def _leaves_of(family_id):
                 return entry.family_class.numba_leaves_by_dimension[dimension]
             return entry.family_class.numba_leaves
     raise errors.TypingError(f"unknown family_id {value}")
+
+
+def compiled_leaf(family_id, name: str):
+    """For Python callers: the compiled function that kernels given ``family_id`` call for
+    the dispatch function ``name`` (``"log_marginal"``, ``"log_predictive"``, ...), taking
+    that function's arguments without ``family_id``.
+
+    For a registered family's id (a :class:`FamilyId`) this is the family's numba leaf
+    itself, which the kernels compile (and cache) anyway: a Python caller such as
+    ``PartitionState.log_likelihood`` (the start check of every sampler step) compiles
+    nothing of its own, where calling the dispatch function from Python compiles that
+    function for the id (about 0.2 s of a first run, ``docs/benchmarks.md``, cold start).
+    Same numbers bit for bit.  For a plain ``int``, or a family without that leaf, the
+    dispatch function with ``family_id`` bound.
+    """
+    leaves = _leaves_of(typeof(family_id))
+    leaf = getattr(leaves, name, None) if leaves is not None else None
+    if leaf is not None:
+        return leaf
+    return functools.partial(globals()[name], family_id)
 
 
 # The three optional forms (a batch predictive, slot-index updates): each stub below is typed
