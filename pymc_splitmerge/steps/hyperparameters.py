@@ -114,9 +114,10 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
     model : pymc.Model, optional
         Defaults to the model on the context stack.
     n_updates : int, optional
-        Hit-and-run slice moves per draw, along consecutive vectors of random orthonormal
-        bases of the whitened block (:func:`~pymc_splitmerge.kernels.hit_and_run_slice.
-        orthonormal_directions`).  Default: the block's dimension ``d`` (one sweep, which
+        Hit-and-run slice moves per draw, along consecutive vectors of the chain's stream of
+        random orthonormal bases of the whitened block (:func:`~pymc_splitmerge.kernels.
+        hit_and_run_slice.orthonormal_directions`; vectors left by one draw or round are
+        used by the next).  Default: the block's dimension ``d`` (one sweep, which
         for a Gaussian conditional matched by the metric gives an independent draw), at
         least 3.  On hierarchical Iris (``mu0``, ``kappa0``, the ``psi0`` scale: d = 6) one
         sweep (about 28 evaluations per draw) gave ``mu0`` and ``kappa0`` about 1.8 times the
