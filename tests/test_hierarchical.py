@@ -4,6 +4,8 @@
   and its gradient in every continuous hyperparameter equals the core's finite differences.
 * The statistics are computed once per label vector (counted), recomputed when the labels
   change (negative control: a cache that never invalidates gives wrong values).
+* The per-cluster sums of the statistics' compiled loop equal the bincount reference bit for
+  bit (negative control: a wrong index changes them).
 * The partition priors' log density is a function of the block sizes computed once.
 * Hyperparameters outside their domain give -inf, never NaN.
 * Data far from zero relative to their spread (offsets 1e2..1e8) give the log density of the
@@ -25,6 +27,7 @@ from pymc_splitmerge.components import (
     NormalInverseWishart,
     NormalKnownCovariance,
 )
+from pymc_splitmerge.core.cluster_sums import cluster_sums, cluster_sums_reference
 from pymc_splitmerge.distributions import statistics
 from pymc_splitmerge.distributions.mixture import conjugate_mixture_log_likelihood
 from pymc_splitmerge.priors import ShiftedPoisson
@@ -181,6 +184,29 @@ def test_stale_statistics_are_detected(monkeypatch):
     monkeypatch.setattr(statistics, "_same_inputs", lambda previous, inputs: True)
     moved = {**point, "z": rng.integers(0, 3, n)}
     assert abs(logp(moved) - _numeric_log_joint(model, moved)) > 1.0
+
+
+def test_cluster_sums_compiled_equal_the_reference_bit_for_bit():
+    rng = np.random.default_rng(9)
+    for n, m, k in ((150, 20, 3), (37, 1, 7), (1, 4, 1), (0, 3, 2)):
+        index = rng.integers(0, k, n)
+        rows = rng.normal(scale=10.0, size=(n, m)) ** 3  # spread magnitudes: order matters
+        compiled = cluster_sums(index, rows, k)
+        reference = cluster_sums_reference(index, rows, k)
+        assert compiled.shape == (k, m)
+        assert compiled.tobytes() == reference.tobytes()
+        if n > 1:  # negative control: one point moved to another cluster is seen
+            moved = index.copy()
+            moved[0] = (moved[0] + 1) % k if k > 1 else moved[0]
+            if k > 1:
+                assert not np.array_equal(cluster_sums(moved, rows, k), reference)
+    for bad in (np.array([0, 3]), np.array([-1, 0])):
+        with pytest.raises(ValueError, match="outside"):
+            cluster_sums(bad, np.ones((2, 2)), 3)
+        with pytest.raises(ValueError, match="outside"):
+            cluster_sums_reference(bad, np.ones((2, 2)), 3)
+    with pytest.raises(ValueError, match="shape"):
+        cluster_sums(np.zeros(3, int), np.ones((2, 2)), 1)
 
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])

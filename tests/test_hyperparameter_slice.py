@@ -264,6 +264,27 @@ def test_orthonormal_directions_are_sweeps_over_random_orthonormal_bases():
     assert orthonormal_directions(1, 2, rng).shape == (2, 1)
 
 
+def test_the_step_takes_its_directions_from_a_stream_of_bases_reset_per_chain():
+    """Rows left by one call are used by the next (two rounds of 3 moves on a 6-D block are
+    one sweep of one basis); a chain start forgets them and the stream follows the chain's
+    generator (so cores=1 and cores>1 agree)."""
+    with _model() as model:
+        step = psm.HyperparameterSlice([model["mu0"], model["kappa0"], model["scale"],
+                                        model["alpha"]])
+    dimension = step.dimension
+    assert dimension == 5
+    step.set_rng(np.random.default_rng(7))
+    first, second = step._next_directions(3), step._next_directions(2)
+    basis = np.r_[first, second]
+    np.testing.assert_allclose(basis @ basis.T, np.eye(dimension), atol=1e-12)  # one basis
+    np.testing.assert_array_equal(basis, orthonormal_directions(
+        dimension, dimension, np.random.default_rng(7)))
+    third = step._next_directions(4)  # a new basis
+    assert not np.allclose(third @ basis.T, 0.0, atol=1e-6)
+    step.set_rng(np.random.default_rng(7))  # a new chain: the rows left are forgotten
+    np.testing.assert_array_equal(step._next_directions(3), first)
+
+
 def test_metric_estimator_matches_the_sample_covariance():
     rng = np.random.default_rng(2)
     draws = rng.multivariate_normal([1.0, -1.0], [[2.0, 0.6], [0.6, 0.5]], size=256)

@@ -178,6 +178,40 @@ def test_numeric_log_joint_equals_model_log_joint():
     assert table.loc["log_joint", "mean"] == pytest.approx(expected.mean(), rel=1e-9)
 
 
+@pytest.mark.parametrize("random", ["prior", "family"])
+def test_numeric_log_joint_rebuilds_only_what_changed(monkeypatch, random):
+    """The numeric log joint rebuilds the prior only when the prior's values change and the
+    family only when the family's do (counted), with the model's values draw by draw;
+    negative control: a comparison that always says "unchanged" gives wrong values."""
+    from pymc_splitmerge.analysis import log_joint
+    from pymc_splitmerge.distributions.discovery import PartitionModel
+    from pymc_splitmerge.sampling.mcmc import numeric_log_joint
+
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0) if random == "prior" else 1.0
+        a = pm.Gamma("a", 2.0, 2.0) if random == "family" else 1.0
+        z = psm.DirichletProcess("z", alpha=alpha, n=len(DATA))
+        psm.ConjugateMixture("y", partition=z, component=psm.BetaBernoulli(a=a, b=1.0),
+                             observed=DATA)
+        idata = pm.sample(draws=20, tune=5, chains=2, cores=1, random_seed=5,
+                          progressbar=False, compute_convergence_checks=False)
+    expected = psm.log_joint_draws(idata, model, "z")
+    counts = {"numeric_prior": 0, "numeric_family": 0}
+    for name in counts:
+        original = getattr(PartitionModel, name)
+
+        def counted(self, point, evaluated=None, _original=original, _name=name):
+            counts[_name] += evaluated is not None  # the loop's calls, not discover's checks
+            return _original(self, point, evaluated)
+
+        monkeypatch.setattr(PartitionModel, name, counted)
+    np.testing.assert_allclose(numeric_log_joint(idata, model, "z"), expected, rtol=1e-9)
+    fixed = "numeric_family" if random == "prior" else "numeric_prior"
+    assert counts[fixed] == 1 and counts[({*counts} - {fixed}).pop()] > 10
+    monkeypatch.setattr(log_joint, "_same_values", lambda first, second: True)
+    assert not np.allclose(numeric_log_joint(idata, model, "z"), expected, rtol=1e-9)
+
+
 # ----------------------------------------------------------------- plain pm.sample (the hook)
 
 

@@ -130,15 +130,21 @@ def numeric_log_joint(data, model, var_name: str) -> np.ndarray:
     arrays = {name: np.asarray(posterior[name].values) for name in names}
     n_chains, n_draws = arrays[var_name].shape[:2]
     out = np.empty((n_chains, n_draws))
-    cached_values, prior, family = None, None, None
+    prior_values = family_values = prior = family = None
     for chain in range(n_chains):
         for draw in range(n_draws):
             point = {name: array[chain, draw] for name, array in arrays.items()}
-            values = partition_model.hyperparameter_values(point)
-            if cached_values is None or not _same_values(values, cached_values):
-                prior = partition_model.numeric_prior(point)
-                family = partition_model.numeric_family(point)
-                cached_values = values
+            # the random hyperparameters evaluated once a draw; the prior and the family each
+            # rebuilt only when their own values changed
+            evaluated = partition_model._evaluate(point)
+            values = partition_model.hyperparameter_values(point, evaluated)
+            new_family_values = values.pop("family")
+            if prior_values is None or not _same_values(values, prior_values):
+                prior = partition_model.numeric_prior(point, evaluated)
+                prior_values = values
+            if family_values is None or not _same_values(new_family_values, family_values):
+                family = partition_model.numeric_family(point, evaluated)
+                family_values = new_family_values
             state = PartitionState(family, partition_model.data, point[var_name])
             out[chain, draw] = state.log_joint(prior)
     return out

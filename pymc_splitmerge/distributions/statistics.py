@@ -42,6 +42,7 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.link.c.op import COp
 
+from pymc_splitmerge.core.cluster_sums import cluster_sums
 from pymc_splitmerge.core.linalg import (
     inverse_stack_compiled,
     log_det_spd_stack,
@@ -165,12 +166,9 @@ class ClusterStatistics(_DerivativeOp):
         index = compact[safe]
         n_clusters = occupied.size
         results = [np.array(in_range, dtype=np.int8), counts[occupied].astype(np.float64)]
-        for value in values:
+        for value in values:  # one compiled loop per value array
             flat = np.asarray(value, dtype=np.float64).reshape(labels.shape[0], -1)
-            table = np.empty((n_clusters, flat.shape[1]))
-            for column in range(flat.shape[1]):
-                table[:, column] = np.bincount(index, weights=flat[:, column],
-                                               minlength=n_clusters)
+            table = cluster_sums(index, flat, n_clusters)
             results.append(table.reshape((n_clusters, *np.shape(value)[1:])))
         return results
 

@@ -114,9 +114,10 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
     model : pymc.Model, optional
         Defaults to the model on the context stack.
     n_updates : int, optional
-        Hit-and-run slice moves per draw, along consecutive vectors of random orthonormal
-        bases of the whitened block (:func:`~pymc_splitmerge.kernels.hit_and_run_slice.
-        orthonormal_directions`).  Default: the block's dimension ``d`` (one sweep, which
+        Hit-and-run slice moves per draw, along consecutive vectors of the chain's stream of
+        random orthonormal bases of the whitened block (:func:`~pymc_splitmerge.kernels.
+        hit_and_run_slice.orthonormal_directions`; vectors left by one draw or round are
+        used by the next).  Default: the block's dimension ``d`` (one sweep, which
         for a Gaussian conditional matched by the metric gives an independent draw), at
         least 3.  On hierarchical Iris (``mu0``, ``kappa0``, the ``psi0`` scale: d = 6) one
         sweep (about 28 evaluations per draw) gave ``mu0`` and ``kappa0`` about 1.8 times the
@@ -225,9 +226,30 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
 
     # ------------------------------------------------------------------ PyMC plumbing
     def reset_chain(self) -> None:
-        """Forget the adapted metric (called at the start of every chain)."""
+        """Forget the adapted metric and the directions left (called at the start of every
+        chain)."""
         self.tune = True
         self.metric = MetricEstimator(self.dimension)
+        self._directions = np.empty((0, self.dimension))
+
+    def _next_directions(self, count: int) -> np.ndarray:
+        """The next ``count`` rows of this chain's stream of random orthonormal bases of the
+        whitened block (:func:`~pymc_splitmerge.kernels.hit_and_run_slice.
+        orthonormal_directions`, a new basis drawn when the rows left run out): rows left by
+        one draw, or one round of an :class:`~pymc_splitmerge.steps.alternation.
+        AlternatingStep`, are used by the next, so that e.g. two rounds of 3 moves on a 6-D
+        block make one sweep of a basis (one QR factorisation per draw instead of two).
+        Each basis is drawn from fresh random numbers, independent of the state, and the
+        state stays independent of the rows not used yet (each move given its direction
+        leaves the target invariant), so every move keeps the target."""
+        left = self._directions
+        if left.shape[0] < count:
+            missing = count - left.shape[0]
+            fresh = orthonormal_directions(self.dimension, -(-missing // self.dimension)
+                                           * self.dimension, self.rng)
+            left = np.concatenate([left, fresh])
+        self._directions = left[count:]
+        return left[:count]
 
     def stop_tuning(self) -> None:
         self.tune = False
@@ -272,9 +294,7 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
                 "current point (a hyperparameter outside its prior's support or the family's "
                 "domain); give starts inside it (pm.sample(initvals=...))")
         evaluations = 1
-        # directions drawn before the moves (independent of the state): sweeps over random
-        # orthonormal bases of the whitened block (module doc of kernels.hit_and_run_slice)
-        for direction in orthonormal_directions(self.dimension, self.n_updates, self.rng):
+        for direction in self._next_directions(self.n_updates):
             current, log_current, used = hit_and_run_slice_move(
                 lambda flat: self.log_density(flat, fixed), current, log_current,
                 self.metric.factor, self.width, self.max_steps, self.rng, direction)
