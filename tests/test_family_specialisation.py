@@ -353,6 +353,47 @@ def test_the_sams_kernel_indexes_no_array_by_an_array():
     assert _arrays_indexed_by_arrays(gather, np.arange(5.0), np.arange(3)) == ["values[index]"]
 
 
+def _raises_in_typed_ir(function, *args):
+    """The ``raise`` statements in the typed IR of ``function`` compiled for ``args`` (a fresh
+    uncached dispatcher: inlined levels included).  Each is an exit of the compiled function
+    where numba releases every array it holds at that point."""
+    from numba.core import ir
+
+    dispatcher = numba.njit(no_cfunc_wrapper=True)(function)
+    dispatcher.compile(tuple(typeof(arg) for arg in args))
+    (result,) = dispatcher.overloads.values()
+    return [str(statement) for block in result.type_annotation.blocks.values()
+            for statement in block.body
+            if isinstance(statement, (ir.Raise, ir.StaticRaise, ir.DynamicRaise))]
+
+
+def test_the_sams_kernel_inlines_no_raise():
+    """No ``raise`` is inlined into the SAMS kernel of a first run: a check that can fail is
+    a compiled call (``core.slots.check_row_width``), whose error path releases nothing,
+    where an inlined ``raise`` made numba release the kernel's ~40 arrays there."""
+    from pymc_splitmerge.core import slots
+    from pymc_splitmerge.kernels import sams
+    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
+
+    family, _ = _niw()
+    x = np.ascontiguousarray(family.prepare_data(
+        np.random.default_rng(1).normal(size=(12, 2))))
+    state = PartitionState(family, x, np.arange(12) % 3)
+    tables = prior_tables(12, np.zeros(14), np.zeros(14))
+    arguments = (*state.model, *state.partition, *tables, 7, 5)
+    assert _raises_in_typed_ir(sams._cluster_sams_move_fields.py_func, *arguments) == []
+
+    # negative control: the same check written inline is seen
+    def reset_with_inline_check(stats, slot, empty_row):
+        if empty_row.shape[0] != stats.shape[1]:
+            raise ValueError("empty_row must have one entry per column of stats")
+        slots.reset_row(stats, slot, empty_row)
+
+    stats = np.zeros((3, 2))
+    assert len(_raises_in_typed_ir(reset_with_inline_check, stats, 0, stats[1])) == 1
+    assert _raises_in_typed_ir(slots.reset_row.py_func, stats, 0, stats[1]) == []
+
+
 def _package_dispatchers():
     """Every numba dispatcher defined in a module of the package (imported here)."""
     import importlib

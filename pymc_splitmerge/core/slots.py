@@ -66,16 +66,29 @@ def close_slot(slot, stats, empty_row, active, where, cluster_count):
     reset_row(stats, slot, empty_row)
 
 
+@njit(cache=True)
+def check_row_width(stats, row):
+    """Raise ``ValueError`` unless ``row`` has one entry per column of ``stats``.
+
+    A compiled function of its own, called by the inlined :func:`reset_row`: a ``raise``
+    written in an inlined function is an exit of the kernel it is inlined into, where numba
+    releases every array the kernel holds (about 40 in the SAMS kernel), code that a call's
+    error path does not need.
+    """
+    if row.shape[0] != stats.shape[1]:
+        raise ValueError("empty_row must have one entry per column of stats")
+
+
 @njit(cache=True, inline="always")
 def reset_row(stats, slot, empty_row):
     """``stats[slot, :] = empty_row`` as a loop (in place).
 
     Numba's slice assignment compiles a shape-mismatch message built with its string
     machinery (f-strings, ``str``, ``join``): seconds of compilation in every kernel that
-    contains one, for a message this loop replaces with a fixed one.
+    contains one, for a message this loop replaces with a fixed one
+    (:func:`check_row_width`).
     """
-    if empty_row.shape[0] != stats.shape[1]:
-        raise ValueError("empty_row must have one entry per column of stats")
+    check_row_width(stats, empty_row)
     for j in range(empty_row.shape[0]):
         stats[slot, j] = empty_row[j]
 

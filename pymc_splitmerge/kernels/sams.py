@@ -215,10 +215,12 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     log_ratio = log_split_merge_ratio_given_merged(
         family_id, params, stats_a, size_a, stats_b, size_b, merged, log_v_table, log_w_table,
         n_clusters_merged)
-    moving = anchor_i_side(anchor_i, order, sides, size_a)
-    if is_split:
-        return MOVE_SPLIT, log_ratio - log_q, moving, -1
-    return MOVE_MERGE, log_q - log_ratio, moving, labels[anchor_j]
+    # one return (each return of an inlined function is an exit where numba releases every
+    # array it holds)
+    move, log_accept_ratio, target_slot = MOVE_SPLIT, log_ratio - log_q, -1
+    if not is_split:
+        move, log_accept_ratio, target_slot = MOVE_MERGE, log_q - log_ratio, labels[anchor_j]
+    return move, log_accept_ratio, anchor_i_side(anchor_i, order, sides, size_a), target_slot
 
 
 @njit(cache=True, inline="always")
@@ -254,8 +256,10 @@ def _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members, si
     cluster) that cluster's row as it is, for a merge :func:`merged_statistics`."""
     labels = partition.labels
     if labels[anchor_i] == labels[anchor_j]:
-        return partition.stats[labels[anchor_i]]
-    return merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
+        merged = partition.stats[labels[anchor_i]]
+    else:
+        merged = merged_statistics(model, partition, anchor_i, anchor_j, members, sides)
+    return merged
 
 
 @njit(cache=True)
@@ -428,17 +432,18 @@ def _merge_surely_rejected_given_merged(model, partition, tables, anchor_i, anch
     slot_j = labels[anchor_j]
     log_prior = log_split_weight(log_v_table, log_w_table, partition.cluster_count[0] - 1,
                                  sizes[slot_i], sizes[slot_j])
-    if log_prior == -np.inf:
-        return False  # the split is impossible from the merged state: the merge accepts
-    log_merged = dispatch.log_marginal(family_id, params, merged)
-    log_a = dispatch.log_marginal(family_id, params, stats[slot_i])
-    log_b = dispatch.log_marginal(family_id, params, stats[slot_j])
-    bound = log_merged - log_prior - log_a - log_b + log_offset
-    if not bound < 0.0:  # (nan too: leave it to the full proposal)
-        return False
-    margin = _EARLY_REJECTION_MARGIN * (1.0 + abs(log_merged) + abs(log_prior) + abs(log_a)
-                                        + abs(log_b) + abs(log_offset))
-    return math.log(uniform) > bound + margin
+    rejected = False  # one return: see sams_proposal_given_members
+    # log_prior = -inf: the split is impossible from the merged state, the merge accepts
+    if log_prior != -np.inf:
+        log_merged = dispatch.log_marginal(family_id, params, merged)
+        log_a = dispatch.log_marginal(family_id, params, stats[slot_i])
+        log_b = dispatch.log_marginal(family_id, params, stats[slot_j])
+        bound = log_merged - log_prior - log_a - log_b + log_offset
+        if bound < 0.0:  # (not for nan: leave it to the full proposal)
+            margin = _EARLY_REJECTION_MARGIN * (1.0 + abs(log_merged) + abs(log_prior)
+                                                + abs(log_a) + abs(log_b) + abs(log_offset))
+            rejected = math.log(uniform) > bound + margin
+    return rejected
 
 
 @njit(cache=True, inline="always")
@@ -493,18 +498,6 @@ def _log_split_type_probability(n_clusters):
     """Log probability that a cluster-anchor update is split-type from ``n_clusters``
     clusters: 1/2, or 1 from a single cluster (no pair of clusters to merge)."""
     return 0.0 if n_clusters == 1 else -math.log(2.0)
-
-
-@njit(cache=True, inline="always")
-def _cluster_update_buffers(partition):
-    """The scratch buffers of the updates of :func:`_cluster_sams_move_fields` for
-    ``partition``: ``uniforms`` (``2 n``), ``pair`` (2) and the arrays of a member index
-    ``(order, start, cursor)`` (:func:`_index_members`; not built here)."""
-    n = partition.labels.shape[0]
-    capacity = partition.sizes.shape[0]
-    index = (np.empty(n, dtype=np.int64), np.empty(capacity, dtype=np.int64),
-             np.empty(capacity, dtype=np.int64))
-    return np.empty(2 * n, dtype=np.float64), np.empty(2, dtype=np.int64), index
 
 
 @njit(cache=True)
@@ -575,7 +568,7 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
 
     Each update draws from numba's generator (seeded here); ``partition`` changes in place
     when it is accepted.  ``uniforms`` (shape ``(2 n,)``) and ``pair`` (shape ``(2,)``) are
-    scratch buffers; ``index = (order, start, cursor)`` is the partition's member index
+    scratch buffers; ``(order, start, cursor)`` is the partition's member index
     (:func:`_index_members`, rebuilt after an accepted update), so the anchors and the
     clusters' points are found without scanning all ``n`` labels.  An update ends early with
     ``(MOVE_NONE, False, nan)`` when the drawn cluster has one point, and a merge settled by
@@ -586,11 +579,16 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
     tables = PriorTables(log_v, log_w)
     np.random.seed(seed)
-    uniforms, pair, index = _cluster_update_buffers(partition)
+    # scratch buffers allocated here (not returned from a helper as a tuple: numba releases
+    # every array of a tuple each time a copy of it ends)
+    n = labels.shape[0]
+    uniforms = np.empty(2 * n, dtype=np.float64)
+    pair = np.empty(2, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    start = np.empty(sizes.shape[0], dtype=np.int64)
+    cursor = np.empty(sizes.shape[0], dtype=np.int64)
     n_accepted = 0
     move, accepted, log_ratio = MOVE_NONE, False, np.nan
-    labels, sizes, active = partition.labels, partition.sizes, partition.active
-    order, start, cursor = index
     index_current = False  # the member index is (re)built where an update first needs it
     for _ in range(n_updates):
         # one update (the law of :func:`_sams_updates`); ``continue`` ends it early
@@ -627,9 +625,13 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i,
                                                   anchor_j)
         log_offset = 0.0
-        merged = _merged_cluster_statistics(model, partition, anchor_i, anchor_j, members,
-                                            current_sides)
-        if not split_type:
+        # the merged cluster's statistics (:func:`_merged_cluster_statistics`, its two cases
+        # here, where the kind of update tells them apart)
+        if split_type:
+            merged = stats[labels[anchor_i]]
+        else:
+            merged = merged_statistics(model, partition, anchor_i, anchor_j, members,
+                                       current_sides)
             log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
                           + math.log(k) + math.log(size_a) + math.log(size_b)
                           - math.log(m) - math.log(m - 1))
