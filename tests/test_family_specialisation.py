@@ -287,6 +287,27 @@ def _compiled_callees(dispatcher):
     return names
 
 
+def _sams_state():
+    """A 2-D Normal-inverse-Wishart partition state of 12 points in 3 clusters and the prior
+    tables, for compiling the SAMS kernel."""
+    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
+
+    family, _ = _niw()
+    x = np.ascontiguousarray(family.prepare_data(
+        np.random.default_rng(1).normal(size=(12, 2))))
+    return (PartitionState(family, x, np.arange(12) % 3),
+            prior_tables(12, np.zeros(14), np.zeros(14)))
+
+
+def _typed_ir(function, *args):
+    """The typed IR of ``function`` compiled for ``args`` by a fresh uncached dispatcher (so
+    it holds the inlined code too): ``(blocks, typemap)``."""
+    dispatcher = numba.njit(no_cfunc_wrapper=True)(function)
+    dispatcher.compile(tuple(typeof(arg) for arg in args))
+    (result,) = dispatcher.overloads.values()
+    return result.type_annotation.blocks, result.type_annotation.typemap
+
+
 def test_the_cluster_sams_update_is_one_compiled_level():
     """The default step's split-merge kernel compiles the family's code once: the update is
     written in the entry point and its internal levels (the proposal, the sequential
@@ -294,13 +315,8 @@ def test_the_cluster_sams_update_is_one_compiled_level():
     a compiled function of its own (each would re-optimise and re-emit the family's code
     linked below it)."""
     from pymc_splitmerge.kernels import sams
-    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
 
-    family, _ = _niw()
-    x = np.ascontiguousarray(family.prepare_data(
-        np.random.default_rng(1).normal(size=(12, 2))))
-    state = PartitionState(family, x, np.arange(12) % 3)
-    tables = prior_tables(12, np.zeros(14), np.zeros(14))
+    state, tables = _sams_state()
     sams.build_sams_move(cluster_anchors=True, n_updates=5)(
         state.model, state.partition, tables, np.random.default_rng(2))
     state.check()
@@ -321,12 +337,9 @@ def _arrays_indexed_by_arrays(function, *args):
     compiles ``np.broadcast_shapes`` for each (0.4 s of a first run in the SAMS kernel)."""
     from numba.core import ir
 
-    dispatcher = numba.njit(no_cfunc_wrapper=True)(function)
-    dispatcher.compile(tuple(typeof(arg) for arg in args))
-    (result,) = dispatcher.overloads.values()
-    typemap = result.type_annotation.typemap
+    blocks, typemap = _typed_ir(function, *args)
     return [f"{statement.value.value.name}[{statement.value.index.name}]"
-            for block in result.type_annotation.blocks.values()
+            for block in blocks.values()
             for statement in block.find_insts(ir.Assign)
             if isinstance(statement.value, ir.Expr) and statement.value.op == "getitem"
             and isinstance(typemap[statement.value.index.name], types.Array)]
@@ -336,13 +349,8 @@ def test_the_sams_kernel_indexes_no_array_by_an_array():
     """The SAMS kernel of a first run gathers by loops, never ``array[index_array]`` (its
     typed IR, inlined levels included)."""
     from pymc_splitmerge.kernels import sams
-    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
 
-    family, _ = _niw()
-    x = np.ascontiguousarray(family.prepare_data(
-        np.random.default_rng(1).normal(size=(12, 2))))
-    state = PartitionState(family, x, np.arange(12) % 3)
-    tables = prior_tables(12, np.zeros(14), np.zeros(14))
+    state, tables = _sams_state()
     arguments = (*state.model, *state.partition, *tables, 7, 5)
     assert _arrays_indexed_by_arrays(sams._cluster_sams_move_fields.py_func, *arguments) == []
 
@@ -359,10 +367,8 @@ def _raises_in_typed_ir(function, *args):
     where numba releases every array it holds at that point."""
     from numba.core import ir
 
-    dispatcher = numba.njit(no_cfunc_wrapper=True)(function)
-    dispatcher.compile(tuple(typeof(arg) for arg in args))
-    (result,) = dispatcher.overloads.values()
-    return [str(statement) for block in result.type_annotation.blocks.values()
+    blocks, _ = _typed_ir(function, *args)
+    return [str(statement) for block in blocks.values()
             for statement in block.body
             if isinstance(statement, (ir.Raise, ir.StaticRaise, ir.DynamicRaise))]
 
@@ -373,13 +379,8 @@ def test_the_sams_kernel_inlines_no_raise():
     where an inlined ``raise`` made numba release the kernel's ~40 arrays there."""
     from pymc_splitmerge.core import slots
     from pymc_splitmerge.kernels import sams
-    from pymc_splitmerge.kernels.state import PartitionState, prior_tables
 
-    family, _ = _niw()
-    x = np.ascontiguousarray(family.prepare_data(
-        np.random.default_rng(1).normal(size=(12, 2))))
-    state = PartitionState(family, x, np.arange(12) % 3)
-    tables = prior_tables(12, np.zeros(14), np.zeros(14))
+    state, tables = _sams_state()
     arguments = (*state.model, *state.partition, *tables, 7, 5)
     assert _raises_in_typed_ir(sams._cluster_sams_move_fields.py_func, *arguments) == []
 
