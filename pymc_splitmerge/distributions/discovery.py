@@ -143,6 +143,12 @@ class PartitionModel:
         return self._numeric_prior_factory(values)
 
     @property
+    def symbolic_family(self) -> bool:
+        """Whether a hyperparameter of the component family is symbolic: evaluated from the
+        point (``"family:..."`` among the evaluated names), not a constant of the family."""
+        return any(key.startswith("family:") for key in self._symbolic_names)
+
+    @property
     def random_family(self) -> bool:
         """Whether a hyperparameter of the component family depends on a free random variable
         of the model (so that the family changes between draws)."""
@@ -154,9 +160,7 @@ class PartitionModel:
     def numeric_family(self, point, evaluated=None) -> ComponentFamily:
         """Numeric family with the hyperparameter values of ``point`` (bound to the data);
         ``evaluated``: as in :meth:`hyperparameter_values`."""
-        if self.family.is_numeric and not any(
-            key.startswith("family:") for key in self._symbolic_names
-        ):
+        if self.family.is_numeric and not self.symbolic_family:
             return self.family
         if evaluated is None:
             evaluated = self._evaluate(point)

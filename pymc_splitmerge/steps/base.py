@@ -201,8 +201,8 @@ class PartitionStep(PerChainSetup, BlockedStep):
         prior_changed = family_changed = self._state is None or self._prior is None
         fixed = self.fixed_prior  # (prior, tables) that no hyperparameter of the point moves
         evaluated = None
-        if self.partition_model.random_hyperparameters and (fixed is None or any(
-                key.startswith("family:") for key in self.partition_model._symbolic_names)):
+        if self.partition_model.random_hyperparameters and (
+                fixed is None or self.partition_model.symbolic_family):
             evaluated = self.partition_model._evaluate(point)
             cached = self._cached_evaluated
             for key, value in evaluated.items():
