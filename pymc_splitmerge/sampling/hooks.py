@@ -245,9 +245,11 @@ def instantiate_steppers(*args, **kwargs):
     function = pymc_function("instantiate_steppers")
     arguments = inspect.signature(function).bind(*args, **kwargs).arguments
     provided = list(arguments.get("steps") or ())  # PyMC appends its steps to that list
-    steps = function(*args, **kwargs)
-    return alternate_family_hyperparameters(integrate_concentration_out(steps, provided),
-                                            provided)
+    steps = function(*args, **kwargs)  # a list, or the single step when there is one
+    steps = list(steps) if isinstance(steps, list | tuple) else [steps]
+    steps = alternate_family_hyperparameters(integrate_concentration_out(steps, provided),
+                                             provided)
+    return steps[0] if len(steps) == 1 else steps
 
 
 def sample_return(*, compute_convergence_checks, return_inferencedata, model, quiet=False,

@@ -72,8 +72,8 @@ def _feeds_family(value_var, partition_step) -> bool:
     return rv is not None and rv in set(ancestors(family_inputs))
 
 
-def alternate_family_hyperparameters(steps, provided=()):
-    """``steps`` (what PyMC's ``instantiate_steppers`` returned) with the assigned
+def alternate_family_hyperparameters(steps: list, provided=()) -> list:
+    """``steps`` (the list of steps PyMC's ``instantiate_steppers`` returned) with the assigned
     :class:`HyperparameterSlice` and :class:`DefaultPartitionStep` of one mixture replaced by
     an :class:`AlternatingStep` of the two, when the partition step's ``n_rounds`` is above 1.
 
@@ -81,11 +81,9 @@ def alternate_family_hyperparameters(steps, provided=()):
     and every variable of the slice step feeds the partition's component family.  The slice
     step, unless given ``n_updates``, gets ``max(ceil(d / n_rounds), 3)`` moves per round for
     a block of dimension ``d``, the partition step, unless given ``n_split_merge_updates``,
-    ``random_family_round_split_merge_updates`` per round.  Returns a list, or the single
-    step when one is left.
+    ``random_family_round_split_merge_updates`` per round.  Returns a list.
     """
-    as_list = list(steps) if isinstance(steps, list | tuple) else [steps]
-    chosen = [step for step in as_list if not any(step is other for other in provided)]
+    chosen = [step for step in steps if not any(step is other for other in provided)]
     slices = [step for step in chosen if type(step) is HyperparameterSlice]
     partitions = [step for step in chosen if type(step) is DefaultPartitionStep]
     if len(slices) != 1 or len(partitions) != 1:
@@ -99,10 +97,4 @@ def alternate_family_hyperparameters(steps, provided=()):
         partition.n_split_merge_updates = partition.random_family_round_split_merge_updates
         partition.transition = partition.build_transition()
     alternating = AlternatingStep([hyper, partition], n_rounds=partition.n_rounds)
-    out = []
-    for step in as_list:
-        if step is hyper:
-            out.append(alternating)
-        elif step is not partition:
-            out.append(step)
-    return out[0] if len(out) == 1 else out
+    return [alternating if step is hyper else step for step in steps if step is not partition]

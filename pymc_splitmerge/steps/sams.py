@@ -277,18 +277,17 @@ class DefaultPartitionStep(SAMSStep):
         return new_point, stats
 
 
-def integrate_concentration_out(steps, provided=()):
-    """``steps`` (what PyMC's ``instantiate_steppers`` returned) with each assigned pair of
-    a :class:`DefaultPartitionStep` and the :class:`ConcentrationGibbs` of its Dirichlet
-    process's alpha replaced by the partition step owning alpha
+def integrate_concentration_out(steps: list, provided=()) -> list:
+    """``steps`` (the list of steps PyMC's ``instantiate_steppers`` returned) with each
+    assigned pair of a :class:`DefaultPartitionStep` and the :class:`ConcentrationGibbs` of
+    its Dirichlet process's alpha replaced by the partition step owning alpha
     (``DefaultPartitionStep.integrate_concentration``), where it can.
 
     Only steps PyMC assigned (not in ``provided``); a pair the partition step cannot own
     (Gamma parameters that are not constants, too many points) is left as it is.  Returns a
-    list, or the single step when one is left.
+    list.
     """
-    as_list = list(steps) if isinstance(steps, list | tuple) else [steps]
-    chosen = [step for step in as_list if not any(step is other for other in provided)]
+    chosen = [step for step in steps if not any(step is other for other in provided)]
     partitions = {step.value_name: step for step in chosen
                   if type(step) is DefaultPartitionStep and step.fixed_prior is None}
     owned = []
@@ -297,7 +296,4 @@ def integrate_concentration_out(steps, provided=()):
             partition = partitions.get(step.partition_value_name)
             if partition is not None and partition.integrate_concentration(step.vars[0]) is None:
                 owned.append(step)
-    if not owned:
-        return steps
-    out = [step for step in as_list if not any(step is other for other in owned)]
-    return out[0] if len(out) == 1 else out
+    return [step for step in steps if not any(step is other for other in owned)]
