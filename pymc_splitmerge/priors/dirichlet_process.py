@@ -150,9 +150,9 @@ _GAMMA_MIXTURE_TAIL = 1e-17
 
 @functools.lru_cache(maxsize=16)
 def _gamma_mixture_grid(n: int, shape: float, rate: float):
-    """``(u, log_base)``: the grid in ``u = log alpha`` and the log integrand without the
-    ``K u`` term, trapezoid weights included: ``Gamma(alpha; shape, rate) alpha Gamma(alpha)
-    / Gamma(alpha + n)`` times the weight of each node.
+    """``(u, log_base, log_weight)``: the grid in ``u = log alpha``, the log integrand
+    without the ``K u`` term, ``Gamma(alpha; shape, rate) alpha Gamma(alpha) / Gamma(alpha +
+    n)``, and the log trapezoid weight of each node.
 
     The grid covers the Gamma(shape, rate) quantile ``1e-17`` (the left tail of ``K = 1``,
     ``alpha^(shape - 1)`` near 0) to the Gamma(shape + 2, rate) upper quantile ``1e-17`` (the
@@ -166,9 +166,9 @@ def _gamma_mixture_grid(n: int, shape: float, rate: float):
     log_weight = np.full(u.size, math.log(u[1] - u[0]))
     log_weight[[0, -1]] -= math.log(2.0)
     log_base = (shape * math.log(rate) - gammaln(shape) + shape * u - rate * alpha
-                + gammaln(alpha) - gammaln(alpha + n) + log_weight)
-    u.flags.writeable = log_base.flags.writeable = False
-    return u, log_base
+                + gammaln(alpha) - gammaln(alpha + n))
+    u.flags.writeable = log_base.flags.writeable = log_weight.flags.writeable = False
+    return u, log_base, log_weight
 
 
 @functools.lru_cache(maxsize=16)
@@ -186,11 +186,12 @@ def gamma_mixed_dirichlet_process_log_v(n: int, shape: float, rate: float) -> np
     """
     from scipy.special import logsumexp
 
-    u, log_base = _gamma_mixture_grid(n, shape, rate)
+    u, log_base, log_weight = _gamma_mixture_grid(n, shape, rate)
+    log_weighted = log_base + log_weight
     log_v = np.empty(n + 2)
     for start in range(0, n + 2, 256):  # (K, node) blocks of bounded memory
         k = np.arange(start, min(start + 256, n + 2))[:, None]
-        log_v[start:start + k.shape[0]] = logsumexp(k * u + log_base, axis=1)
+        log_v[start:start + k.shape[0]] = logsumexp(k * u + log_weighted, axis=1)
     if n >= 1:
         log_v[0] = -np.inf
     log_v.flags.writeable = False
@@ -202,7 +203,7 @@ def _concentration_cdf(n: int, shape: float, rate: float, n_clusters: int):
     """``(u, log_density, cumulative)``: the grid, ``log p(log alpha | K)`` at its nodes (up to
     a constant) and the normalised cumulative mass at the nodes of the density whose log is
     linear between nodes (each cell's mass integrated exactly)."""
-    u, log_base = _gamma_mixture_grid(n, shape, rate)
+    u, log_base, _ = _gamma_mixture_grid(n, shape, rate)
     log_density = n_clusters * u + log_base
     log_density = log_density - log_density.max()
     slope = np.diff(log_density)  # log-density change across each cell
