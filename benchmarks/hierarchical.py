@@ -404,7 +404,8 @@ def coupling(args):
                     if args.joint_updates:
                         steps.append(JointSplitMergeStep(
                             model["z"], hyper, n_updates=args.joint_updates,
-                            n_newton_steps=args.joint_newton_steps))
+                            n_newton_steps=args.joint_newton_steps,
+                            anchor_proposal=args.joint_anchors))
                 start = time.process_time()
                 idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=1,
                                   step=steps, random_seed=seed, progressbar=False,
@@ -412,8 +413,8 @@ def coupling(args):
                 seconds = time.process_time() - start
             quality = mixing(idata, names)
             joint = ("" if not args.joint_updates else
-                     f" + {args.joint_updates} joint updates ({args.joint_newton_steps} Newton "
-                     f"steps; acceptance "
+                     f" + {args.joint_updates} joint updates ({args.joint_anchors} anchors, "
+                     f"{args.joint_newton_steps} Newton steps; acceptance "
                      f"{float(np.mean(idata['sample_stats']['joint_accepted'].values)):.3f})")
             print(f"{rounds} round(s) per draw of {steps[0].n_updates} slice moves + {sams} "
                   f"split-merge updates{joint}, seed {seed}: {seconds:.1f} CPU s; n_clusters ESS "
@@ -497,6 +498,7 @@ def main():
     parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--joint-updates", type=int, default=0)
     parser.add_argument("--joint-newton-steps", type=int, default=1)
+    parser.add_argument("--joint-anchors", choices=["cluster", "uniform"], default="cluster")
     parser.add_argument("--skip-fixed-labels", action="store_true")
     args = parser.parse_args()
     for part in args.parts:

@@ -109,6 +109,9 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
         density and gradient; :func:`~pymc_splitmerge.kernels.laplace.laplace_fit`).
     scale : float, default 1.2
         Inflation of the fitted standard deviations.
+    anchor_proposal : {"cluster", "uniform"}, default "cluster"
+        Anchors drawn through the clusters (module doc) or two distinct points uniformly
+        (Dahl 2003; a law that does not depend on the partition).
     model : pymc.Model, optional
     rng : int or numpy.random.Generator, optional
         Used only if PyMC does not hand a generator to the step.
@@ -128,7 +131,8 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
                            "joint_log_accept_ratio": (np.float64, [])}
 
     def __init__(self, vars, hyperparameters, n_updates: int = 1, n_newton_steps: int = 1,
-                 scale: float = 1.2, model=None, rng=None, **kwargs):
+                 scale: float = 1.2, anchor_proposal: str = "cluster", model=None, rng=None,
+                 **kwargs):
         for ignored in ("blocked", "initial_point", "compile_kwargs"):  # passed by pm.sample
             kwargs.pop(ignored, None)
         if kwargs:
@@ -142,6 +146,10 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
         if not float(scale) > 0:
             raise ValueError(f"scale must be positive; got {scale}")
         self.scale = float(scale)
+        if anchor_proposal not in ("cluster", "uniform"):
+            raise ValueError(f"unknown anchor_proposal {anchor_proposal!r}; choose 'cluster' "
+                             "or 'uniform'")
+        self.cluster_anchors = anchor_proposal == "cluster"
         self.partition = SAMSStep(vars, model=model)
         self.hyperparameters = HyperparameterSlice(hyperparameters, model=model)
         self.value_name = self.partition.value_name
@@ -160,6 +168,7 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
         self.partition.reset_chain()
         self._reference = None
         self._reference_count = 0
+        self._reference_params = None
 
     def stop_tuning(self) -> None:
         self.tune = False
@@ -205,14 +214,21 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
         fixed = hyper._fixed_inputs(point)
         log_current = self._log_posterior(flat, fixed, labels, prior)
         params = model.params
-        fit_current = None
+        if self._reference_params is None or self.tune:
+            self._reference_params = self._family_parameters(point, self._reference)
+        reference_params = self._reference_params
+        fit_current = log_screen_current = None
         accepted, log_ratio = 0, np.nan
         for _ in range(self.n_updates if n >= 2 else 0):
-            anchors = _cluster_anchors(labels, self.rng)
-            if anchors is None:  # a split-type update of a cluster of one point: no move
-                log_ratio = np.nan
-                continue
-            anchor_i, anchor_j = anchors
+            if self.cluster_anchors:
+                anchors = _cluster_anchors(labels, self.rng)
+                if anchors is None:  # a split-type update of a cluster of one point
+                    log_ratio = np.nan
+                    continue
+                anchor_i, anchor_j = anchors
+            else:
+                anchor_i, anchor_j = (int(k) for k in self.rng.choice(n, size=2,
+                                                                      replace=False))
             uniforms = self.rng.random(2 * n)
             log_q, order, sides = sams_allocation(model.family_id, params, model.x, labels,
                                                   state.empty_row, tables[1], anchor_i,
@@ -223,20 +239,38 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
             size_i, size_j = int(sizes[labels[anchor_i]]), int(sizes[labels[anchor_j]])
             if labels[anchor_i] == labels[anchor_j]:  # split: anchor j's side to a new label
                 size_b = 1 + int(np.count_nonzero(sides))
-                log_anchor_ratio = _log_cluster_anchor_ratio(n_clusters, size_i,
-                                                             size_i - size_b, size_b)
+                log_anchor_ratio = (_log_cluster_anchor_ratio(n_clusters, size_i,
+                                                              size_i - size_b, size_b)
+                                    if self.cluster_anchors else 0.0)
                 new_label = int(np.flatnonzero(np.bincount(labels, minlength=n + 1) == 0)[0])
                 proposed[anchor_j] = new_label
                 proposed[order[sides == 1]] = new_label
                 log_q_forward, log_q_reverse = log_q, 0.0
             else:  # merge: its reverse split under the proposed hyperparameters (below)
                 proposed[labels == labels[anchor_j]] = labels[anchor_i]
-                log_anchor_ratio = -_log_cluster_anchor_ratio(n_clusters - 1, size_i + size_j,
-                                                              size_i, size_j)
+                log_anchor_ratio = (-_log_cluster_anchor_ratio(n_clusters - 1,
+                                                               size_i + size_j, size_i, size_j)
+                                    if self.cluster_anchors else 0.0)
                 log_q_forward = 0.0
             proposed_point = dict(point)
             proposed_point[self.value_name] = proposed.astype(dtype)
             proposed_fixed = hyper._fixed_inputs(proposed_point)
+            # stage 1 (delayed acceptance): the move's ratio with the hyperparameters held at
+            # the reference, a function of (c, c') whose reverse is its inverse
+            split_labels = proposed if labels[anchor_i] == labels[anchor_j] else labels
+            log_q_reference = sams_allocation(model.family_id, reference_params, model.x,
+                                              split_labels, state.empty_row, tables[1],
+                                              anchor_i, anchor_j, uniforms)[0]
+            if log_screen_current is None:
+                log_screen_current = self._log_posterior(self._reference, fixed, labels,
+                                                         prior)
+            log_screen_proposed = self._log_posterior(self._reference, proposed_fixed,
+                                                      proposed, prior)
+            log_screen = (log_screen_proposed - log_screen_current + log_anchor_ratio
+                          + (log_q_reference if split_labels is labels else -log_q_reference))
+            if not np.log(self.rng.random()) < log_screen:
+                log_ratio = log_screen
+                continue
             fit_proposed = self._fit(proposed_fixed)
             proposed_flat = fit_proposed.draw(self.rng)
             log_proposed = self._log_posterior(proposed_flat, proposed_fixed, proposed, prior)
@@ -252,12 +286,13 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
                 log_ratio = (log_proposed - log_current + log_q_reverse - log_q_forward
                              + log_anchor_ratio + fit_current.log_density(flat)
                              - fit_proposed.log_density(proposed_flat))
-            if np.log(self.rng.random()) < log_ratio:
+            if np.log(self.rng.random()) < log_ratio - log_screen:  # stage 2
                 accepted += 1
                 labels, flat, fixed, log_current = (proposed, proposed_flat, proposed_fixed,
                                                     log_proposed)
                 params = proposed_params
                 fit_current = fit_proposed
+                log_screen_current = log_screen_proposed
                 point = hyper.with_values(point, flat)
                 point[self.value_name] = proposed.astype(dtype)
         new_point = dict(point)
