@@ -26,8 +26,8 @@ rounds is tested too.
 drawn from a Gaussian fit given the proposed partition) is tested alone by one-step invariance
 (i.i.d. exact draws, ``a`` on a fine quadrature grid, one transition each) and alternated with
 the slice and SAMS steps through ``pm.sample``; its negative controls (the ratio of the
-Gaussian proposal densities of ``a`` left out; a merge's reverse split probability left out)
-fail the one-step test.
+Gaussian proposal densities of ``a`` left out; the first stage's ratio not divided out of the
+second; the cluster anchors' ratio left out) fail the one-step test.
 
 Negative controls: statistics that are never recomputed after the labels change (the op's cache
 check monkeypatched to "unchanged") make NUTS or the slice step sample ``a`` given the first
@@ -53,7 +53,6 @@ from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.distributions import statistics
 from pymc_splitmerge.kernels import laplace
-from pymc_splitmerge.kernels.sams import sams_allocation
 from pymc_splitmerge.priors import DirichletProcessPrior
 from pymc_splitmerge.steps import base, joint
 from pymc_splitmerge.steps.alternation import AlternatingStep
@@ -466,14 +465,11 @@ def test_joint_move_without_the_proposal_densities_of_a_is_rejected(monkeypatch)
     assert _one_step_pvalue(seed=2445) < GOF_PVALUE_THRESHOLD
 
 
-def test_joint_move_without_the_reverse_split_is_rejected(monkeypatch):
-    """Negative control: a merge's reverse split probability q_{a'}(c | c') left out."""
-    def allocation(*args):
-        log_q, order, sides = sams_allocation(*args)
-        labels, anchor_i, anchor_j = args[3], args[6], args[7]
-        return (log_q if labels[anchor_i] == labels[anchor_j] else 0.0), order, sides
-
-    monkeypatch.setattr(joint, "sams_allocation", allocation)
+def test_joint_move_without_the_first_stage_divided_out_is_rejected(monkeypatch):
+    """Negative control: the second stage accepts with r instead of r / rho_1 (the
+    density at the reference left out of w)."""
+    monkeypatch.setattr(JointSplitMergeStep, "_log_density_at_reference",
+                        lambda self, fixed: 0.0)
     assert _one_step_pvalue(seed=2445) < GOF_PVALUE_THRESHOLD
 
 

@@ -81,7 +81,6 @@ __all__ = [
     "build_sams_move",
     "merge_surely_rejected",
     "merged_statistics",
-    "sams_allocation",
     "sams_move",
     "sams_proposal_core",
     "sams_proposal_given_members",
@@ -144,76 +143,6 @@ def sequential_allocation(family_id, params, x, anchor_i, anchor_j, order, force
 
 
 @njit(cache=True, inline="always")
-def _ordered_allocation(family_id, params, x, anchor_i, anchor_j, members, current_sides,
-                        is_split, uniforms, log_w_table, empty_row):
-    """The sequential allocation of a SAMS proposal: ``members`` in the order the uniforms
-    give, then sampled (``is_split``) or forced to ``current_sides``.
-
-    ``uniforms[:|S|]`` order :math:`S` (their argsort), ``uniforms[|S|:2|S|]`` drive a
-    sampled allocation.  Returns ``(log_q, order, sides, stats_a, stats_b, size_a,
-    size_b)`` (:func:`sequential_allocation`).
-    """
-    size_s = members.shape[0]
-    # the argsort of the uniforms (any exact sort gives the same order of distinct values):
-    # a bucket sort, which compiles in a fraction of the time of numba's argsort
-    permutation = order_of_uniforms(uniforms, size_s)
-    # one call of the allocation for both directions (``forced`` a run-time flag: one compiled
-    # copy of it); a merge's reverse split is FORCED to the current clusters along the same
-    # order.  ``members[permutation]`` written out: numba 0.68 (not 0.65) compiles an array index by
-    # an array through ``np.broadcast_shapes`` (0.4 s of a first run)
-    order = np.empty(size_s, dtype=np.int64)
-    sides = np.empty(size_s, dtype=np.int64)
-    for t in range(size_s):
-        order[t] = members[permutation[t]]
-        if not is_split:
-            sides[t] = current_sides[permutation[t]]
-    allocation_uniforms = uniforms[size_s:2 * size_s] if is_split else uniforms
-    log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
-        family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
-        allocation_uniforms, log_w_table, empty_row)
-    return log_q, order, sides, stats_a, stats_b, size_a, size_b
-
-
-@njit(cache=True)
-def sams_allocation(family_id, params, x, labels, empty_row, log_w_table, anchor_i, anchor_j,
-                    uniforms):
-    """The split allocation of a SAMS proposal alone, for given anchors and uniforms.
-
-    Anchors in one cluster: a sampled split of it (the forward proposal of a split);
-    anchors in two clusters: the allocation forced to those two clusters (the reverse
-    split of their merge).  Used by a joint move that scores the reverse split under other
-    hyperparameters than the forward one (``steps.joint``); the same order and allocation
-    as :func:`sams_proposal_core` for the same uniforms.
-
-    Parameters
-    ----------
-    family_id : int
-    params : ndarray of float64
-    x : ndarray of float64, shape (n, data_dim)
-    labels : ndarray of int64, shape (n,)
-        Any labelling of the current partition.
-    empty_row : ndarray of float64, shape (stat_dim,)
-    log_w_table : ndarray of float64, shape (n + 2,)
-    anchor_i, anchor_j : int
-    uniforms : ndarray of float64, shape (>= 2 |S|,)
-
-    Returns
-    -------
-    log_q : float
-        Log probability of the allocation.
-    order : ndarray of int64, shape (|S|,)
-    sides : ndarray of int64, shape (|S|,)
-        0: anchor ``i``'s side, 1: anchor ``j``'s.
-    """
-    members, current_sides = anchor_clusters_members(labels, anchor_i, anchor_j)
-    is_split = labels[anchor_i] == labels[anchor_j]
-    log_q, order, sides, _, _, _, _ = _ordered_allocation(
-        family_id, params, x, anchor_i, anchor_j, members, current_sides, is_split, uniforms,
-        log_w_table, empty_row)
-    return log_q, order, sides
-
-
-@njit(cache=True, inline="always")
 def sams_proposal_core(model, partition, tables, anchor_i, anchor_j, uniforms):
     """The whole SAMS proposal for given anchors, in one compiled call.
 
@@ -263,10 +192,25 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     empty_row = partition.empty_row
     n_clusters = partition.cluster_count[0]
     log_v_table, log_w_table = tables
+    size_s = members.shape[0]
+    # the argsort of the uniforms (any exact sort gives the same order of distinct values):
+    # a bucket sort, which compiles in a fraction of the time of numba's argsort
+    permutation = order_of_uniforms(uniforms, size_s)
     is_split = labels[anchor_i] == labels[anchor_j]
-    log_q, order, sides, stats_a, stats_b, size_a, size_b = _ordered_allocation(
-        family_id, params, x, anchor_i, anchor_j, members, current_sides, is_split, uniforms,
-        log_w_table, empty_row)
+    # one call of the allocation for both directions (``forced`` a run-time flag: one compiled
+    # copy of it); a merge's reverse split is FORCED to the current clusters along the same
+    # order.  ``members[permutation]`` written out: numba 0.68 (not 0.65) compiles an array index by
+    # an array through ``np.broadcast_shapes`` (0.4 s of a first run)
+    order = np.empty(size_s, dtype=np.int64)
+    sides = np.empty(size_s, dtype=np.int64)
+    for t in range(size_s):
+        order[t] = members[permutation[t]]
+        if not is_split:
+            sides[t] = current_sides[permutation[t]]
+    allocation_uniforms = uniforms[size_s:2 * size_s] if is_split else uniforms
+    log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
+        family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
+        allocation_uniforms, log_w_table, empty_row)
     n_clusters_merged = n_clusters if is_split else n_clusters - 1
     log_ratio = log_split_merge_ratio_given_merged(
         family_id, params, stats_a, size_a, stats_b, size_b, merged, log_v_table, log_w_table,

@@ -4,36 +4,45 @@ In a mixture whose component family has random hyperparameters :math:`\phi` (e.g
 ``kappa0`` of a Normal–Inverse-Wishart family) the labels :math:`c` and :math:`\phi` move each
 other: a split or merge that changes the number of clusters is unlikely under the current
 :math:`\phi`, and :math:`\phi` changes little given the current labels.  One update of
-:class:`JointSplitMergeStep` proposes both:
+:class:`JointSplitMergeStep` proposes both, from a reference value :math:`\phi_0` of the
+hyperparameters that the move does not change (the running mean of the block while tuning,
+frozen when tuning stops):
 
-1. a SAMS split or merge :math:`c \to c'` under the current :math:`\phi` (two anchors drawn
-   through the clusters, as the default partition step's updates draw them, whose law's
-   reverse/forward ratio enters :math:`r`; a uniformly random order of the other points of
-   their clusters; :func:`~pymc_splitmerge.kernels.sams.sams_allocation`), with probability
-   :math:`q_\phi(c' \mid c)` (a merge has probability 1, a split the product of its
-   allocation probabilities);
+1. a SAMS split or merge :math:`c \to c'` under :math:`\phi_0` (anchors drawn through the
+   clusters as the default partition step's updates draw them, or uniformly; a uniformly
+   random order of the other points of their clusters), with the SAMS ratio under
+   :math:`\phi_0` (the anchors' reverse/forward probability included)
+
+   .. math::
+
+       \rho_1 = \frac{p(c', \phi_0 \mid y)\, q_{\phi_0}(c \mid c')}
+                     {p(c, \phi_0 \mid y)\, q_{\phi_0}(c' \mid c)};
+
 2. :math:`\phi' \sim g(\cdot \mid c')`, a Gaussian approximation of :math:`p(\phi \mid c', y)`
    in the block's unconstrained space (:func:`~pymc_splitmerge.kernels.laplace.laplace_fit`
-   on the O(clusters) log density of :class:`~pymc_splitmerge.HyperparameterSlice`, from a
-   reference point that the move does not change), a deterministic function of :math:`c'`;
+   from :math:`\phi_0` on the O(clusters) log density of
+   :class:`~pymc_splitmerge.HyperparameterSlice`), a deterministic function of :math:`c'`.
 
-and accepts with probability :math:`\min(1, r)`,
+The full Metropolis–Hastings ratio of the pair is
 
 .. math::
 
-    r = \frac{p(c', \phi' \mid y)\, q_{\phi'}(c \mid c')\, g(\phi \mid c)}
-             {p(c, \phi \mid y)\, q_{\phi}(c' \mid c)\, g(\phi' \mid c')},
+    r = \frac{p(c', \phi' \mid y)\, q_{\phi_0}(c \mid c')\, g(\phi \mid c)}
+             {p(c, \phi \mid y)\, q_{\phi_0}(c' \mid c)\, g(\phi' \mid c')}
+      = \rho_1\, \frac{w(c', \phi')}{w(c, \phi)}, \qquad
+    w(c, \phi) = \frac{p(c, \phi \mid y)}{p(c, \phi_0 \mid y)\, g(\phi \mid c)},
 
-where the reverse SAMS probability is that of the same anchors and order under
-:math:`\phi'` (for a merge, the split forced back to :math:`c`), times the ratio of the
-anchors' reverse to forward probability.  For each anchor pair and order the two
-directions are then an ordinary Metropolis–Hastings pair and the joint posterior is
-invariant.  The reference point is the
-running mean of the block during tuning (frozen when tuning stops; the start of the chain
-before that).
+(the partition prior cancels in :math:`w`, which needs the block's density only).  The move
+accepts in two stages (delayed acceptance, Christen & Fox 2005): first with probability
+:math:`\min(1, \rho_1)`, from the compiled SAMS kernel alone; only then are the Gaussian
+fits made and the move accepted with probability :math:`\min(1, r / \rho_1)`.  Since
+:math:`\rho_1(c', c) = 1 / \rho_1(c, c')`, the product of the two stages satisfies detailed
+balance with respect to :math:`p(c, \phi \mid y)`.
 
 References
 ----------
+Christen, J. A. and Fox, C. (2005). Markov chain Monte Carlo using an approximation.
+*JCGS* 14(4), 795–810.
 Dahl, D. B. (2003). An improved merge-split sampler for conjugate Dirichlet process mixture
 models. Technical Report 1086, University of Wisconsin–Madison.
 Tierney, L. (1994). Markov chains for exploring posterior distributions. *Annals of
@@ -52,7 +61,8 @@ from pymc_splitmerge.core.relabel import canonical_labels
 from pymc_splitmerge.distributions.statistics import mark_written_labels
 from pymc_splitmerge.kernels.laplace import laplace_fit
 from pymc_splitmerge.kernels.options import positive_integer
-from pymc_splitmerge.kernels.sams import sams_allocation
+from pymc_splitmerge.kernels.sams import _sams_proposal_fields
+from pymc_splitmerge.kernels.state import PartitionState, PriorTables
 from pymc_splitmerge.steps.base import PerChainSetup
 from pymc_splitmerge.steps.hyperparameters import HyperparameterSlice
 from pymc_splitmerge.steps.sams import SAMSStep
@@ -168,7 +178,8 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
         self.partition.reset_chain()
         self._reference = None
         self._reference_count = 0
-        self._reference_params = None
+        self._reference_family = None
+        self._prior_key = self._tables = None
 
     def stop_tuning(self) -> None:
         self.tune = False
@@ -183,23 +194,26 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
         return laplace_fit(lambda flat: hyper.log_density_and_gradient(flat, fixed),
                            self._reference, self.n_newton_steps, self.scale)
 
-    def _family_parameters(self, point, flat) -> np.ndarray:
-        """The numeric family's parameters with the block at ``flat`` (the rest of
-        ``point`` as it is)."""
-        family = self.partition.partition_model.numeric_family(
-            self.hyperparameters.with_values(point, flat))
-        return np.ascontiguousarray(family.params, dtype=np.float64)
+    def _log_density_at_reference(self, fixed) -> float:
+        """The block's log density at the reference given the statistics ``fixed``."""
+        return self.hyperparameters.log_density(self._reference, fixed)
 
-    def _log_posterior(self, flat, fixed, labels, prior) -> float:
-        """log p(c, phi | y) up to a constant."""
-        sizes = np.bincount(labels)
-        return self.hyperparameters.log_density(flat, fixed) + float(
-            prior.log_eppf(sizes[sizes > 0]))
+    def _reference_state(self, point, labels):
+        """The partition state of ``labels`` under the family at the reference, and the
+        prior and its tables of ``point``."""
+        if self._reference_family is None or self.tune:
+            self._reference_family = self.partition.partition_model.numeric_family(
+                self.hyperparameters.with_values(point, self._reference))
+        prior = self.partition.partition_model.numeric_prior(point)
+        key = tuple(float(getattr(prior, name)) for name in type(prior).parameter_names)
+        if self._prior_key != key:
+            self._prior_key, self._tables = key, PriorTables(*prior.tables(labels.shape[0]))
+        state = PartitionState(self._reference_family, self.partition.partition_model.data,
+                               labels)
+        return state, self._tables
 
     def step(self, point) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         hyper = self.hyperparameters
-        state, prior, tables = self.partition.current_state(point)
-        model = state.model
         dtype = np.asarray(point[self.value_name]).dtype
         labels = np.asarray(point[self.value_name], dtype=np.int64)
         flat = hyper._flatten(point)
@@ -211,13 +225,8 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
                 self._reference = self._reference + (flat - self._reference) / \
                     self._reference_count
         n = labels.shape[0]
-        fixed = hyper._fixed_inputs(point)
-        log_current = self._log_posterior(flat, fixed, labels, prior)
-        params = model.params
-        if self._reference_params is None or self.tune:
-            self._reference_params = self._family_parameters(point, self._reference)
-        reference_params = self._reference_params
-        fit_current = log_screen_current = None
+        state, tables = self._reference_state(point, labels)
+        fixed = fit_current = log_current = None
         accepted, log_ratio = 0, np.nan
         for _ in range(self.n_updates if n >= 2 else 0):
             if self.cluster_anchors:
@@ -225,78 +234,58 @@ class JointSplitMergeStep(PerChainSetup, BlockedStep):
                 if anchors is None:  # a split-type update of a cluster of one point
                     log_ratio = np.nan
                     continue
-                anchor_i, anchor_j = anchors
             else:
-                anchor_i, anchor_j = (int(k) for k in self.rng.choice(n, size=2,
-                                                                      replace=False))
-            uniforms = self.rng.random(2 * n)
-            log_q, order, sides = sams_allocation(model.family_id, params, model.x, labels,
-                                                  state.empty_row, tables[1], anchor_i,
-                                                  anchor_j, uniforms)
+                anchors = self.rng.choice(n, size=2, replace=False)
+            anchor_i, anchor_j = int(anchors[0]), int(anchors[1])
+            # stage 1: a SAMS proposal and its ratio under the family at the reference
+            _, log_ratio, moving, _ = _sams_proposal_fields(
+                *state.model, *state.partition, *tables,
+                np.array([anchor_i, anchor_j], dtype=np.int64), self.rng.random(2 * n))
+            log_ratio += self._log_anchor_ratio(labels, anchor_i, anchor_j, moving)
+            if not np.log(self.rng.random()) < log_ratio:
+                continue
+            # stage 2: the hyperparameters drawn given the proposed labels
             proposed = labels.copy()
-            sizes = np.bincount(labels)
-            n_clusters = int(np.count_nonzero(sizes))
-            size_i, size_j = int(sizes[labels[anchor_i]]), int(sizes[labels[anchor_j]])
-            if labels[anchor_i] == labels[anchor_j]:  # split: anchor j's side to a new label
-                size_b = 1 + int(np.count_nonzero(sides))
-                log_anchor_ratio = (_log_cluster_anchor_ratio(n_clusters, size_i,
-                                                              size_i - size_b, size_b)
-                                    if self.cluster_anchors else 0.0)
-                new_label = int(np.flatnonzero(np.bincount(labels, minlength=n + 1) == 0)[0])
-                proposed[anchor_j] = new_label
-                proposed[order[sides == 1]] = new_label
-                log_q_forward, log_q_reverse = log_q, 0.0
-            else:  # merge: its reverse split under the proposed hyperparameters (below)
-                proposed[labels == labels[anchor_j]] = labels[anchor_i]
-                log_anchor_ratio = (-_log_cluster_anchor_ratio(n_clusters - 1,
-                                                               size_i + size_j, size_i, size_j)
-                                    if self.cluster_anchors else 0.0)
-                log_q_forward = 0.0
+            proposed[moving] = (np.flatnonzero(np.bincount(labels, minlength=n + 1) == 0)[0]
+                                if labels[anchor_i] == labels[anchor_j] else labels[anchor_j])
             proposed_point = dict(point)
             proposed_point[self.value_name] = proposed.astype(dtype)
             proposed_fixed = hyper._fixed_inputs(proposed_point)
-            # stage 1 (delayed acceptance): the move's ratio with the hyperparameters held at
-            # the reference, a function of (c, c') whose reverse is its inverse
-            split_labels = proposed if labels[anchor_i] == labels[anchor_j] else labels
-            log_q_reference = sams_allocation(model.family_id, reference_params, model.x,
-                                              split_labels, state.empty_row, tables[1],
-                                              anchor_i, anchor_j, uniforms)[0]
-            if log_screen_current is None:
-                log_screen_current = self._log_posterior(self._reference, fixed, labels,
-                                                         prior)
-            log_screen_proposed = self._log_posterior(self._reference, proposed_fixed,
-                                                      proposed, prior)
-            log_screen = (log_screen_proposed - log_screen_current + log_anchor_ratio
-                          + (log_q_reference if split_labels is labels else -log_q_reference))
-            if not np.log(self.rng.random()) < log_screen:
-                log_ratio = log_screen
-                continue
             fit_proposed = self._fit(proposed_fixed)
             proposed_flat = fit_proposed.draw(self.rng)
-            log_proposed = self._log_posterior(proposed_flat, proposed_fixed, proposed, prior)
-            log_ratio = -np.inf
-            if np.isfinite(log_proposed):
-                proposed_params = self._family_parameters(point, proposed_flat)
-                if labels[anchor_i] != labels[anchor_j]:
-                    log_q_reverse = sams_allocation(
-                        model.family_id, proposed_params, model.x, labels, state.empty_row,
-                        tables[1], anchor_i, anchor_j, uniforms)[0]
-                if fit_current is None:
-                    fit_current = self._fit(fixed)
-                log_ratio = (log_proposed - log_current + log_q_reverse - log_q_forward
-                             + log_anchor_ratio + fit_current.log_density(flat)
-                             - fit_proposed.log_density(proposed_flat))
-            if np.log(self.rng.random()) < log_ratio - log_screen:  # stage 2
+            if fixed is None:
+                fixed = hyper._fixed_inputs(point)
+                fit_current = self._fit(fixed)
+                log_current = (hyper.log_density(flat, fixed)
+                               - self._log_density_at_reference(fixed)
+                               - fit_current.log_density(flat))
+            log_proposed = (hyper.log_density(proposed_flat, proposed_fixed)
+                            - self._log_density_at_reference(proposed_fixed)
+                            - fit_proposed.log_density(proposed_flat))
+            log_ratio = log_proposed - log_current
+            if np.log(self.rng.random()) < log_ratio:
                 accepted += 1
-                labels, flat, fixed, log_current = (proposed, proposed_flat, proposed_fixed,
-                                                    log_proposed)
-                params = proposed_params
-                fit_current = fit_proposed
-                log_screen_current = log_screen_proposed
+                labels, flat, fixed, fit_current, log_current = (
+                    proposed, proposed_flat, proposed_fixed, fit_proposed, log_proposed)
                 point = hyper.with_values(point, flat)
                 point[self.value_name] = proposed.astype(dtype)
+                state = PartitionState(self._reference_family,
+                                       self.partition.partition_model.data, labels)
         new_point = dict(point)
         if accepted:
             new_point[self.value_name] = mark_written_labels(
                 canonical_labels(labels).astype(dtype, copy=True))
         return new_point, [{"joint_accepted": accepted, "joint_log_accept_ratio": log_ratio}]
+
+    def _log_anchor_ratio(self, labels, anchor_i, anchor_j, moving) -> float:
+        """Log ratio of the anchors' reverse to forward probability (0 for uniform
+        anchors); ``moving`` is anchor ``i``'s side of the proposal."""
+        if not self.cluster_anchors:
+            return 0.0
+        sizes = np.bincount(labels)
+        n_clusters = int(np.count_nonzero(sizes))
+        size_i, size_j = int(sizes[labels[anchor_i]]), int(sizes[labels[anchor_j]])
+        if labels[anchor_i] == labels[anchor_j]:  # a split into moving and the rest
+            return _log_cluster_anchor_ratio(n_clusters, size_i, moving.size,
+                                             size_i - moving.size)
+        return -_log_cluster_anchor_ratio(n_clusters - 1, size_i + size_j, size_i, size_j)
