@@ -361,7 +361,6 @@ def coupling(args):
     from sklearn.datasets import load_iris
 
     from pymc_splitmerge.analysis._arviz_compat import ess
-    from pymc_splitmerge.steps.joint import JointSplitMergeStep
     from pymc_splitmerge.steps.sams import DefaultPartitionStep
 
     x = iris_data()
@@ -370,7 +369,7 @@ def coupling(args):
     with model:
         hyper = [v for v in model.free_RVs if v.name != "z"]
         chains = []
-        for chain in range(0 if args.skip_fixed_labels else args.chains):
+        for chain in range(args.chains):
             step = psm.HyperparameterSlice(hyper, rng=chain)
             point = model.initial_point()
             point["z"] = load_iris().target
@@ -383,11 +382,10 @@ def coupling(args):
                     kept.append(np.concatenate([np.ravel(point[v.name]) for v in step.vars]))
             chains.append(kept)
     values = np.asarray(chains)
-    if not args.skip_fixed_labels:
-        print(f"labels fixed at the species, HyperparameterSlice alone ({args.chains} chains "
-              f"x {args.draws} draws, tune {args.tune}): ESS "
-              + ", ".join(f"{v.name} {ess(values[..., j]):.0f}"
-                          for j, v in enumerate(_flat_names(step.vars, model))))
+    print(f"labels fixed at the species, HyperparameterSlice alone ({args.chains} chains x "
+          f"{args.draws} draws, tune {args.tune}): ESS "
+          + ", ".join(f"{v.name} {ess(values[..., j]):.0f}"
+                      for j, v in enumerate(_flat_names(step.vars, model))))
     for rounds in args.rounds:
         sams = args.sams_updates or 100 // rounds
         for seed in args.seeds:
@@ -401,23 +399,14 @@ def coupling(args):
                         slice_step.n_updates = max(slice_step.dimension // rounds, 3)
                     steps += [slice_step,
                               DefaultPartitionStep([model["z"]], n_split_merge_updates=sams)]
-                    if args.joint_updates:
-                        steps.append(JointSplitMergeStep(
-                            model["z"], hyper, n_updates=args.joint_updates,
-                            n_newton_steps=args.joint_newton_steps,
-                            anchor_proposal=args.joint_anchors))
                 start = time.process_time()
                 idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=1,
                                   step=steps, random_seed=seed, progressbar=False,
                                   compute_convergence_checks=False)
                 seconds = time.process_time() - start
             quality = mixing(idata, names)
-            joint = ("" if not args.joint_updates else
-                     f" + {args.joint_updates} joint updates ({args.joint_anchors} anchors, "
-                     f"{args.joint_newton_steps} Newton steps; acceptance "
-                     f"{float(np.mean(idata['sample_stats']['joint_accepted'].values)):.3f})")
             print(f"{rounds} round(s) per draw of {steps[0].n_updates} slice moves + {sams} "
-                  f"split-merge updates{joint}, seed {seed}: {seconds:.1f} CPU s; n_clusters ESS "
+                  f"split-merge updates, seed {seed}: {seconds:.1f} CPU s; n_clusters ESS "
                   f"{quality['n_clusters'][0]:.0f}, R-hat {quality['n_clusters'][1]:.3f}; "
                   + ", ".join(f"{name} ESS {quality[name][0]:.0f}" for name in names))
 
@@ -496,10 +485,6 @@ def main():
     parser.add_argument("--large-n", type=int, default=20_000)
     parser.add_argument("--large-draws", type=int, default=200)
     parser.add_argument("--rounds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--joint-updates", type=int, default=0)
-    parser.add_argument("--joint-newton-steps", type=int, default=1)
-    parser.add_argument("--joint-anchors", choices=["cluster", "uniform"], default="cluster")
-    parser.add_argument("--skip-fixed-labels", action="store_true")
     args = parser.parse_args()
     for part in args.parts:
         PARTS[part](args)

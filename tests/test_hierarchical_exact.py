@@ -22,13 +22,6 @@ Plain ``pm.sample()`` alternates the slice step with the default partition step,
 draw (:class:`~pymc_splitmerge.steps.alternation.AlternatingStep`); an explicit one with three
 rounds is tested too.
 
-:class:`~pymc_splitmerge.steps.joint.JointSplitMergeStep` (a SAMS split or merge with ``a``
-drawn from a Gaussian fit given the proposed partition) is tested alone by one-step invariance
-(i.i.d. exact draws, ``a`` on a fine quadrature grid, one transition each) and alternated with
-the slice and SAMS steps through ``pm.sample``; its negative controls (the ratio of the
-Gaussian proposal densities of ``a`` left out; the first stage's ratio not divided out of the
-second; the cluster anchors' ratio left out) fail the one-step test.
-
 Negative controls: statistics that are never recomputed after the labels change (the op's cache
 check monkeypatched to "unchanged") make NUTS or the slice step sample ``a`` given the first
 partition; a slice step whose log density omits the Jacobian of ``a``'s log transform samples
@@ -52,11 +45,9 @@ from pymc_splitmerge.components import BetaBernoulli
 from pymc_splitmerge.core.enumerate import enumerate_partitions
 from pymc_splitmerge.core.relabel import partition_index
 from pymc_splitmerge.distributions import statistics
-from pymc_splitmerge.kernels import laplace
 from pymc_splitmerge.priors import DirichletProcessPrior
-from pymc_splitmerge.steps import base, joint
+from pymc_splitmerge.steps import base
 from pymc_splitmerge.steps.alternation import AlternatingStep
-from pymc_splitmerge.steps.joint import JointSplitMergeStep
 from pymc_splitmerge.testing import GOF_PVALUE_THRESHOLD, MIN_CELL_VARIANCE
 
 DATA = np.array([[1, 1, 0, 0], [1, 1, 0, 1], [1, 0, 0, 0], [0, 0, 1, 1], [0, 1, 1, 1]])
@@ -374,107 +365,3 @@ def test_2d_block_without_the_jacobians_is_rejected(monkeypatch):
                         _patched_build(_logp_without_jacobian))
     labels, draws = _sample_2d(seed=2433)
     assert _joint_chisquare_2d(labels, draws) < GOF_PVALUE_THRESHOLD
-
-
-# ------------------------------------------------------------------ the joint move
-def _sample_joint(seed):
-    """Labels and draws of ``a`` from plain ``pm.sample`` with one step: two rounds per draw
-    of the slice step, a SAMS step and :class:`JointSplitMergeStep`."""
-    with pm.Model():
-        a = pm.Gamma("a", alpha=A_PRIOR[0], beta=A_PRIOR[1])
-        z = psm.DirichletProcess("z", alpha=ALPHA, n=DATA.shape[0])
-        psm.ConjugateMixture("y", partition=z, component=BetaBernoulli(a=a, b=B),
-                             observed=DATA)
-        step = AlternatingStep([psm.HyperparameterSlice([a]), psm.SAMSStep(z),
-                                JointSplitMergeStep(z, [a])], n_rounds=2)
-        idata = pm.sample(draws=DRAWS, tune=TUNE, step=[step], chains=CHAINS, cores=1,
-                          random_seed=seed, progressbar=False, compute_convergence_checks=False)
-    assert idata["sample_stats"]["joint_accepted"].values.mean() > 0.2
-    labels = thinned_labels(idata, THIN, chains=CHAINS)
-    a_draws = np.asarray(idata["posterior"]["a"].values)[:, ::THIN].reshape(-1)
-    return labels, a_draws
-
-
-def test_joint_move_alternated_through_pm_sample_matches_quadrature():
-    labels, a_draws = _sample_joint(seed=2443)
-    pvalue = _joint_chisquare(labels, a_draws)
-    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
-
-
-ONE_STEP_DRAWS = 4000
-
-
-def _exact_grid_draws(count, rng):
-    """(partitions, log a): ``count`` i.i.d. draws from the exact joint law, with log a on
-    the quadrature's nodes (trapezoid weights; the bins' masses as :func:`_exact_joint`)."""
-    n = DATA.shape[0]
-    partitions, masks, subsets, log_prior = _enumeration()
-    u = np.linspace(*U_RANGE, 6001)
-    a = np.exp(u)
-    log_subset = np.zeros((1 << n, u.size))
-    for mask in subsets:
-        log_subset[mask] = _log_marginal(DATA[_members(mask, n)], a)
-    weights = np.full(u.size, u[1] - u[0])
-    weights[[0, -1]] *= 0.5
-    log_f = (log_prior[:, None] + log_subset[masks].sum(axis=1)
-             + (stats.gamma.logpdf(a, A_PRIOR[0], scale=1 / A_PRIOR[1]) + u
-                + np.log(weights))[None, :])
-    prob = np.exp(log_f - logsumexp(log_f)).reshape(-1)
-    cells = rng.choice(prob.size, size=count, p=prob / prob.sum())
-    return partitions[cells // u.size], u[cells % u.size]
-
-
-def _one_step_pvalue(seed, n_updates=3, anchor_proposal="cluster"):
-    """χ² p-value of one JointSplitMergeStep transition (``n_updates`` updates) applied to
-    i.i.d. exact draws."""
-    rng = np.random.default_rng(seed)
-    with pm.Model() as model:
-        a = pm.Gamma("a", alpha=A_PRIOR[0], beta=A_PRIOR[1])
-        z = psm.DirichletProcess("z", alpha=ALPHA, n=DATA.shape[0])
-        psm.ConjugateMixture("y", partition=z, component=BetaBernoulli(a=a, b=B),
-                             observed=DATA)
-        step = JointSplitMergeStep(z, [a], n_updates=n_updates,
-                                   anchor_proposal=anchor_proposal)
-    step.set_rng(rng)
-    step.stop_tuning()
-    point = model.initial_point()
-    dtype = point["z"].dtype
-    partitions, log_a = _exact_grid_draws(ONE_STEP_DRAWS, rng)
-    labels, a_draws, accepted = [], [], 0
-    for partition, value in zip(partitions, log_a, strict=True):
-        new_point, (step_stats,) = step.step({"a_log__": np.asarray(value),
-                                               "z": partition.astype(dtype)})
-        accepted += step_stats["joint_accepted"]
-        labels.append(new_point["z"])
-        a_draws.append(np.exp(new_point["a_log__"]))
-    assert accepted > 0.2 * ONE_STEP_DRAWS  # the transition moves
-    return _joint_chisquare(np.asarray(labels), np.asarray(a_draws))
-
-
-@pytest.mark.parametrize("anchor_proposal", ["cluster", "uniform"])
-def test_joint_move_leaves_the_exact_joint_law_invariant(anchor_proposal):
-    """One-step invariance: exact draws of (partition, a), one transition each."""
-    pvalue = _one_step_pvalue(seed=2445, anchor_proposal=anchor_proposal)
-    assert pvalue >= GOF_PVALUE_THRESHOLD, pvalue
-
-
-def test_joint_move_without_the_proposal_densities_of_a_is_rejected(monkeypatch):
-    """Negative control: the ratio g(a | c) / g(a' | c') of the Gaussian proposals of a
-    left out."""
-    monkeypatch.setattr(laplace.GaussianApproximation, "log_density", lambda self, value: 0.0)
-    assert _one_step_pvalue(seed=2445) < GOF_PVALUE_THRESHOLD
-
-
-def test_joint_move_without_the_first_stage_divided_out_is_rejected(monkeypatch):
-    """Negative control: the second stage accepts with r instead of r / rho_1 (the
-    density at the reference left out of w)."""
-    monkeypatch.setattr(JointSplitMergeStep, "_log_density_at_reference",
-                        lambda self, fixed: 0.0)
-    assert _one_step_pvalue(seed=2445) < GOF_PVALUE_THRESHOLD
-
-
-def test_joint_move_without_the_anchor_ratio_is_rejected(monkeypatch):
-    """Negative control: the ratio of the cluster anchors' reverse to forward probability
-    left out."""
-    monkeypatch.setattr(joint, "_log_cluster_anchor_ratio", lambda *args: 0.0)
-    assert _one_step_pvalue(seed=2445) < GOF_PVALUE_THRESHOLD

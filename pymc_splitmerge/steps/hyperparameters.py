@@ -217,27 +217,6 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
                                     on_unused_input="ignore", mode=mode)
         density.trust_input = True
         self._statistics, self._density = statistics, density
-        self._gradient_graph = ([flat, *placeholders, *others], log_density, flat, mode)
-        self._density_and_gradient = None
-
-    def log_density_and_gradient(self, flat, fixed) -> tuple[float, np.ndarray]:
-        """:meth:`log_density` and its gradient with respect to ``flat`` (compiled at the
-        first call); a value outside the domain gives ``(-inf, NaN)``."""
-        if self._density_and_gradient is None:
-            inputs, log_density, variable, mode = self._gradient_graph
-            function = pytensor.function(inputs, [log_density, pytensor.grad(log_density,
-                                                                             variable)],
-                                         on_unused_input="ignore", mode=mode)
-            function.trust_input = True
-            self._density_and_gradient = function
-        try:
-            value, gradient = self._density_and_gradient(flat, *fixed)
-        except (ValueError, np.linalg.LinAlgError):
-            return -np.inf, np.full(self.dimension, np.nan)
-        value = float(value)
-        if np.isnan(value):
-            return -np.inf, np.full(self.dimension, np.nan)
-        return value, np.asarray(gradient, dtype=np.float64)
 
     def _fixed_inputs(self, point) -> list:
         """The inputs of the density that stay fixed during one draw: the cluster statistics
@@ -322,15 +301,10 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
             evaluations += used
         if self.tune:
             self.metric.update(current)
-        return self.with_values(point, current), [{"hyperslice_evaluations": evaluations}]
-
-    def with_values(self, point, flat) -> dict[str, Any]:
-        """A new point: ``point`` with the block's values from ``flat`` (never modifies the
-        point's arrays in place)."""
-        new_point = dict(point)
+        new_point = dict(point)  # never modify the point's arrays in place
         start = 0
         for var, shape, size, dtype in zip(self.vars, self._shapes, self._sizes, self._dtypes,
                                            strict=True):
-            new_point[var.name] = flat[start:start + size].reshape(shape).astype(dtype)
+            new_point[var.name] = current[start:start + size].reshape(shape).astype(dtype)
             start += size
-        return new_point
+        return new_point, [{"hyperslice_evaluations": evaluations}]
