@@ -80,6 +80,7 @@ __all__ = [
     "anchor_clusters_members",
     "anchor_i_side",
     "apply_proposal",
+    "apply_proposal_fields",
     "build_moves_then_gibbs",
     "log_split_merge_ratio",
     "log_split_merge_ratio_given_merged",
@@ -303,6 +304,16 @@ def apply_proposal(model, partition, moving_points, target_slot):
     """Move ``moving_points`` to ``target_slot`` (a fresh free slot when ``-1``), in place."""
     family_id, params, x = model
     labels, sizes, stats, empty_row, active, where, cluster_count = partition
+    return apply_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
+                                 where, cluster_count, moving_points, target_slot)
+
+
+@njit(cache=True, inline="always")
+def apply_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+                          cluster_count, moving_points, target_slot):
+    """:func:`apply_proposal` on the structures' fields (the one body; a kernel holding them
+    loose calls it: numba increments and decrements the reference count of every array of a
+    tuple at each copy of it, that is, at every argument of an inlined function)."""
     if target_slot < 0:
         target_slot = free_slot(where)
     for t in range(moving_points.shape[0]):
