@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_splitmerge.core.jit import njit
+from pymc_splitmerge.core.jit import compiled_only, njit
 
 __all__ = ["numba_seed_from", "order_of_uniforms", "seed_numba", "seed_numba_from"]
 
@@ -75,7 +75,7 @@ def seed_numba_from(rng: np.random.Generator) -> int:
     return seed
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def order_of_uniforms(uniforms, size):
     """``np.argsort(uniforms[:size], kind="stable")`` for values in ``[0, 1)``: the indices
     in increasing order of their values (equal values in index order).
