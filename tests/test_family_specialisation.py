@@ -402,6 +402,49 @@ def test_the_sams_kernel_inlines_no_raise():
     assert _raises_in_typed_ir(slots.reset_row.py_func, stats, 0, stats[1]) == []
 
 
+
+def _builtins_called(function, *args):
+    """Python builtins (``int``, ``min``, ...) called in the typed IR of ``function`` compiled
+    for ``args`` (inlined levels included): numba compiles each one's implementation as a
+    function of its own in a first run."""
+    import builtins
+
+    from numba.core import ir
+
+    blocks, typemap = _typed_ir(function, *args)
+    names = set()
+    for block in blocks.values():
+        for statement in block.body:
+            if (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Global)
+                    and getattr(builtins, statement.value.name, None) is statement.value.value
+                    and isinstance(typemap.get(statement.target.name), types.Function)):
+                names.add(statement.value.name)
+    return names
+
+
+def test_the_sams_kernel_and_the_bucket_sort_call_no_int_or_min():
+    """The SAMS kernel, the bucket sort and the uniform anchor draw index with a cast and a
+    comparison (``kernels.rng.uniform_rank``), not numba's ``int()`` and ``min()`` (two
+    functions less to compile in a first run)."""
+    from pymc_splitmerge.kernels import anchors, rng, sams
+
+    state, tables = _sams_state()
+    uniforms = np.random.default_rng(3).random(6)
+    for function, arguments in (
+            (sams._cluster_sams_move_fields.py_func, (*state.model, *state.partition, *tables,
+                                                      7, 5)),
+            (rng.order_of_uniforms.py_func, (uniforms, 6)),
+            (anchors.uniform_anchors.py_func, (6, uniforms, np.empty(2, dtype=np.int64)))):
+        assert not _builtins_called(function, *arguments) & {"int", "min"}, function
+
+    # negative control: the same index written with the builtins is seen
+    def bin_of(uniform, count):
+        return min(int(uniform * count), count - 1)
+
+    assert _builtins_called(bin_of, 0.5, 4) == {"int", "min"}
+    assert rng.uniform_rank.py_func(0.5, 4) == bin_of(0.5, 4) == 2
+    assert rng.uniform_rank.py_func(np.nextafter(1.0, 0.0), 3) == 2
+
 def _package_dispatchers():
     """Every numba dispatcher defined in a module of the package (imported here)."""
     import importlib

@@ -904,7 +904,7 @@ def niw_log_marginal(params, stats):
     count = stats[0]
     if count == 0.0:
         return 0.0
-    dim = int(params[0])
+    dim = np.int64(params[0])  # a cast: numba's int() is a function of its own to compile
     kappa0 = params[1]
     nu0 = params[2]
     kappa = kappa0 + count

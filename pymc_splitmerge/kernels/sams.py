@@ -625,7 +625,7 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         k = cluster_count[0]
         split_type = k == 1 or np.random.random() < 0.5
         if split_type:
-            slot = active[int(np.random.random() * k)]
+            slot = active[np.int64(np.random.random() * k)]
             m = sizes[slot]
             uniforms[0] = np.random.random()
             uniforms[1] = np.random.random()
@@ -645,8 +645,8 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
             slot_b = active[pair[1]]
             size_a = sizes[slot_a]
             size_b = sizes[slot_b]
-            anchor_i = order[start[slot_a] + int(np.random.random() * size_a)]
-            anchor_j = order[start[slot_b] + int(np.random.random() * size_b)]
+            anchor_i = order[start[slot_a] + np.int64(np.random.random() * size_a)]
+            anchor_j = order[start[slot_b] + np.int64(np.random.random() * size_b)]
             m = size_a + size_b
         metropolis_uniform = np.random.random()
         members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i,
