@@ -422,10 +422,11 @@ def _builtins_called(function, *args):
     return names
 
 
-def test_the_sams_kernel_and_the_bucket_sort_call_no_int_or_min():
+def test_the_sams_kernel_and_the_bucket_sort_call_no_int_min_or_max():
     """The SAMS kernel, the bucket sort and the uniform anchor draw index with a cast and a
-    comparison (``kernels.rng.uniform_rank``), not numba's ``int()`` and ``min()`` (two
-    functions less to compile in a first run)."""
+    comparison (``kernels.rng.uniform_rank``), and the allocation's two-way log-sum-exp
+    compares, instead of numba's ``int()``, ``min()`` and ``max()`` (three functions less to
+    compile in a first run)."""
     from pymc_splitmerge.kernels import anchors, rng, sams
 
     state, tables = _sams_state()
@@ -435,13 +436,13 @@ def test_the_sams_kernel_and_the_bucket_sort_call_no_int_or_min():
                                                       7, 5)),
             (rng.order_of_uniforms.py_func, (uniforms, 6)),
             (anchors.uniform_anchors.py_func, (6, uniforms, np.empty(2, dtype=np.int64)))):
-        assert not _builtins_called(function, *arguments) & {"int", "min"}, function
+        assert not _builtins_called(function, *arguments) & {"int", "min", "max"}, function
 
     # negative control: the same index written with the builtins is seen
     def bin_of(uniform, count):
-        return min(int(uniform * count), count - 1)
+        return min(int(uniform * count), max(count - 1, 0))
 
-    assert _builtins_called(bin_of, 0.5, 4) == {"int", "min"}
+    assert _builtins_called(bin_of, 0.5, 4) == {"int", "min", "max"}
     assert rng.uniform_rank.py_func(0.5, 4) == bin_of(0.5, 4) == 2
     assert rng.uniform_rank.py_func(np.nextafter(1.0, 0.0), 3) == 2
 

@@ -256,7 +256,9 @@ def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b
              + dispatch.log_predictive(family_id, params, stats_a, x_row))
     log_b = (log_join_weight(log_w_table, size_b, 1)
              + dispatch.log_predictive(family_id, params, stats_b, x_row))
-    largest = max(log_a, log_b)
+    # max(log_a, log_b) (Python's and numba's rule: the second only if greater) without
+    # numba's max(), a function of its own to compile
+    largest = log_b if log_b > log_a else log_a  # noqa: FURB136
     if largest == -np.inf or np.isnan(largest):
         return math.log(0.5), math.log(0.5)
     log_total = largest + math.log(math.exp(log_a - largest) + math.exp(log_b - largest))
