@@ -28,6 +28,12 @@ blobs), ``pm.sample`` it.  Then the same in another fresh process with the cache
 * the run-time switches over every family (``components._leaf_dispatch``) the cold run
   compiled: none when every kernel was specialised to the model's family.
 
+``--first-calls`` measures instead, in fresh processes with empty caches, the CPU seconds of
+the compiled calls a first draw of the README model makes (the partition state of its data,
+5 cluster-anchor SAMS updates, one Gibbs sweep; numba's own first use done before the
+timing), without PyMC: the compilation of the package's kernels with less of a loaded
+machine's noise, to compare two versions of the package in interleaved runs.
+
 It also checks that cold and warm runs reached the same draws (same seed, same number of
 clusters in every draw) and prints a hash of those numbers, to compare two versions of the
 package.  The README's settings are ``--n 300 --draws 2000 --tune 500
@@ -35,6 +41,7 @@ package.  The README's settings are ``--n 300 --draws 2000 --tune 500
 
     PYTHONPATH=$PWD python benchmarks/cold_start.py --repeats 1
     PYTHONPATH=$PWD python benchmarks/cold_start.py --n 300 --draws 2000 --tune 500 --chains 4 --cores 2
+    PYTHONPATH=$PWD python benchmarks/cold_start.py --first-calls --repeats 3
 """
 
 from __future__ import annotations
@@ -97,6 +104,50 @@ print(json.dumps({"imports": imported - start, "model": built - imported,
                   "draws_hash": int(n_clusters.sum() * 1000003 + n_clusters[..., ::7].sum())}))
 """
 
+FIRST_CALLS = r"""
+import json, sys, time
+import numpy as np
+import numba
+numba.njit(lambda a: a[0] + 1.0)(np.zeros(2))  # numba's own first use, outside the timing
+import pymc_splitmerge as psm
+from pymc_splitmerge.kernels.gibbs import build_gibbs_sweep
+from pymc_splitmerge.kernels.sams import build_sams_move
+from pymc_splitmerge.kernels.state import PartitionState
+from pymc_splitmerge.priors.dirichlet_process import DirichletProcessPrior
+config = json.loads(sys.argv[1])
+y, labels = psm.datasets.gaussian_blobs(n=config["n"], n_components=4, dim=2, seed=1)
+started = time.process_time()
+family = psm.NormalInverseWishart(mu0=y.mean(axis=0), kappa0=0.05, nu0=4.0, psi0=np.eye(2))
+state = PartitionState(family, np.ascontiguousarray(family.prepare_data(y)), np.asarray(labels))
+built = time.process_time()
+tables = state.tables(*DirichletProcessPrior(1.0).tables(config["n"]))
+rng = np.random.default_rng(3)
+build_sams_move(cluster_anchors=True, n_updates=5)(state.model, state.partition, tables, rng)
+split_merged = time.process_time()
+build_gibbs_sweep()(state.model, state.partition, tables, rng)
+swept = time.process_time()
+print(json.dumps({"state build": built - started, "SAMS updates": split_merged - built,
+                  "Gibbs sweep": swept - split_merged, "total": swept - started}))
+"""
+
+
+def first_calls(config, repeats):
+    """CPU seconds of the README path's first compiled calls, each repetition in a fresh
+    process with an empty cache: median and every value per phase."""
+    runs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="psm-numba-cache-") as cache_dir:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
+            out = subprocess.run([sys.executable, "-c", FIRST_CALLS, json.dumps(config)],
+                                 env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"python {sys.version.split()[0]}, n={config['n']}, {repeats} fresh process(es) with "
+          f"an empty cache, load {os.getloadavg()[0]:.1f}; CPU seconds of the first calls")
+    for phase in runs[0]:
+        values = [r[phase] for r in runs]
+        print(f"  {phase:<16}{statistics.median(values):>7.2f}   "
+              f"({', '.join(f'{value:.2f}' for value in values)})")
+
 
 def run(config, cache_dir):
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
@@ -121,8 +172,13 @@ def main(argv=None):
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--first-calls", action="store_true",
+                        help="time the README path's first compiled calls alone (no PyMC)")
     args = parser.parse_args(argv)
     config = {key: getattr(args, key) for key in ("n", "draws", "tune", "chains", "cores")}
+    if args.first_calls:
+        first_calls(config, args.repeats)
+        return
     runs = {"cold": [], "warm": []}
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="psm-numba-cache-") as cache_dir:

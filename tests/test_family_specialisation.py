@@ -20,6 +20,7 @@ from numba import njit, typeof, types
 
 from pymc_splitmerge.components import dispatch, registry
 from pymc_splitmerge.components.dispatch import FamilyId
+from pymc_splitmerge.components.normal_inverse_wishart import _niw_two_recompute
 from pymc_splitmerge.kernels.state import Model, make_model
 
 
@@ -242,6 +243,12 @@ def test_a_two_dimensional_kernel_compiles_no_any_dimension_code():
     assert values[0] == values[1]  # the any-D leaves call the D = 2 ones for D = 2
 
 
+@njit
+def _two_recompute(params, stats):
+    # called from compiled code, as the D = 2 leaves call it (compiled for numba callers only)
+    _niw_two_recompute(params, stats)
+
+
 def test_the_two_dimensional_recomputation_is_the_any_dimension_one_bit_for_bit():
     """The written-out 2 x 2 recomputation (refresh, downdate fallback) and reset of the D = 2
     leaves give the any-D ``niw_recompute``'s and ``_niw_reset``'s rows exactly, on rows of
@@ -260,7 +267,7 @@ def test_the_two_dimensional_recomputation_is_the_any_dimension_one_bit_for_bit(
         row[-1] = float(trial)  # an update count, reset by both
         expected, got = row.copy(), row.copy()
         niw_module.niw_recompute(family.params, expected)
-        niw_module._niw_two_recompute(family.params, got)
+        _two_recompute(family.params, got)
         np.testing.assert_array_equal(got, expected)
         niw_module._niw_reset(family.params, expected)
         niw_module._niw_two_reset(family.params, got)
@@ -281,7 +288,7 @@ def _compiled_callees(dispatcher):
     names = set()
     for result in dispatcher.overloads.values():
         annotation = str(result.type_annotation)
-        globals_ = dict(re.findall(r"#\s+(\S+) = global\((\w+): CPUDispatcher", annotation))
+        globals_ = dict(re.findall(r"#\s+(\S+) = global\((\w+): \w*Dispatcher", annotation))
         names |= {globals_[var] for var in re.findall(r"= call (\S+)\(", annotation)
                   if var in globals_}
     return names
@@ -395,6 +402,50 @@ def test_the_sams_kernel_inlines_no_raise():
     assert _raises_in_typed_ir(slots.reset_row.py_func, stats, 0, stats[1]) == []
 
 
+
+def _builtins_called(function, *args):
+    """Python builtins (``int``, ``min``, ...) called in the typed IR of ``function`` compiled
+    for ``args`` (inlined levels included): numba compiles each one's implementation as a
+    function of its own in a first run."""
+    import builtins
+
+    from numba.core import ir
+
+    blocks, typemap = _typed_ir(function, *args)
+    names = set()
+    for block in blocks.values():
+        for statement in block.body:
+            if (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Global)
+                    and getattr(builtins, statement.value.name, None) is statement.value.value
+                    and isinstance(typemap.get(statement.target.name), types.Function)):
+                names.add(statement.value.name)
+    return names
+
+
+def test_the_sams_kernel_and_the_bucket_sort_call_no_int_min_or_max():
+    """The SAMS kernel, the bucket sort and the uniform anchor draw index with a cast and a
+    comparison (``kernels.rng.uniform_rank``), and the allocation's two-way log-sum-exp
+    compares, instead of numba's ``int()``, ``min()`` and ``max()`` (three functions less to
+    compile in a first run)."""
+    from pymc_splitmerge.kernels import anchors, rng, sams
+
+    state, tables = _sams_state()
+    uniforms = np.random.default_rng(3).random(6)
+    for function, arguments in (
+            (sams._cluster_sams_move_fields.py_func, (*state.model, *state.partition, *tables,
+                                                      7, 5)),
+            (rng.order_of_uniforms.py_func, (uniforms, 6)),
+            (anchors.uniform_anchors.py_func, (6, uniforms, np.empty(2, dtype=np.int64)))):
+        assert not _builtins_called(function, *arguments) & {"int", "min", "max"}, function
+
+    # negative control: the same index written with the builtins is seen
+    def bin_of(uniform, count):
+        return min(int(uniform * count), max(count - 1, 0))
+
+    assert _builtins_called(bin_of, 0.5, 4) == {"int", "min", "max"}
+    assert rng.uniform_rank.py_func(0.5, 4) == bin_of(0.5, 4) == 2
+    assert rng.uniform_rank.py_func(np.nextafter(1.0, 0.0), 3) == 2
+
 def _package_dispatchers():
     """Every numba dispatcher defined in a module of the package (imported here)."""
     import importlib
@@ -434,6 +485,67 @@ def test_no_compiled_function_of_the_package_builds_a_c_callable_wrapper():
     # negative control: numba's own decorator keeps the wrapper, which the check reports
     plain = numba.njit(cache=True)(dispatchers["pymc_splitmerge.kernels.rng.seed_numba"].py_func)
     assert _with_cfunc_wrapper({"plain": plain}) == ["plain"]
+
+
+
+# numba's own flag alone: a call from Python jumps to the missing wrapper
+_PYTHON_CALL_WITHOUT_ENTRY = """
+import numba
+
+@numba.njit(no_cpython_wrapper=True)
+def double(x):
+    return 2.0 * x
+
+double(1.0)
+print("returned")
+"""
+
+
+def test_functions_only_compiled_code_calls_have_no_python_entry():
+    """The D = 2 Normal-inverse-Wishart leaves that the kernels link (all but the log
+    marginal, which the start check calls from Python), their register cores and the
+    kernels' helpers are compiled without the Python-callable wrapper
+    (``core.jit.compiled_only``: one function less to compile each in a first run); every
+    such function refuses a call from Python with a ``TypeError``, the kernels call them as
+    before, and ``dispatch.compiled_leaf`` hands Python the dispatch function instead (same
+    numbers)."""
+    import subprocess
+    import sys
+
+    from pymc_splitmerge.components import normal_inverse_wishart as niw_module
+    from pymc_splitmerge.core.jit import CompiledOnlyDispatcher
+
+    dispatchers = _package_dispatchers()
+    without_entry = {name for name, dispatcher in dispatchers.items()
+                     if dispatcher.targetoptions.get("no_cpython_wrapper")}
+    assert {name for name, dispatcher in dispatchers.items()
+            if isinstance(dispatcher, CompiledOnlyDispatcher)} == without_entry
+    leaves = niw_module.NormalInverseWishart.numba_leaves_by_dimension[2]
+    linked = {f"{niw_module.__name__}.{leaf.py_func.__name__}" for leaf in leaves
+              if leaf is not niw_module.niw_log_marginal}
+    helpers = {f"{niw_module.__name__}.{name}" for name in (
+        "_niw_two_add", "_niw_two_downdate", "_niw_two_recompute", "_niw_two_refresh")} | {
+        "pymc_splitmerge.kernels.rng.order_of_uniforms",
+        "pymc_splitmerge.core.slots.check_row_width",
+        "pymc_splitmerge.kernels.gibbs._prior_predictives"}
+    assert linked | helpers <= without_entry
+    family, x = _niw()
+    row = family.stats_of(x[:3])
+    with pytest.raises(TypeError, match="compiled for numba callers only"):
+        niw_module.niw2_log_predictive(family.params, row, x[3])
+    # the kernels' route and Python's agree bit for bit
+    from_python = dispatch.compiled_leaf(family.family_id, "log_predictive")
+    assert not isinstance(from_python, CompiledOnlyDispatcher)
+
+    @njit
+    def linked_leaf(params, stats, x_row):
+        return niw_module.niw2_log_predictive(params, stats, x_row)
+
+    assert from_python(family.params, row, x[3]) == linked_leaf(family.params, row, x[3])
+    # negative control: numba's flag without the dispatcher's refusal crashes the interpreter
+    crashed = subprocess.run([sys.executable, "-c", _PYTHON_CALL_WITHOUT_ENTRY],
+                             capture_output=True, text=True, check=False)
+    assert crashed.returncode != 0 and "returned" not in crashed.stdout
 
 
 # ------------------------------------------------------------------ the cache

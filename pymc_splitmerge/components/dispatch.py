@@ -69,7 +69,7 @@ from pymc_splitmerge.components.product import (
     product_log_predictive,
     product_remove_point,
 )
-from pymc_splitmerge.core.jit import njit
+from pymc_splitmerge.core.jit import CompiledOnlyDispatcher, njit
 
 __all__ = [
     "FAMILY_PRODUCT",
@@ -189,12 +189,13 @@ def compiled_leaf(family_id, name: str):
     ``PartitionState.log_likelihood`` (the start check of every sampler step) compiles
     nothing of its own, where calling the dispatch function from Python compiles that
     function for the id (about 0.2 s of a first run, ``docs/benchmarks.md``, cold start).
-    Same numbers bit for bit.  For a plain ``int``, or a family without that leaf, the
+    Same numbers bit for bit.  For a plain ``int``, a family without that leaf, or a leaf
+    compiled for numba callers only (``core.jit.compiled_only``: no Python entry), the
     dispatch function with ``family_id`` bound.
     """
     leaves = _leaves_of(typeof(family_id))
     leaf = getattr(leaves, name, None) if leaves is not None else None
-    if leaf is not None:
+    if leaf is not None and not isinstance(leaf, CompiledOnlyDispatcher):
         return leaf
     return functools.partial(globals()[name], family_id)
 

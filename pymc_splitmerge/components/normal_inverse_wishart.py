@@ -107,7 +107,7 @@ from pymc_splitmerge.components.base import (
     _require_positive,
     _require_scale_matrix,
 )
-from pymc_splitmerge.core.jit import njit
+from pymc_splitmerge.core.jit import compiled_only, njit
 
 __all__ = [
     "COLUMN_MAJOR_DIM",
@@ -434,7 +434,7 @@ def niw_remove_point(params, stats, x):
 # several times slower).
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def _niw_two_refresh(kappa, nu, new00, new11):
     """The cached predictive scalars of a D = 2 row (``_niw_refresh_constant``, same
     arithmetic): (constant, half, shrink)."""
@@ -443,7 +443,7 @@ def _niw_two_refresh(kappa, nu, new00, new11):
             0.5 * (nu + 1.0), shrink)
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def _niw_two_add(kappa0, nu0, count, first, second, mean_first, mean_second, w00, w10, w11):
     """Register core of adding ``(first, second)`` to a D = 2 row of ``count`` points.
 
@@ -476,7 +476,7 @@ def _niw_two_add(kappa0, nu0, count, first, second, mean_first, mean_second, w00
     return mean_first, mean_second, new00, new10, new11, constant, half, shrink
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, bound_second,
                       kappa, nu):
     """Register core of the D = 2 downdate: ``niw_inverse_factor_update`` with sign -1 of the
@@ -520,7 +520,7 @@ def _niw_two_downdate(w00, w10, w11, vector_first, vector_second, bound_first, b
 # the pivot bounds 15-16.
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def _niw_two_recompute(params, stats):
     """``niw_recompute`` of a D = 2 row (same arithmetic: the raw sums, a 2 x 2 Cholesky
     factor and its inverse written out)."""
@@ -564,7 +564,7 @@ def _niw_two_reset(params, stats):
     stats[16] = 0.0
 
 
-@njit(cache=True, inline="always")
+@compiled_only(cache=True, inline="always")
 def niw2_add_point(params, stats, x):
     """``niw_add_point`` of a D = 2 row (the register core ``_niw_two_add``)."""
     first = x[0]
@@ -598,7 +598,7 @@ def niw2_add_point(params, stats, x):
         _niw_two_recompute(params, stats)
 
 
-@njit(cache=True, inline="always")
+@compiled_only(cache=True, inline="always")
 def niw2_remove_point(params, stats, x):
     """``niw_remove_point`` of a D = 2 row (the register core ``_niw_two_downdate``)."""
     count = stats[0]
@@ -642,7 +642,7 @@ def niw2_remove_point(params, stats, x):
     return False
 
 
-@njit(cache=True, inline="always")
+@compiled_only(cache=True, inline="always")
 def niw2_log_predictive(params, stats, x):
     """``niw_log_predictive`` of a D = 2 row, in registers."""
     residual = x[0] - stats[7]
@@ -651,7 +651,7 @@ def niw2_log_predictive(params, stats, x):
     return stats[13] - stats[14] * math.log1p((first * first + second * second) * stats[15])
 
 
-@njit(cache=True, inline="always")
+@compiled_only(cache=True, inline="always")
 def niw2_log_predictive_many(params, stats, slots, n_slots, x, out):
     """``niw_log_predictive_many`` of D = 2 rows: the cached forms read straight from the
     2-D array (no row views; same arithmetic as ``niw2_log_predictive``)."""
@@ -667,7 +667,7 @@ def niw2_log_predictive_many(params, stats, slots, n_slots, x, out):
             (first * first + second * second) * stats[slot, 15])
 
 
-@njit(cache=True, inline="always")
+@compiled_only(cache=True, inline="always")
 def niw2_add_point_at(params, stats, slot, x, i):
     """``niw2_add_point(params, stats[slot], x[i])`` without row views (loads and stores
     written out: straight-line code compiles in a fraction of the time of a shared body)."""
@@ -705,7 +705,7 @@ def niw2_add_point_at(params, stats, slot, x, i):
         _niw_two_recompute(params, stats[slot])
 
 
-@njit(cache=True, inline="always")
+@compiled_only(cache=True, inline="always")
 def niw2_remove_point_at(params, stats, slot, x, i):
     """``niw2_remove_point(params, stats[slot], x[i])`` without row views.
 
@@ -904,7 +904,7 @@ def niw_log_marginal(params, stats):
     count = stats[0]
     if count == 0.0:
         return 0.0
-    dim = int(params[0])
+    dim = np.int64(params[0])  # a cast: numba's int() is a function of its own to compile
     kappa0 = params[1]
     nu0 = params[2]
     kappa = kappa0 + count

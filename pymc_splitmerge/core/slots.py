@@ -24,7 +24,7 @@ Every function mutates its array arguments in place (for speed).
 
 from __future__ import annotations
 
-from pymc_splitmerge.core.jit import njit
+from pymc_splitmerge.core.jit import compiled_only, njit
 
 __all__ = ["close_slot", "free_slot", "open_slot", "reset_row"]
 
@@ -66,7 +66,7 @@ def close_slot(slot, stats, empty_row, active, where, cluster_count):
     reset_row(stats, slot, empty_row)
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def check_row_width(stats, row):
     """Raise ``ValueError`` unless ``row`` has one entry per column of ``stats``.
 

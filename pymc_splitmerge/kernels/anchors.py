@@ -64,6 +64,7 @@ import numpy as np
 from pymc_splitmerge.components import dispatch
 from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.logweights import log_sum_exp, normalise_log_weights, sample_weights
+from pymc_splitmerge.kernels.rng import uniform_rank
 from pymc_splitmerge.priors.seating import log_join_weight
 
 __all__ = [
@@ -116,7 +117,7 @@ def uniform_anchors(n_points, uniforms, out):
         Receives the anchors, in the order drawn.
     """
     for t in range(out.shape[0]):
-        rank = min(int(uniforms[t] * (n_points - t)), n_points - t - 1)
+        rank = uniform_rank(uniforms[t], n_points - t)
         # the rank-th point not drawn yet: shift past the drawn ones in increasing order
         point = rank
         changed = True

@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.jit import njit
+from pymc_splitmerge.core.jit import compiled_only, njit
 from pymc_splitmerge.core.logweights import exp_shifted_from_peak, sample_weights
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot
 from pymc_splitmerge.kernels.options import positive_integer
@@ -144,7 +144,7 @@ def point_log_weights(model, partition, tables, i, log_prior_predictive_i, log_w
         log_weights)
 
 
-@njit(cache=True)
+@compiled_only(cache=True)
 def _prior_predictives(family_id, params, x, empty_row, out):
     for i in range(x.shape[0]):
         out[i] = dispatch.log_predictive(family_id, params, empty_row, x[i])

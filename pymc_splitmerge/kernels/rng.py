@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymc_splitmerge.core.jit import njit
+from pymc_splitmerge.core.jit import compiled_only, njit
 
-__all__ = ["numba_seed_from", "order_of_uniforms", "seed_numba", "seed_numba_from"]
+__all__ = ["numba_seed_from", "order_of_uniforms", "seed_numba", "seed_numba_from",
+           "uniform_rank"]
 
 # Bit generators whose ``random_raw()`` is the 64-bit word ``Generator.integers`` consumes.
 # For them ``Generator.integers(2**63)`` is ``random_raw() >> 1`` (Lemire's bounded draw with
@@ -75,7 +76,18 @@ def seed_numba_from(rng: np.random.Generator) -> int:
     return seed
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def uniform_rank(uniform, count):
+    """``min(int(uniform * count), count - 1)``: the bin of a draw in ``[0, 1)`` among
+    ``count >= 1`` equal bins (``uniform * count`` may round up to ``count``).
+
+    Written with a cast and a comparison: numba compiles its ``int()`` and ``min()``
+    implementations as functions of their own (two more functions in a first run)."""
+    rank = np.int64(uniform * count)
+    return rank if rank < count - 1 else count - 1  # noqa: FURB136 (no min(): see above)
+
+
+@compiled_only(cache=True)
 def order_of_uniforms(uniforms, size):
     """``np.argsort(uniforms[:size], kind="stable")`` for values in ``[0, 1)``: the indices
     in increasing order of their values (equal values in index order).
@@ -102,13 +114,12 @@ def order_of_uniforms(uniforms, size):
     starts = np.empty(size + 1, dtype=np.int64)  # zeroed here: np.zeros compiles 3 functions
     for bucket in range(size + 1):
         starts[bucket] = 0
-    last = size - 1
     for t in range(size):
-        starts[min(int(uniforms[t] * size), last) + 1] += 1
+        starts[uniform_rank(uniforms[t], size) + 1] += 1
     for bucket in range(size):
         starts[bucket + 1] += starts[bucket]
     for t in range(size):
-        bucket = min(int(uniforms[t] * size), last)
+        bucket = uniform_rank(uniforms[t], size)
         permutation[starts[bucket]] = t
         starts[bucket] += 1
     for t in range(1, size):

@@ -69,7 +69,7 @@ from pymc_splitmerge.kernels.splitmerge_common import (
     SplitMergeProposal,
     anchor_clusters_members,
     anchor_i_side,
-    apply_proposal,
+    apply_proposal_fields,
     log_split_merge_ratio_given_merged,
     metropolis_accepts,
     two_way_log_probabilities,
@@ -188,10 +188,21 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     current row for a split, :func:`merged_statistics` for a merge, which the cluster-anchor
     updates have from the early rejection)."""
     family_id, params, x = model
-    labels = partition.labels
-    empty_row = partition.empty_row
-    n_clusters = partition.cluster_count[0]
-    log_v_table, log_w_table = tables
+    log_v, log_w = tables
+    return _sams_proposal_given_members_fields(
+        family_id, params, x, partition.labels, partition.empty_row, partition.cluster_count,
+        log_v, log_w, anchor_i, anchor_j, members, current_sides, uniforms, merged)
+
+
+@njit(cache=True, inline="always")
+def _sams_proposal_given_members_fields(family_id, params, x, labels, empty_row, cluster_count,
+                                        log_v, log_w, anchor_i, anchor_j, members,
+                                        current_sides, uniforms, merged):
+    """:func:`sams_proposal_given_members` on the structures' fields (the one body; the
+    cluster-anchor updates call it with their loose arguments: numba increments and
+    decrements the reference count of every array of a tuple at each copy of it, that is,
+    at every argument of an inlined function)."""
+    n_clusters = cluster_count[0]
     size_s = members.shape[0]
     # the argsort of the uniforms (any exact sort gives the same order of distinct values):
     # a bucket sort, which compiles in a fraction of the time of numba's argsort
@@ -210,10 +221,10 @@ def sams_proposal_given_members(model, partition, tables, anchor_i, anchor_j, me
     allocation_uniforms = uniforms[size_s:2 * size_s] if is_split else uniforms
     log_q, stats_a, stats_b, size_a, size_b = sequential_allocation(
         family_id, params, x, anchor_i, anchor_j, order, not is_split, sides,
-        allocation_uniforms, log_w_table, empty_row)
+        allocation_uniforms, log_w, empty_row)
     n_clusters_merged = n_clusters if is_split else n_clusters - 1
     log_ratio = log_split_merge_ratio_given_merged(
-        family_id, params, stats_a, size_a, stats_b, size_b, merged, log_v_table, log_w_table,
+        family_id, params, stats_a, size_a, stats_b, size_b, merged, log_v, log_w,
         n_clusters_merged)
     # one return (each return of an inlined function is an exit where numba releases every
     # array it holds)
@@ -235,14 +246,22 @@ def merged_statistics(model, partition, anchor_i, anchor_j, members, sides):
     function, so both see the same numbers.
     """
     family_id, params, x = model
-    labels, sizes = partition.labels, partition.sizes
+    return _merged_statistics_fields(family_id, params, x, partition.labels, partition.sizes,
+                                     partition.stats, anchor_i, anchor_j, members, sides)
+
+
+@njit(cache=True, inline="always")
+def _merged_statistics_fields(family_id, params, x, labels, sizes, stats, anchor_i, anchor_j,
+                              members, sides):
+    """:func:`merged_statistics` on the structures' fields (the one body; see
+    :func:`_sams_proposal_given_members_fields`)."""
     slot_i = labels[anchor_i]
     slot_j = labels[anchor_j]
     if sizes[slot_j] > sizes[slot_i]:
         kept, added_anchor, added_side = slot_j, anchor_i, 0
     else:
         kept, added_anchor, added_side = slot_i, anchor_j, 1
-    merged = partition.stats[kept].copy()
+    merged = stats[kept].copy()
     dispatch.add_point(family_id, params, merged, x[added_anchor])
     for t in range(members.shape[0]):
         if sides[t] == added_side:
@@ -426,12 +445,23 @@ def _merge_surely_rejected_given_merged(model, partition, tables, anchor_i, anch
     """:func:`merge_surely_rejected` given the merged cluster's statistics ``merged`` (from
     :func:`merged_statistics`, the same row the full proposal then uses)."""
     family_id, params, _ = model
-    labels, sizes, stats = partition.labels, partition.sizes, partition.stats
-    log_v_table, log_w_table = tables
+    log_v, log_w = tables
+    return _merge_surely_rejected_fields(family_id, params, partition.labels, partition.sizes,
+                                         partition.stats, partition.cluster_count, log_v,
+                                         log_w, anchor_i, anchor_j, merged, log_offset,
+                                         uniform)
+
+
+@njit(cache=True, inline="always")
+def _merge_surely_rejected_fields(family_id, params, labels, sizes, stats, cluster_count,
+                                  log_v, log_w, anchor_i, anchor_j, merged, log_offset,
+                                  uniform):
+    """:func:`_merge_surely_rejected_given_merged` on the structures' fields (the one body;
+    see :func:`_sams_proposal_given_members_fields`)."""
     slot_i = labels[anchor_i]
     slot_j = labels[anchor_j]
-    log_prior = log_split_weight(log_v_table, log_w_table, partition.cluster_count[0] - 1,
-                                 sizes[slot_i], sizes[slot_j])
+    log_prior = log_split_weight(log_v, log_w, cluster_count[0] - 1, sizes[slot_i],
+                                 sizes[slot_j])
     rejected = False  # one return: see sams_proposal_given_members
     # log_prior = -inf: the split is impossible from the merged state, the merge accepts
     if log_prior != -np.inf:
@@ -575,9 +605,6 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
     :func:`merge_surely_rejected` is rejected with ``nan`` (its ratio is not computed, only
     shown to be below the log of its Metropolis uniform).
     """
-    model = make_model(family_id, params, x)
-    partition = Partition(labels, sizes, stats, empty_row, active, where, cluster_count)
-    tables = PriorTables(log_v, log_w)
     np.random.seed(seed)
     # scratch buffers allocated here (not returned from a helper as a tuple: numba releases
     # every array of a tuple each time a copy of it ends)
@@ -595,10 +622,10 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         if not index_current:  # one inlined copy of the index build (not two)
             _index_members(labels, sizes, order, start, cursor)
             index_current = True
-        k = partition.cluster_count[0]
+        k = cluster_count[0]
         split_type = k == 1 or np.random.random() < 0.5
         if split_type:
-            slot = active[int(np.random.random() * k)]
+            slot = active[np.int64(np.random.random() * k)]
             m = sizes[slot]
             uniforms[0] = np.random.random()
             uniforms[1] = np.random.random()
@@ -618,8 +645,8 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
             slot_b = active[pair[1]]
             size_a = sizes[slot_a]
             size_b = sizes[slot_b]
-            anchor_i = order[start[slot_a] + int(np.random.random() * size_a)]
-            anchor_j = order[start[slot_b] + int(np.random.random() * size_b)]
+            anchor_i = order[start[slot_a] + np.int64(np.random.random() * size_a)]
+            anchor_j = order[start[slot_b] + np.int64(np.random.random() * size_b)]
             m = size_a + size_b
         metropolis_uniform = np.random.random()
         members, current_sides = _indexed_members(labels, sizes, order, start, anchor_i,
@@ -630,22 +657,22 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         if split_type:
             merged = stats[labels[anchor_i]]
         else:
-            merged = merged_statistics(model, partition, anchor_i, anchor_j, members,
-                                       current_sides)
+            merged = _merged_statistics_fields(family_id, params, x, labels, sizes, stats,
+                                               anchor_i, anchor_j, members, current_sides)
             log_offset = (_log_split_type_probability(k - 1) + math.log(2.0)
                           + math.log(k) + math.log(size_a) + math.log(size_b)
                           - math.log(m) - math.log(m - 1))
-            if _merge_surely_rejected_given_merged(model, partition, tables, anchor_i,
-                                                   anchor_j, merged, log_offset,
-                                                   metropolis_uniform):
+            if _merge_surely_rejected_fields(family_id, params, labels, sizes, stats,
+                                             cluster_count, log_v, log_w, anchor_i, anchor_j,
+                                             merged, log_offset, metropolis_uniform):
                 move, accepted, log_ratio = MOVE_MERGE, False, np.nan
                 continue
         size_s = m - 2
         for t in range(2 * size_s):
             uniforms[t] = np.random.random()
-        move, log_ratio, moving, target = sams_proposal_given_members(
-            model, partition, tables, anchor_i, anchor_j, members, current_sides, uniforms,
-            merged)
+        move, log_ratio, moving, target = _sams_proposal_given_members_fields(
+            family_id, params, x, labels, empty_row, cluster_count, log_v, log_w, anchor_i,
+            anchor_j, members, current_sides, uniforms, merged)
         if split_type:
             size_a = moving.shape[0]
             size_b = m - size_a
@@ -655,7 +682,8 @@ def _cluster_sams_move_fields(family_id, params, x, labels, sizes, stats, empty_
         log_ratio += log_offset
         accepted = metropolis_accepts(log_ratio, metropolis_uniform)
         if accepted:
-            apply_proposal(model, partition, moving, target)
+            apply_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row,
+                                  active, where, cluster_count, moving, target)
             index_current = False
             n_accepted += 1
     return n_accepted, move, accepted, log_ratio

@@ -80,6 +80,7 @@ __all__ = [
     "anchor_clusters_members",
     "anchor_i_side",
     "apply_proposal",
+    "apply_proposal_fields",
     "build_moves_then_gibbs",
     "log_split_merge_ratio",
     "log_split_merge_ratio_given_merged",
@@ -255,7 +256,9 @@ def two_way_log_probabilities(family_id, params, x_row, stats_a, size_a, stats_b
              + dispatch.log_predictive(family_id, params, stats_a, x_row))
     log_b = (log_join_weight(log_w_table, size_b, 1)
              + dispatch.log_predictive(family_id, params, stats_b, x_row))
-    largest = max(log_a, log_b)
+    # max(log_a, log_b) (Python's and numba's rule: the second only if greater) without
+    # numba's max(), a function of its own to compile
+    largest = log_b if log_b > log_a else log_a  # noqa: FURB136
     if largest == -np.inf or np.isnan(largest):
         return math.log(0.5), math.log(0.5)
     log_total = largest + math.log(math.exp(log_a - largest) + math.exp(log_b - largest))
@@ -303,6 +306,16 @@ def apply_proposal(model, partition, moving_points, target_slot):
     """Move ``moving_points`` to ``target_slot`` (a fresh free slot when ``-1``), in place."""
     family_id, params, x = model
     labels, sizes, stats, empty_row, active, where, cluster_count = partition
+    return apply_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active,
+                                 where, cluster_count, moving_points, target_slot)
+
+
+@njit(cache=True, inline="always")
+def apply_proposal_fields(family_id, params, x, labels, sizes, stats, empty_row, active, where,
+                          cluster_count, moving_points, target_slot):
+    """:func:`apply_proposal` on the structures' fields (the one body; a kernel holding them
+    loose calls it: numba increments and decrements the reference count of every array of a
+    tuple at each copy of it, that is, at every argument of an inlined function)."""
     if target_slot < 0:
         target_slot = free_slot(where)
     for t in range(moving_points.shape[0]):
