@@ -16,9 +16,18 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
    of the incremental weights :math:`w^p = \exp\{(\beta_t - \beta_{t-1})\,\ell(c^p)\}` equals
    ``ess_threshold`` (or 1 if that is reached), each step at most ``max_temperature_step``,
    unless a fixed schedule is given;
-2. **evidence**: :math:`\log\hat Z \mathrel{+}= \log \frac1L\sum_p w^p` (the particles are
-   equally weighted after every resampling, so the increment is the mean incremental weight);
-3. **resampling**: systematic, to equal weights;
+2. **evidence**: :math:`\log\hat Z \mathrel{+}= \log \sum_p W^p w^p` with :math:`W^p` the
+   particles' normalised weights (:math:`1/L` after a resampling: the mean incremental
+   weight);
+3. **resampling**: systematic, to equal weights; at every stage (``resample_threshold = 1``,
+   the default) or, with ``resample_threshold`` :math:`\rho < 1`, only when the relative ESS of
+   the accumulated weights :math:`W^p w^p` falls below :math:`\rho` (and at the last stage,
+   so that the final particles are equally weighted); otherwise the particles keep
+   :math:`W^p \propto W^p w^p` and are moved all the same (the moves leave
+   :math:`\pi_{\beta_t}` invariant, so they are valid for weighted particles; Del Moral,
+   Doucet & Jasra 2006).  The temperature of step 1 then keeps the conditional ESS
+   :math:`(\sum_p W^p w^p)^2 / \sum_p W^p (w^p)^2` of Zhou, Johansen & Aston (2016) at
+   ``ess_threshold``, which is the ESS of step 1 when the particles are equally weighted;
 4. **move**: ``n_gibbs_sweeps`` collapsed Gibbs sweeps (random scan) invariant for
    :math:`\pi_{\beta_t}`: point :math:`i` joins block :math:`b` with weight
    :math:`W(m_b+1)/W(m_b)\; f(y_i \mid y_b)^{\beta_t}` and opens a block with weight
@@ -59,12 +68,15 @@ With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Cho
 ``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
 every state (the start included) becoming one of the ``L`` particles of the next stage.
 
-Every stage resamples, so the conditional ESS of Zhou, Johansen & Aston (2016) equals the ESS
-and chooses the same temperatures.  :func:`tempered_runs` runs many independent runs in one
-population (each with its own temperatures, resampling and rounds).
+With perfectly mixing moves, resampling adds nothing to the variance of :math:`\log\hat Z`
+(about :math:`\sum_t (1/\mathrm{ESS}_t - 1)/L`, the error of estimating each stage's ratio
+from :math:`L` particles), and carried weights make each ratio's estimate worse by the
+factor :math:`1/\mathrm{ESS}(W)`; carrying weights pays only when the moves mix poorly
+between stages.  Waste-free chains resample at every stage.  :func:`tempered_runs` runs many
+independent runs in one population (each with its own temperatures, resampling and rounds).
 
-With a fixed schedule and one round of moves per stage :math:`\hat Z = \prod_t \frac1L
-\sum_p w_t^p` is unbiased for :math:`p(y)` (Del Moral 2004); adaptive temperatures and rounds
+With a fixed schedule and one round of moves per stage :math:`\hat Z = \prod_t
+\sum_p W_t^p w_t^p` is unbiased for :math:`p(y)` (Del Moral 2004); adaptive temperatures and rounds
 make it consistent, with a bias of order :math:`1/L` that the tests and the benchmark measure.
 The particles after the last stage are equally weighted draws whose law tends to the
 posterior.
@@ -799,6 +811,12 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         at least the prior's largest number of blocks and otherwise leaves out the
         posterior mass of partitions with more than ``K`` blocks.  A prior with fewer blocks
         than points (``FiniteDirichletPrior(k)``) needs ``K <= k`` (``ValueError``).
+    resample_threshold : float
+        In ``(0, 1]``.  ``1`` (default): every stage resamples.  Below 1: the particles carry
+        their weights, a stage resamples only when the relative ESS of the accumulated
+        weights falls below it (and the last stage always), the temperatures keep the
+        conditional ESS at ``ess_threshold`` (module docstring).  Not with ``chain_length >
+        1`` (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -964,7 +982,7 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
     ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``chain_length``,
-    ``prepared``, ``max_stages``).
+    ``reference_labels``, ``resample_threshold``, ``prepared``, ``max_stages``).
 
     Returns
     -------

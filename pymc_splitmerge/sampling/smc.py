@@ -108,9 +108,10 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     prior and move through :math:`\pi_\beta(c) \propto p(c)\prod_b m(y_b)^\beta`,
     :math:`\beta` from 0 to 1 chosen adaptively so that the relative ESS of every stage's
     incremental weights is ``ess_threshold`` (as :func:`pymc.sample_smc`), resampling at every
-    stage and moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and
-    ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
-    logs of the stages' mean incremental weights.  It does not depend on the order of the
+    stage (or, with ``resample_threshold < 1``, only when the weights' ESS falls below it) and
+    moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and ``n_split_merge``
+    tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the logs of the stages'
+    weighted mean incremental weights.  It does not depend on the order of the
     points; on overlapping clusters start it from uniform labels (``reference_labels``), and
     the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
     n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
