@@ -33,7 +33,9 @@ up before timing):
    enumeration.
    ``--reference-labels K``: the tempered SMC starts from K uniform labels and tempers prior
    and likelihood together (``reference_labels``); ``--skip-sequential``: tempered runs only;
-   ``--fixed-schedule``: a pilot run's adaptive temperatures, then every tempered run on them.
+   ``--fixed-schedule``: a pilot run's adaptive temperatures, then every tempered run on them;
+   ``--resample-threshold R``: weighted particles, resampled only when the ESS of their weights
+   falls below R (temperatures by the conditional ESS; default 1: every stage resamples).
    ``--configurations`` (section 5c only): tempered configurations (particles, moves,
    cluster anchors, waste-free chains, ESS) at similar CPU on that mixture, DP(1), with the
    sd over runs of log Ẑ accumulated up to β = 0.5, 0.8, ..., 1 (where the spread arises).
@@ -253,14 +255,14 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
           f"L = {particles}, {_options_text(options)}; sequential L = {sequential_particles}, "
           f"Q = {sequential_rejuvenation}\n")
     print("| method | prior | mean log Z | sd log Z | pooled log Z (jackknife SE) | "
-          "stages (rounds) | CPU s / run |")
+          "stages (rounds, resampling stages) | CPU s / run |")
     print("|---|---|---|---|---|---|---|")
     results = {}
     for prior_name in ("DP(1)", "MFM(1, Poisson(3))"):
         prior = PRIORS[prior_name]
         prepared = tempered_smc.prepare_tempered(prior, family, x)
         tempered_smc.run_tempered_smc(prior, family, x[:10], 2, rng)  # warm-up
-        stages, move_rounds = [], []
+        stages, move_rounds, resampled = [], [], []
         prior_options = dict(options)
         if fixed_schedule:  # a pilot run's temperatures, then every run on them (unbiased Ẑ)
             start = time.process_time()
@@ -271,11 +273,12 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
                   f"{pilot.temperatures.size - 1} | {time.process_time() - start:.1f} |")
 
         def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds,
-                         prior_options=prior_options):
+                         resampled=resampled, prior_options=prior_options):
             result = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
                                                    prepared=prepared, **prior_options)
             stages.append(result.log_evidence_increments.size)
             move_rounds.append(result.move_rounds.sum())
+            resampled.append(result.resampled.sum())
             return result.log_evidence
 
         sequential_prepared = smc._prepare_run(prior, family, x, None, None)
@@ -288,7 +291,8 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
             values, seconds = _runs(function, runs)
             results[(method, prior_name)] = values
             pooled, se = pooled_log_evidence(values)
-            stage_text = (f"{np.mean(stages):.0f} ({np.mean(move_rounds):.0f})"
+            stage_text = (f"{np.mean(stages):.0f} ({np.mean(move_rounds):.0f}, "
+                          f"{np.mean(resampled):.0f})"
                           if method == "tempered" else "n")
             print(f"| {method} | {prior_name} | {values.mean():.2f} | "
                   f"{values.std(ddof=1):.3f} | {pooled:.2f} ({se:.3f}) | {stage_text} | "
@@ -444,7 +448,10 @@ def _options_text(options):
             f"{options['correlation_threshold']}), waste-free chains of "
             f"{options['chain_length']}"
             + ("" if options.get("reference_labels") is None else
-               f", from {options['reference_labels']} uniform labels (prior tempered too)"))
+               f", from {options['reference_labels']} uniform labels (prior tempered too)")
+            + ("" if options.get("resample_threshold", 1.0) >= 1.0 else
+               f", weighted particles resampled at ESS < {options['resample_threshold']} "
+               "(conditional-ESS temperatures)"))
 
 
 def neal_2000(runs, particles, options, rng):
@@ -524,6 +531,9 @@ def main():
     parser.add_argument("--fixed-schedule", action="store_true",
                         help="section 5: one adaptive pilot run per prior, then the tempered "
                              "runs on its temperatures (Ẑ exactly unbiased)")
+    parser.add_argument("--resample-threshold", type=float, default=1.0,
+                        help="tempered SMC: weighted particles, resampled only when the ESS "
+                             "of their weights falls below this (1: every stage)")
     parser.add_argument("--skip-sequential", action="store_true",
                         help="section 5: tempered SMC only (no sequential runs beside it)")
     args = parser.parse_args()
@@ -560,7 +570,8 @@ def main():
                    "ess_threshold": args.ess, "max_temperature_step": args.max_step,
                    "max_move_rounds": args.rounds, "correlation_threshold": args.correlation,
                    "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length,
-                   "reference_labels": args.reference_labels}
+                   "reference_labels": args.reference_labels,
+                   "resample_threshold": args.resample_threshold}
         neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
                                     options, rng, args.sequential_rejuvenation,

@@ -6,6 +6,10 @@
 * unbiasedness of Ẑ with a fixed schedule, every prior x 2 families: mean of Ẑ/Z over 1,000
   runs against 1 (|z| at the suite budget), one Gibbs sweep and one split-merge move per
   stage; negative control: the stage increment as the mean of the log weights (Jensen);
+* weighted particles resampled only when their ESS falls below ``resample_threshold``: Ẑ
+  unbiased with a fixed schedule, every prior x 2 families; negative control: weights not
+  carried across a stage that does not resample; the conditional ESS picks the temperature;
+  the final law against enumeration;
 * adaptive temperatures: the bias of order 1/L shrinks with L;
 * the final particle law (one particle per run) against enumeration, chi^2; negative control:
   the moves at a wrong temperature;
@@ -155,6 +159,93 @@ def _evidence_z(prior, family, x, rng, num_particles=4, log_z=None, **options):
 
 def _two_sided(z):
     return 2 * stats.norm.sf(abs(z))
+
+
+# ----------------------------------------------- weighted particles, resampling when ESS falls
+WEIGHTED_SCHEDULE = (0.0, 0.25, 0.5, 1.0)
+# one SAMS move and no Gibbs sweep per stage: the particles keep part of their law between
+# stages, so the weights they carry matter (with a Gibbs sweep on 5-6 points they hardly do)
+WEIGHTED_OPTIONS = {"temperatures": WEIGHTED_SCHEDULE, "n_gibbs_sweeps": 0,
+                    "n_split_merge": 1, "resample_threshold": 0.8}
+
+
+def _weighted_evidence_z(prior, family, x, rng):
+    results = ts.tempered_runs(prior, family, x, 4, RUNS, rng, **WEIGHTED_OPTIONS)
+    ratio = np.exp(np.array([r.log_evidence for r in results])
+                   - exact_posterior(prior, family, x).log_evidence)
+    z = (ratio.mean() - 1.0) / (ratio.std(ddof=1) / np.sqrt(ratio.size))
+    resampled = np.array([r.resampled[:-1] for r in results])  # the last stage always does
+    return z, ratio.mean(), resampled
+
+
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_adaptive_resampling_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
+    """Weighted particles resampled only when the ESS of their weights falls below
+    ``resample_threshold`` (moves at every stage, log Ẑ += log Σ W w): Ẑ is unbiased."""
+    family, x = _problem(family_name)
+    rng = np.random.default_rng(zlib.crc32(f"weighted-{prior_name}-{family_name}".encode()))
+    z, mean, resampled = _weighted_evidence_z(PRIORS[prior_name], family, x, rng)
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+    # both branches ran: stages that resampled and stages that carried their weights
+    assert 0.02 < resampled.mean() < 0.98, resampled.mean()
+
+
+def test_negative_control_weights_not_carried_are_rejected(monkeypatch):
+    """The same test rejects a stage that neither resamples nor carries its weights."""
+    family, x = _problem("bernoulli")
+    monkeypatch.setattr(ts, "_carry_weights",
+                        lambda log_weights, log_incremental: np.zeros_like(log_weights))
+    z, mean, _ = _weighted_evidence_z(PRIORS["dp"], family, x, np.random.default_rng(24))
+    assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_every_stage_resamples_by_default_and_the_last_always():
+    family, x = _problem("niw")
+    rng = np.random.default_rng(25)
+    for result in ts.tempered_runs(PRIORS["dp"], family, x, 4, 20, rng):
+        assert result.resampled.all()
+    weighted = ts.tempered_runs(PRIORS["dp"], family, x, 4, 20, rng, resample_threshold=0.3,
+                                max_temperature_step=0.2)
+    assert all(r.resampled[-1] for r in weighted)
+    assert not all(r.resampled.all() for r in weighted)
+
+
+def test_conditional_ess_chooses_the_temperature():
+    """With carried weights the step keeps the conditional ESS (Σ W w)² / Σ W w² at the
+    threshold; equal weights give the ESS criterion's temperature."""
+    rng = np.random.default_rng(26)
+    rows = rng.normal(-50.0, 10.0, size=(3, 30))
+    log_weights = rng.normal(0.0, 1.0, size=(3, 30))
+    beta = np.array([0.0, 0.4, 0.8])
+    np.testing.assert_allclose(ts.next_temperature(rows, beta, 0.7, 1.0, np.zeros((3, 30))),
+                               ts.next_temperature(rows, beta, 0.7, 1.0))
+    new = ts.next_temperature(rows, beta, 0.7, 1.0, log_weights)
+    weights = np.exp(log_weights) / np.exp(log_weights).sum(axis=1, keepdims=True)
+    w = np.exp((new - beta)[:, None] * (rows - rows.max(axis=1, keepdims=True)))
+    cess = np.sum(weights * w, axis=1) ** 2 / np.sum(weights * w**2, axis=1)
+    np.testing.assert_allclose(cess, 0.7, rtol=1e-6)
+    # the plain ESS of the incremental weights would pick another temperature
+    assert np.all(np.abs(new - ts.next_temperature(rows, beta, 0.7, 1.0)) > 1e-6)
+
+
+def test_weighted_final_particles_follow_the_posterior():
+    family, x = _problem("niw")
+    prior = PRIORS["mfm"]
+    labels = _final_particles(prior, family, x, np.random.default_rng(27), n_split_merge=2,
+                              max_temperature_step=0.4, resample_threshold=0.5)
+    assert_partition_gof(labels, exact_posterior(prior, family, x))
+
+
+def test_resample_threshold_clear_errors():
+    family, x = _problem("niw")
+    rng = np.random.default_rng(0)
+    for value in (0.0, 1.5):
+        with pytest.raises(ValueError, match="resample_threshold must be in"):
+            ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, rng, resample_threshold=value)
+    with pytest.raises(ValueError, match="resample_threshold=1"):
+        ts.tempered_runs(PRIORS["dp"], family, x, 4, 1, rng, chain_length=2,
+                         resample_threshold=0.5)
 
 
 @pytest.mark.parametrize("family_name", list(FAMILIES))
@@ -497,6 +588,33 @@ def test_sample_smc_tempered_clear_errors():
     with pytest.raises(ValueError, match="multiple of chain_length"):
         psm.sample_smc(draws=9, chains=2, model=model, method="tempered", chain_length=2,
                        progressbar=False)
+    with pytest.raises(ValueError, match="resample_threshold must be in"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered",
+                       resample_threshold=0.0, progressbar=False)
+    with pytest.raises(ValueError, match="resample_threshold=1"):
+        psm.sample_smc(draws=8, chains=2, model=model, method="tempered", chain_length=2,
+                       resample_threshold=0.5, progressbar=False)
+    with pytest.raises(ValueError, match="resample_threshold belongs to method='tempered'"):
+        psm.sample_smc(draws=8, chains=2, model=model, resample_threshold=0.5,
+                       progressbar=False)
+
+
+def test_sample_smc_tempered_weighted_particles_stats_and_cores():
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+
+    model = _model(1.0)
+    results = [psm.sample_smc(draws=20, chains=3, model=model, method="tempered",
+                              resample_threshold=0.5, max_temperature_step=0.2, random_seed=5,
+                              cores=cores, progressbar=False) for cores in (1, 2)]
+    stats_1, stats_2 = (get_group(result, "sample_stats") for result in results)
+    np.testing.assert_array_equal(np.asarray(stats_1["log_marginal_likelihood"]),
+                                  np.asarray(stats_2["log_marginal_likelihood"]))
+    resampled = np.asarray(stats_1["resampled"])
+    stages = np.asarray(stats_1["stages"])
+    assert np.all(resampled[np.arange(3), stages - 1])  # the last stage always resamples
+    assert resampled.sum() < stages.sum()  # and not every stage
+    assert stats_1.attrs["resample_threshold"] == 0.5
 
 
 def test_sample_smc_tempered_waste_free_with_cluster_anchors():

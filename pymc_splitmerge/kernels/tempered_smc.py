@@ -16,9 +16,18 @@ Jasra 2006; Chopin & Papaspiliopoulos 2020, ch. 17):
    of the incremental weights :math:`w^p = \exp\{(\beta_t - \beta_{t-1})\,\ell(c^p)\}` equals
    ``ess_threshold`` (or 1 if that is reached), each step at most ``max_temperature_step``,
    unless a fixed schedule is given;
-2. **evidence**: :math:`\log\hat Z \mathrel{+}= \log \frac1L\sum_p w^p` (the particles are
-   equally weighted after every resampling, so the increment is the mean incremental weight);
-3. **resampling**: systematic, to equal weights;
+2. **evidence**: :math:`\log\hat Z \mathrel{+}= \log \sum_p W^p w^p` with :math:`W^p` the
+   particles' normalised weights (:math:`1/L` after a resampling: the mean incremental
+   weight);
+3. **resampling**: systematic, to equal weights; at every stage (``resample_threshold = 1``,
+   the default) or, with ``resample_threshold`` :math:`\rho < 1`, only when the relative ESS of
+   the accumulated weights :math:`W^p w^p` falls below :math:`\rho` (and at the last stage,
+   so that the final particles are equally weighted); otherwise the particles keep
+   :math:`W^p \propto W^p w^p` and are moved all the same (the moves leave
+   :math:`\pi_{\beta_t}` invariant, so they are valid for weighted particles; Del Moral,
+   Doucet & Jasra 2006).  The temperature of step 1 then keeps the conditional ESS
+   :math:`(\sum_p W^p w^p)^2 / \sum_p W^p (w^p)^2` of Zhou, Johansen & Aston (2016) at
+   ``ess_threshold``, which is the ESS of step 1 when the particles are equally weighted;
 4. **move**: ``n_gibbs_sweeps`` collapsed Gibbs sweeps (random scan) invariant for
    :math:`\pi_{\beta_t}`: point :math:`i` joins block :math:`b` with weight
    :math:`W(m_b+1)/W(m_b)\; f(y_i \mid y_b)^{\beta_t}` and opens a block with weight
@@ -59,12 +68,15 @@ With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Cho
 ``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
 every state (the start included) becoming one of the ``L`` particles of the next stage.
 
-Every stage resamples, so the conditional ESS of Zhou, Johansen & Aston (2016) equals the ESS
-and chooses the same temperatures.  :func:`tempered_runs` runs many independent runs in one
-population (each with its own temperatures, resampling and rounds).
+With perfectly mixing moves, resampling adds nothing to the variance of :math:`\log\hat Z`
+(about :math:`\sum_t (1/\mathrm{ESS}_t - 1)/L`, the error of estimating each stage's ratio
+from :math:`L` particles), and carried weights make each ratio's estimate worse by the
+factor :math:`1/\mathrm{ESS}(W)`; carrying weights pays only when the moves mix poorly
+between stages.  Waste-free chains resample at every stage.  :func:`tempered_runs` runs many
+independent runs in one population (each with its own temperatures, resampling and rounds).
 
-With a fixed schedule and one round of moves per stage :math:`\hat Z = \prod_t \frac1L
-\sum_p w_t^p` is unbiased for :math:`p(y)` (Del Moral 2004); adaptive temperatures and rounds
+With a fixed schedule and one round of moves per stage :math:`\hat Z = \prod_t
+\sum_p W_t^p w_t^p` is unbiased for :math:`p(y)` (Del Moral 2004); adaptive temperatures and rounds
 make it consistent, with a bias of order :math:`1/L` that the tests and the benchmark measure.
 The particles after the last stage are equally weighted draws whose law tends to the
 posterior.
@@ -477,12 +489,33 @@ def _copy_particles(placed, population, empty_row, sources, targets):
 
 # ============================================================================ Python driver
 def stage_log_increment(log_incremental_weights) -> float:
-    """``log (1/L) sum_p w^p`` of equally weighted particles: one stage's evidence factor."""
+    """``log (1/L) sum_p w^p`` of equally weighted particles: one stage's evidence factor.
+
+    Weighted particles (normalised weights ``W``) pass ``log w^p + log (L W^p)``, whose value
+    is ``log sum_p W^p w^p``.
+    """
     values = np.asarray(log_incremental_weights, dtype=float)
     peak = values.max()
     if not np.isfinite(peak):
         return -np.inf
     return float(peak + np.log(np.mean(np.exp(values - peak))))
+
+
+def _log_sum_exp_rows(values):
+    """``log sum_p exp(values[g, p])`` of every row (G, L)."""
+    peak = values.max(axis=1)
+    return peak + np.log(np.sum(np.exp(values - peak[:, None]), axis=1))
+
+
+def _log_mean_exp_rows(values):
+    """``log (1/L) sum_p exp(values[g, p])`` of every row (G, L)."""
+    return _log_sum_exp_rows(values) - np.log(values.shape[1])
+
+
+def _carry_weights(log_weights, log_incremental):
+    """The particles' log weights after a stage: the carried ones times the incremental ones
+    (rows (G, L)); resampling resets them to 0."""
+    return log_weights + log_incremental
 
 
 def _relative_ess_rows(log_weights):
@@ -492,8 +525,15 @@ def _relative_ess_rows(log_weights):
     return weights.sum(axis=1) ** 2 / (weights.shape[1] * np.sum(weights**2, axis=1))
 
 
-def next_temperature(log_likelihoods, beta, ess_threshold: float, max_step: float = 1.0):
+def next_temperature(log_likelihoods, beta, ess_threshold: float, max_step: float = 1.0,
+                     log_weights=None):
     """The next inverse temperature: relative ESS of ``exp(Δβ ℓ)`` equal to ``ess_threshold``.
+
+    With the particles' carried ``log_weights`` (same shape as ``log_likelihoods``; ``None``:
+    equally weighted) the criterion is the conditional ESS of Zhou, Johansen & Aston (2016),
+    ``(Σ W w)² / Σ W w²`` with ``W`` the normalised weights and ``w = exp(Δβ ℓ)``: how much
+    the stage itself degrades the weights, whatever they were before (it equals the relative
+    ESS of ``w`` when the particles are equally weighted).
 
     Bisection on ``Δβ`` in ``(0, min(1 - β, max_step)]`` as :func:`pymc.sample_smc`; the
     largest step when its ESS stays above the threshold.  ``max_step`` guards against the ESS
@@ -502,20 +542,27 @@ def next_temperature(log_likelihoods, beta, ess_threshold: float, max_step: floa
     moves no stages to reach the clusters the colder targets need.  With ``log_likelihoods``
     of shape (G, L) and ``beta`` of shape (G,) the G independent runs are stepped at once
     (an array is returned); with one run (shape (L,)) a float.
-
-    Every stage resamples to equal weights, so the conditional ESS of Zhou, Johansen & Aston
-    (2016) equals this ESS: the two criteria choose the same temperatures here.
     """
     single = np.ndim(log_likelihoods) == 1
     rows = np.atleast_2d(np.asarray(log_likelihoods, dtype=float))
     beta = np.atleast_1d(np.asarray(beta, dtype=float))
+    if log_weights is None:
+        criterion = _relative_ess_rows
+    else:
+        carried = np.atleast_2d(np.asarray(log_weights, dtype=float))
+
+        def criterion(log_incremental):  # (Σ W w)² / Σ W w², W ∝ exp(carried)
+            return np.exp(2.0 * _log_sum_exp_rows(carried + log_incremental)
+                          - _log_sum_exp_rows(carried + 2.0 * log_incremental)
+                          - _log_sum_exp_rows(carried))
+
     largest = np.minimum(1.0 - beta, float(max_step))
     to_end = largest >= 1.0 - beta
-    accept_largest = _relative_ess_rows(largest[:, None] * rows) >= ess_threshold
+    accept_largest = criterion(largest[:, None] * rows) >= ess_threshold
     low, high = np.zeros_like(largest), largest.copy()
     for _ in range(40):  # relative precision 1e-12 of the step
         middle = 0.5 * (low + high)
-        good = _relative_ess_rows(middle[:, None] * rows) >= ess_threshold
+        good = criterion(middle[:, None] * rows) >= ess_threshold
         low = np.where(good, middle, low)
         high = np.where(good, high, middle)
     step = np.where(low > 0.0, low, high)
@@ -574,6 +621,9 @@ class TemperedSMCResult(NamedTuple):
         split-merge moves, counted per move).
     move_rounds : ndarray of int, shape (stages,)
         Rounds of moves (``n_gibbs_sweeps`` sweeps + ``n_split_merge`` SAMS moves) per stage.
+    resampled : ndarray of bool, shape (stages,)
+        Whether the stage resampled (every stage with ``resample_threshold = 1``; the last
+        stage always).
     """
 
     labels: np.ndarray
@@ -582,6 +632,7 @@ class TemperedSMCResult(NamedTuple):
     log_evidence_increments: np.ndarray
     acceptance: np.ndarray
     move_rounds: np.ndarray
+    resampled: np.ndarray
 
 
 def _check_tempered_arguments(num_particles, n_gibbs_sweeps, n_split_merge, ess_threshold,
@@ -622,6 +673,16 @@ def _check_chain_length(chain_length, num_particles, max_move_rounds):
     if chain_length > 1 and max_move_rounds != 1:
         raise ValueError("chain_length > 1 (waste-free chains) runs one round of moves per "
                          f"stage; set max_move_rounds=1 (got {max_move_rounds!r})")
+
+
+def _check_resample_threshold(resample_threshold, chain_length):
+    if not 0.0 < float(resample_threshold) <= 1.0:
+        raise ValueError(
+            f"resample_threshold must be in (0, 1]; got {resample_threshold!r}")
+    if chain_length > 1 and float(resample_threshold) < 1.0:
+        raise ValueError("chain_length > 1 (waste-free chains) resamples the chains' starts "
+                         "at every stage; set resample_threshold=1 (got "
+                         f"{resample_threshold!r})")
 
 
 def _waste_free_chains(model, prepared, population, placed, moving_runs, betas, prior_scales,
@@ -696,7 +757,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
                   correlation_threshold: float = 0.1, cluster_anchors: bool = False,
-                  chain_length: int = 1, reference_labels: int | None = None, prepared=None,
+                  chain_length: int = 1, reference_labels: int | None = None,
+                  resample_threshold: float = 1.0, prepared=None,
                   max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
@@ -749,6 +811,12 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         at least the prior's largest number of blocks and otherwise leaves out the
         posterior mass of partitions with more than ``K`` blocks.  A prior with fewer blocks
         than points (``FiniteDirichletPrior(k)``) needs ``K <= k`` (``ValueError``).
+    resample_threshold : float
+        In ``(0, 1]``.  ``1`` (default): every stage resamples.  Below 1: the particles carry
+        their weights, a stage resamples only when the relative ESS of the accumulated
+        weights falls below it (and the last stage always), the temperatures keep the
+        conditional ESS at ``ess_threshold`` (module docstring).  Not with ``chain_length >
+        1`` (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -764,6 +832,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     if int(num_runs) != num_runs or num_runs < 1:
         raise ValueError(f"num_runs must be a positive integer; got {num_runs!r}")
     _check_chain_length(chain_length, num_particles, max_move_rounds)
+    _check_resample_threshold(resample_threshold, chain_length)
     if prepared is None:
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
@@ -813,6 +882,9 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     increments = [[] for _ in range(runs)]
     acceptance = [[] for _ in range(runs)]
     rounds_used = [[] for _ in range(runs)]
+    resampled = [[] for _ in range(runs)]
+    log_weights = np.zeros(total)  # carried log weights (0: equally weighted)
+    threshold = float(resample_threshold)
     sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
     length = int(chain_length)
     updates_per_round = (size - size // length if length > 1 else size) * (n * sweeps + moves)
@@ -822,20 +894,33 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
             raise RuntimeError(f"tempered SMC needed more than {max_stages} stages")
         active = np.flatnonzero(beta < 1.0)
         rows = log_likelihoods.reshape(runs, size)[active]
-        new = (next_temperature(rows, beta[active], ess_threshold, max_temperature_step)
+        new = (next_temperature(rows, beta[active], ess_threshold, max_temperature_step,
+                                None if threshold >= 1.0 else
+                                log_weights.reshape(runs, size)[active])
                if schedule is None else np.full(active.size, float(schedule[stage + 1])))
         log_incremental = (new - beta[active])[:, None] * rows
+        # normalised log weights W (log L W = 0 when equally weighted): log Σ W w per run
+        log_carried = log_weights.reshape(runs, size)[active]
+        log_carried = log_carried - _log_mean_exp_rows(log_carried)[:, None]
         for g, run in enumerate(active):
-            increments[run].append(stage_log_increment(log_incremental[g]))
+            increments[run].append(stage_log_increment(log_incremental[g] + log_carried[g]))
+        log_accumulated = _carry_weights(log_carried, log_incremental)
+        resample = ((new >= 1.0) | (threshold >= 1.0)
+                    | (_relative_ess_rows(log_accumulated) < threshold))
+        log_weights.reshape(runs, size)[active] = np.where(resample[:, None], 0.0,
+                                                           log_accumulated)
         ancestors = np.arange(total)
-        chosen = _grouped_systematic_ancestors(log_incremental, rng, size // length) + (
-            active * size - np.arange(active.size) * size)[:, None]
-        # waste-free: every state of chain m (particles m P .. m P + P - 1) starts from its
-        # ancestor; the moves below turn state j into one more round of moves from state j - 1
-        ancestors.reshape(runs, size)[active] = np.repeat(chosen, length, axis=1)
-        _resample_population(placed, ancestors, population, spare, empty_row)
-        population, spare = spare, population
-        log_likelihoods = log_likelihoods[ancestors]
+        if resample.any():
+            chosen = _grouped_systematic_ancestors(log_accumulated[resample], rng,
+                                                   size // length) + (
+                active[resample] * size - np.arange(resample.sum()) * size)[:, None]
+            # waste-free: every state of chain m (particles m P .. m P + P - 1) starts from its
+            # ancestor; the moves below turn state j into one more round of moves from state
+            # j - 1
+            ancestors.reshape(runs, size)[active[resample]] = np.repeat(chosen, length, axis=1)
+            _resample_population(placed, ancestors, population, spare, empty_row)
+            population, spare = spare, population
+            log_likelihoods = log_likelihoods[ancestors]
         particle_betas.reshape(runs, size)[active] = new[:, None]
         if reference_labels is not None:
             particle_scales.reshape(runs, size)[active] = new[:, None]
@@ -877,6 +962,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
             acceptance[run].append(changed[run] / updates if updates else 0.0)
             rounds_used[run].append(int(count[run]))
             betas[run].append(float(new[g]))
+            resampled[run].append(bool(resample[g]))
         beta[active] = new
         stage += 1
     results = []
@@ -885,7 +971,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         results.append(TemperedSMCResult(
             canonical_labels(labels), float(np.sum(increments[run])), np.array(betas[run]),
             np.array(increments[run]), np.array(acceptance[run]),
-            np.array(rounds_used[run], dtype=np.int64)))
+            np.array(rounds_used[run], dtype=np.int64), np.array(resampled[run], dtype=bool)))
     return results
 
 
@@ -896,7 +982,7 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
     ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``chain_length``,
-    ``prepared``, ``max_stages``).
+    ``reference_labels``, ``resample_threshold``, ``prepared``, ``max_stages``).
 
     Returns
     -------

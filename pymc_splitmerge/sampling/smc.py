@@ -91,7 +91,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                n_gibbs_sweeps: int = 2, n_split_merge: int = 30, temperatures=None,
                max_temperature_step: float = 0.05, max_move_rounds: int = 1,
                correlation_threshold: float = 0.1, cluster_anchors: bool = False,
-               chain_length: int = 1, reference_labels: int | None = None):
+               chain_length: int = 1, reference_labels: int | None = None,
+               resample_threshold: float = 1.0):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -107,9 +108,10 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     prior and move through :math:`\pi_\beta(c) \propto p(c)\prod_b m(y_b)^\beta`,
     :math:`\beta` from 0 to 1 chosen adaptively so that the relative ESS of every stage's
     incremental weights is ``ess_threshold`` (as :func:`pymc.sample_smc`), resampling at every
-    stage and moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and
-    ``n_split_merge`` tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the
-    logs of the stages' mean incremental weights.  It does not depend on the order of the
+    stage (or, with ``resample_threshold < 1``, only when the weights' ESS falls below it) and
+    moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and ``n_split_merge``
+    tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the logs of the stages'
+    weighted mean incremental weights.  It does not depend on the order of the
     points; on overlapping clusters start it from uniform labels (``reference_labels``), and
     the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
     n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
@@ -195,6 +197,13 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         :math:`p(y, k \le K)`: choose ``K`` well above the number of clusters the posterior
         supports (it is :math:`p(y)` exactly when ``K`` is at least the prior's largest number
         of blocks; ``sample_smc`` warns when a final particle has ``K`` or more blocks).
+    resample_threshold : float
+        In ``(0, 1]`` (``method="tempered"``): with ``1`` (default) every stage resamples;
+        below 1 the particles keep their weights from stage to stage (still moved at every
+        stage), a stage resamples only when the relative ESS of the accumulated weights falls
+        below ``resample_threshold`` (and the last stage always), the temperatures follow the
+        conditional ESS of Zhou, Johansen & Aston (2016) and :math:`\log\hat Z` adds
+        :math:`\log\sum_p W^p w^p` per stage.  Not with ``chain_length > 1``.
 
     Returns
     -------
@@ -203,8 +212,8 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         (``log_marginal_likelihood`` per chain; per-step ``ess``, ``resampled``,
         ``log_evidence_increment``) and ``observed_data``.  With ``method="tempered"`` the
         per-stage statistics (dimension ``smc_stage``, NaN after a chain's last stage) are
-        ``beta``, ``log_evidence_increment``, ``acceptance`` and ``move_rounds``, with
-        ``stages`` per chain.
+        ``beta``, ``log_evidence_increment``, ``acceptance``, ``move_rounds`` and
+        ``resampled``, with ``stages`` per chain.
 
     Examples
     --------
@@ -222,8 +231,11 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
                                 max_temperature_step, max_move_rounds, correlation_threshold,
                                 cluster_anchors, chain_length, reference_labels,
-                                order=order, rejuvenation=rejuvenation, anneal=anneal,
+                                resample_threshold, order=order, rejuvenation=rejuvenation, anneal=anneal,
                                 resampling=resampling, previous=previous)
+    if resample_threshold != 1.0:
+        raise ValueError("resample_threshold belongs to method='tempered'; the sequential "
+                         "method resamples when the ESS falls below ess_threshold")
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
@@ -347,7 +359,7 @@ def _run_tasks(function, tasks, cores):
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
                      n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
                      max_move_rounds, correlation_threshold, cluster_anchors, chain_length,
-                     reference_labels, **sequential_only):
+                     reference_labels, resample_threshold, **sequential_only):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
     defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
                 "previous": None}
@@ -363,6 +375,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                                               ess_threshold, temperatures, max_temperature_step,
                                               max_move_rounds, correlation_threshold)
     tempered_kernel._check_chain_length(chain_length, draws, max_move_rounds)
+    tempered_kernel._check_resample_threshold(resample_threshold, chain_length)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
     if reference_labels is not None:
@@ -378,7 +391,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "max_move_rounds": int(max_move_rounds),
                "correlation_threshold": float(correlation_threshold),
                "cluster_anchors": bool(cluster_anchors), "chain_length": int(chain_length),
-               "reference_labels": None if reference_labels is None else int(reference_labels)}
+               "reference_labels": None if reference_labels is None else int(reference_labels),
+               "resample_threshold": float(resample_threshold)}
     tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
              for seed in chain_seeds]
     outputs = _run_tasks(_run_tempered_chain, tasks, cores)
@@ -389,6 +403,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     increments = np.full((chains, stages), np.nan)
     acceptance = np.full((chains, stages), np.nan)
     rounds = np.full((chains, stages), np.nan)
+    resampled = np.zeros((chains, stages), dtype=bool)
     counts = np.empty(chains, dtype=np.int64)
     seconds = np.empty(chains)
     for chain, (output, elapsed) in enumerate(outputs):
@@ -399,6 +414,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         increments[chain, :count] = output.log_evidence_increments
         acceptance[chain, :count] = output.acceptance
         rounds[chain, :count] = output.move_rounds
+        resampled[chain, :count] = output.resampled
         counts[chain] = count
         seconds[chain] = elapsed
         if progressbar:
@@ -424,6 +440,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
             "log_evidence_increment": (("chain", "smc_stage"), increments),
             "acceptance": (("chain", "smc_stage"), acceptance),
             "move_rounds": (("chain", "smc_stage"), rounds),
+            "resampled": (("chain", "smc_stage"), resampled),
             "stages": (("chain",), counts),
             "sampling_time": (("chain",), seconds),
         },
@@ -436,6 +453,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "correlation_threshold": float(correlation_threshold),
                "cluster_anchors": int(bool(cluster_anchors)),
                "chain_length": int(chain_length),
+               "resample_threshold": float(resample_threshold),
                "reference_labels": "none" if reference_labels is None else int(reference_labels),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
