@@ -594,9 +594,19 @@ def test_sample_smc_tempered_clear_errors():
     with pytest.raises(ValueError, match="resample_threshold=1"):
         psm.sample_smc(draws=8, chains=2, model=model, method="tempered", chain_length=2,
                        resample_threshold=0.5, progressbar=False)
-    with pytest.raises(ValueError, match="resample_threshold belongs to method='tempered'"):
+    # an argument of the other method would be ignored: refused, every one named
+    with pytest.raises(ValueError, match="^resample_threshold belongs to method='tempered'"):
         psm.sample_smc(draws=8, chains=2, model=model, resample_threshold=0.5,
                        progressbar=False)
+    with pytest.raises(ValueError,
+                       match="^n_gibbs_sweeps, temperatures, cluster_anchors belong to "
+                             "method='tempered' and would be ignored by method='sequential'"):
+        psm.sample_smc(draws=8, chains=2, model=model, n_gibbs_sweeps=5,
+                       temperatures=np.array([0.0, 0.5, 1.0]), cluster_anchors=True,
+                       progressbar=False)
+    # control: the defaults written out are not "given"
+    psm.sample_smc(draws=8, chains=2, model=model, n_gibbs_sweeps=2, n_split_merge=30,
+                   temperatures=None, resample_threshold=1.0, progressbar=False, cores=1)
 
 
 def test_sample_smc_tempered_weighted_particles_stats_and_cores():

@@ -29,6 +29,7 @@ process mixtures.  AISTATS.
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 import os
 import time
@@ -156,8 +157,10 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     method : {"sequential", "tempered"}
         Data-arrival SMC (Lomeli; Ülker et al.) or likelihood-tempered SMC (above).
         ``order``, ``rejuvenation``, ``anneal``, ``resampling`` and ``previous`` belong to the
-        sequential method, ``n_gibbs_sweeps``, ``n_split_merge`` and ``temperatures`` to the
-        tempered one.
+        sequential method, ``n_gibbs_sweeps``, ``n_split_merge``, ``temperatures`` and the
+        arguments below marked ``method="tempered"`` to the tempered one; an argument of the
+        other method given a value other than its default is refused (``ValueError``), not
+        ignored.
     n_gibbs_sweeps : int
         Tempered Gibbs sweeps per particle and stage (``method="tempered"``).
     n_split_merge : int
@@ -226,16 +229,13 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     model = pm.modelcontext(model)
     if method not in ("sequential", "tempered"):
         raise ValueError(f"method must be 'sequential' or 'tempered'; got {method!r}")
+    _refuse_other_methods_arguments(method, locals())
     if method == "tempered":
         return _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
                                 max_temperature_step, max_move_rounds, correlation_threshold,
                                 cluster_anchors, chain_length, reference_labels,
-                                resample_threshold, order=order, rejuvenation=rejuvenation, anneal=anneal,
-                                resampling=resampling, previous=previous)
-    if resample_threshold != 1.0:
-        raise ValueError("resample_threshold belongs to method='tempered'; the sequential "
-                         "method resamples when the ESS falls below ess_threshold")
+                                resample_threshold)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
@@ -356,18 +356,39 @@ def _run_tasks(function, tasks, cores):
         return list(executor.map(function, tasks, chunksize=max(1, -(-len(tasks) // workers))))
 
 
+#: the arguments of :func:`sample_smc` that only one method reads
+_METHOD_ARGUMENTS = {
+    "sequential": ("order", "rejuvenation", "anneal", "resampling", "previous"),
+    "tempered": ("n_gibbs_sweeps", "n_split_merge", "temperatures", "max_temperature_step",
+                 "max_move_rounds", "correlation_threshold", "cluster_anchors", "chain_length",
+                 "reference_labels", "resample_threshold"),
+}
+
+
+def _refuse_other_methods_arguments(method: str, given: dict) -> None:
+    """``ValueError`` naming every argument of the other method that is not at its default
+    (it would be ignored silently)."""
+    other = "tempered" if method == "sequential" else "sequential"
+    parameters = inspect.signature(sample_smc).parameters
+    changed = []
+    for name in _METHOD_ARGUMENTS[other]:
+        value, default = given[name], parameters[name].default
+        unchanged = value is default or (
+            default is not None and np.ndim(value) == 0 and value == default)
+        if not unchanged:
+            changed.append(name)
+    if changed:
+        verb = "belongs" if len(changed) == 1 else "belong"
+        raise ValueError(f"{', '.join(changed)} {verb} to method={other!r} and would be "
+                         f"ignored by method={method!r}: leave them out, or pass "
+                         f"method={other!r}")
+
+
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
                      n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
                      max_move_rounds, correlation_threshold, cluster_anchors, chain_length,
-                     reference_labels, resample_threshold, **sequential_only):
+                     reference_labels, resample_threshold):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
-    defaults = {"order": None, "rejuvenation": 0, "anneal": None, "resampling": "systematic",
-                "previous": None}
-    changed = [name for name, value in sequential_only.items()
-               if not (value is defaults[name] or value == defaults[name])]
-    if changed:
-        raise ValueError(f"{changed} belong to method='sequential'; method='tempered' moves "
-                         "the particles with n_gibbs_sweeps and n_split_merge instead")
     for name, value in (("draws", draws), ("chains", chains)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}")
