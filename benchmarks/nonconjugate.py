@@ -39,7 +39,9 @@ Contenders (all through ``pm.sample``, ``cores=1``, the same draws and tuning;
   any other point) per draw;
 * ``laplace+psm3+cp50x3``: ``laplace+psm3``, 50 cluster-point split-merge updates and three
   Algorithm 8 sweeps per draw; ``laplace+psm1+cp50x3``: the same with one parameter
-  split-merge per draw (run these by name with ``--contenders``);
+  split-merge per draw; ``laplace+psm1+cp50x3+sm50``: that with 50 label split-merge
+  updates with uniform anchors per draw instead of 10 (run these by name with
+  ``--contenders``);
 * ``pymc_sb``: PyMC's truncated stick-breaking mixture (K = 20 components, labels
   marginalised with ``pm.Mixture``), NUTS on everything; the labels of a draw are drawn from
   ``p(z | weights, theta, y)`` to compute the partition quantities.
@@ -306,6 +308,9 @@ CONTENDER_MOVES = {
     "laplace+psm1+cp50x3": {"n_split_merge": 10, "n_parameter_updates": 1,
                              "n_parameter_split_merge": 1, "n_cluster_point_split_merge": 50,
                              "n_gibbs_sweeps": 3},
+    "laplace+psm1+cp50x3+sm50": {"n_split_merge": 50, "n_parameter_updates": 1,
+                                 "n_parameter_split_merge": 1,
+                                 "n_cluster_point_split_merge": 50, "n_gibbs_sweeps": 3},
 }
 
 
@@ -485,10 +490,12 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", No
 
 
 def move_counts(n, capacity, draws, tune, chains, seed, contender):
-    """What changes the number of clusters K, by move: each move of ``SlotGibbsStep`` (the
-    moves of ``CONTENDER_MOVES[contender]``) wrapped to record the occupied slots before and
-    after it, through ``pm.sample`` on the Student-t data; K's posterior, the sizes of the
-    clusters beyond the three largest and K's bulk ESS."""
+    """What changes the number of clusters K and the largest cluster's size, by move: each
+    move of ``SlotGibbsStep`` (the moves of ``CONTENDER_MOVES[contender]``) wrapped to record
+    the occupied slots before and after it, through ``pm.sample`` on the Student-t data
+    (``--seed`` picks the data set and the chains); K's posterior, the sizes of the clusters
+    beyond the three largest, K's and the largest fraction's bulk ESS, the largest fraction's
+    quantiles and its runs below 0.46 (excursions of the largest cluster split in two)."""
     import pymc_splitmerge.steps.cluster_slots as slot_steps
 
     records = []
@@ -537,11 +544,19 @@ def move_counts(n, capacity, draws, tune, chains, seed, contender):
           f"{ess(k):.0f}; largest fraction bulk ESS {ess(largest):.0f}")
     print("  K posterior: " + ", ".join(f"{int(v)}: {c / counts.sum():.3f}"
                                          for v, c in zip(values, counts, strict=True)))
+    runs = [len(run) for chain in largest
+            for run in np.split(np.flatnonzero(chain < 0.46),
+                                np.flatnonzero(np.diff(np.flatnonzero(chain < 0.46)) > 1) + 1)
+            if len(run)]
+    print("  largest fraction (1, 5, 50, 95 %): "
+          f"{np.round(np.quantile(largest, [0.01, 0.05, 0.5, 0.95]), 3).tolist()}; runs of "
+          f"draws below 0.46: {len(runs)}, mean length {np.mean(runs) if runs else 0:.1f}")
     if beyond:
         print(f"  clusters beyond the 3 largest: {len(beyond) / k.size:.2f} a draw, sizes "
               f"(10, 25, 50, 75, 90 %) {np.quantile(beyond, [0.1, 0.25, 0.5, 0.75, 0.9])}")
     kept = records[len(records) * tune // (tune + draws):]  # about the kept draws' calls
     print(f"  {'move':<40}{'calls':>7}{'changed':>9}{'K up':>6}{'K down':>8}{'ms CPU':>8}"
+          f"{'largest >=20':>13}{'>=100':>6}{'d^2/draw':>9}"
           "  points in the clusters born / died by a call (median; share >= 20)")
     for label in dict.fromkeys(r[0] for r in kept):
         rows = [r for r in kept if r[0] == label]
@@ -549,6 +564,8 @@ def move_counts(n, capacity, draws, tune, chains, seed, contender):
         down = sum(np.count_nonzero(after) < np.count_nonzero(before)
                    for _, before, after, _ in rows)
         changed = sum(bool(np.any(before != after)) for _, before, after, _ in rows)
+        # the change of the largest cluster's size by the call
+        shift = np.array([after.max() - before.max() for _, before, after, _ in rows], float)
         born = [int(a[(b == 0) & (a > 0)].sum()) for _, b, a, _ in rows if ((b == 0) & (a > 0)).any()]
         died = [int(b[(b > 0) & (a == 0)].sum()) for _, b, a, _ in rows if ((b > 0) & (a == 0)).any()]
 
@@ -556,7 +573,10 @@ def move_counts(n, capacity, draws, tune, chains, seed, contender):
             return (f"{np.median(sizes):.0f}; {np.mean(np.array(sizes) >= 20):.2f}" if sizes
                     else "-")
         print(f"  {label:<40}{len(rows):>7}{changed:>9}{up:>6}{down:>8}"
-              f"{1000 * np.mean([r[3] for r in rows]):>8.2f}  {summary(born)} / {summary(died)}")
+              f"{1000 * np.mean([r[3] for r in rows]):>8.2f}"
+              f"{np.count_nonzero(np.abs(shift) >= 20):>13}"
+              f"{np.count_nonzero(np.abs(shift) >= 100):>6}"
+              f"{(shift ** 2).sum() / (chains * draws):>9.0f}  {summary(born)} / {summary(died)}")
 
 
 def main():
