@@ -608,8 +608,9 @@ def main():
     parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
                         choices=["numba", "default"])
     parser.add_argument("--move-counts", metavar="CONTENDER", choices=list(CONTENDER_MOVES),
-                        help="only what changes K, by move, for one slot contender "
-                             "(Student-t, --n-student, --draws, --tune, --chains)")
+                        help="only what changes K and the largest cluster, by move, for one "
+                             "slot contender (Student-t, --n-student, --draws, --tune, "
+                             "--chains, --seed)")
     args = parser.parse_args()
     if args.move_counts:
         move_counts(args.n_student, args.capacity, args.draws,
