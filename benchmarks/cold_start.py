@@ -137,10 +137,7 @@ def first_calls(config, repeats):
     runs = []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="psm-numba-cache-") as cache_dir:
-            env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
-            out = subprocess.run([sys.executable, "-c", FIRST_CALLS, json.dumps(config)],
-                                 env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            runs.append(_run_child(FIRST_CALLS, config, cache_dir)[0])
     print(f"python {sys.version.split()[0]}, n={config['n']}, {repeats} fresh process(es) with "
           f"an empty cache, load {os.getloadavg()[0]:.1f}; CPU seconds of the first calls")
     for phase in runs[0]:
@@ -149,18 +146,24 @@ def first_calls(config, repeats):
               f"({', '.join(f'{value:.2f}' for value in values)})")
 
 
-def run(config, cache_dir):
+def _run_child(script, config, cache_dir):
+    """``script`` run in a fresh interpreter with ``NUMBA_CACHE_DIR=cache_dir``: the JSON of
+    its last line of output, and its standard error."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", script, json.dumps(config)], env=env, cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def run(config, cache_dir):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(config)], env=env, cwd=ROOT,
-                         capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result, stderr = _run_child(CHILD, config, cache_dir)
     result["process"] = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     result["process CPU"] = (after.ru_utime - before.ru_utime
                              + after.ru_stime - before.ru_stime)
-    result["notice"] = "compiling numba kernels" in out.stderr
+    result["notice"] = "compiling numba kernels" in stderr
     return result
 
 

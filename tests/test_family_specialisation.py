@@ -402,7 +402,6 @@ def test_the_sams_kernel_inlines_no_raise():
     assert _raises_in_typed_ir(slots.reset_row.py_func, stats, 0, stats[1]) == []
 
 
-
 def _builtins_called(function, *args):
     """Python builtins (``int``, ``min``, ...) called in the typed IR of ``function`` compiled
     for ``args`` (inlined levels included): numba compiles each one's implementation as a
@@ -446,6 +445,7 @@ def test_the_sams_kernel_and_the_bucket_sort_call_no_int_min_or_max():
     assert rng.uniform_rank.py_func(0.5, 4) == bin_of(0.5, 4) == 2
     assert rng.uniform_rank.py_func(np.nextafter(1.0, 0.0), 3) == 2
 
+
 def _package_dispatchers():
     """Every numba dispatcher defined in a module of the package (imported here)."""
     import importlib
@@ -485,7 +485,6 @@ def test_no_compiled_function_of_the_package_builds_a_c_callable_wrapper():
     # negative control: numba's own decorator keeps the wrapper, which the check reports
     plain = numba.njit(cache=True)(dispatchers["pymc_splitmerge.kernels.rng.seed_numba"].py_func)
     assert _with_cfunc_wrapper({"plain": plain}) == ["plain"]
-
 
 
 # numba's own flag alone: a call from Python jumps to the missing wrapper
