@@ -27,6 +27,8 @@ Sampling parts (``pm.sample``, the partition step assigned by PyMC):
 * ``evaluation`` (not in the default parts): the cost of one evaluation of
   ``HyperparameterSlice``'s log density on hierarchical Iris and of one draw of the step,
   with the labels held at the three species;
+* ``breakdown`` (not in the default parts): where a draw of the default step on hierarchical
+  Iris goes (CPU time of each part of the slice step and of the partition step, one chain);
 * ``coupling`` (not in the default parts): what limits the number of clusters' ESS on
   hierarchical Iris.  First the slice step alone with the labels held at the three species
   (``--chains`` chains, ``--tune`` + ``--draws`` draws): the ESS of each hyperparameter when
@@ -48,7 +50,8 @@ Run (full sizes are the defaults): ``OPENBLAS_NUM_THREADS=1 python benchmarks/hi
 [--parts gradient steps iris large] [--sizes 1000 100000] [--gibbs-n 10000] [--repeats 5]
 [--calls 50] [--chains 4 --draws 1000 --tune 1000] [--seeds 24 25 26] [--sams-updates N]
 [--gibbs-sweeps G] [--sams-rounds R] [--hyperslice-updates M]
-[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2] [--parts evaluation]``;
+[--large-n 20000 --large-draws 200] [--parts coupling --rounds 1 2] [--parts evaluation]
+[--parts breakdown]``;
 quick check: ``--chains 2 --draws 150 --tune 150 --large-draws 30``.
 """
 
@@ -444,6 +447,79 @@ def evaluation(args):
           f"{np.mean(evaluations):.1f} evaluations (load average {os.getloadavg()[0]:.1f})")
 
 
+def breakdown(args):
+    """Where a draw of the default step goes on hierarchical Iris: one chain of the step
+    ``pm.sample()`` builds (the :class:`HyperparameterSlice` and the partition step alternated
+    by :func:`~pymc_splitmerge.steps.alternation.alternate_family_hyperparameters`), ``--tune``
+    draws of tuning, then ``--draws`` timed draws; CPU time of the thread (``time.thread_time``)
+    around each part, per draw (the timers add about a microsecond per call)."""
+    import collections
+    import os
+
+    from pymc_splitmerge.distributions import discovery
+    from pymc_splitmerge.steps import base
+    from pymc_splitmerge.steps.alternation import alternate_family_hyperparameters
+    from pymc_splitmerge.steps.sams import DefaultPartitionStep
+
+    model = niw_model(iris_data(), True)
+    with model:
+        hyper = psm.HyperparameterSlice([v for v in model.free_RVs if v.name != "z"])
+        partition = DefaultPartitionStep([model["z"]])
+        (step,) = alternate_family_hyperparameters([hyper, partition])
+    for method in step.methods:
+        method.set_rng(np.random.default_rng(1))
+    seconds, calls = collections.defaultdict(float), collections.defaultdict(int)
+
+    def timed(owner, name, key):
+        function = getattr(owner, name)
+
+        def wrapper(*arguments, **keywords):
+            start = time.thread_time()
+            try:
+                return function(*arguments, **keywords)
+            finally:
+                seconds[key] += time.thread_time() - start
+                calls[key] += 1
+
+        setattr(owner, name, wrapper)
+
+    parts = [  # (owner, attribute, label); the patches of classes are undone below
+        (hyper, "step", "slice step"),
+        (hyper, "_density", "  its density evaluations"),
+        (hyper, "_fixed_inputs", "  the cluster statistics of the labels"),
+        (hyper, "_next_directions", "  the directions"),
+        (partition, "step", "partition step"),
+        (partition, "kernel_step", "  split-merge updates and Gibbs sweep"),
+        (discovery.PartitionModel, "_evaluate", "  hyperparameter values of the point"),
+        (discovery.PartitionModel, "numeric_family", "  family rebuilt"),
+        (base, "PartitionState", "  partition state rebuilt"),
+    ]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in parts
+             if isinstance(owner, type) or owner is base]
+    for owner, name, label in parts:
+        timed(owner, name, label)
+    try:
+        point = model.initial_point()
+        for _ in range(args.tune):
+            point, _ = step.step(point)
+        step.stop_tuning()
+        seconds.clear()
+        calls.clear()
+        start = time.thread_time()
+        for _ in range(args.draws):
+            point, _ = step.step(point)
+        total = time.thread_time() - start
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+    print(f"a draw of the default step on hierarchical Iris ({step.n_rounds} rounds; 1 chain, "
+          f"{args.draws} draws after {args.tune} of tuning; load average "
+          f"{os.getloadavg()[0]:.1f}): {total / args.draws * 1e6:.0f} us of CPU time")
+    for _, _, label in parts:
+        print(f"{label:<42} {seconds[label] / args.draws * 1e6:7.0f} us per draw "
+              f"({calls[label] / args.draws:.1f} calls)")
+
+
 class _Named:
     def __init__(self, name):
         self.name = name
@@ -460,7 +536,8 @@ def _flat_names(value_vars, model):
 
 
 PARTS = {"gradient": gradient_part, "steps": step_comparison, "iris": iris_goal,
-         "large": large_goal, "coupling": coupling, "evaluation": evaluation}
+         "large": large_goal, "coupling": coupling, "evaluation": evaluation,
+         "breakdown": breakdown}
 
 
 def main():

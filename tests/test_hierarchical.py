@@ -27,7 +27,12 @@ from pymc_splitmerge.components import (
     NormalInverseWishart,
     NormalKnownCovariance,
 )
-from pymc_splitmerge.core.cluster_sums import cluster_sums, cluster_sums_reference
+from pymc_splitmerge.core.cluster_sums import (
+    cluster_index,
+    cluster_index_reference,
+    cluster_sums,
+    cluster_sums_reference,
+)
 from pymc_splitmerge.distributions import statistics
 from pymc_splitmerge.distributions.mixture import conjugate_mixture_log_likelihood
 from pymc_splitmerge.priors import ShiftedPoisson
@@ -207,6 +212,27 @@ def test_cluster_sums_compiled_equal_the_reference_bit_for_bit():
             cluster_sums_reference(bad, np.ones((2, 2)), 3)
     with pytest.raises(ValueError, match="shape"):
         cluster_sums(np.zeros(3, int), np.ones((2, 2)), 1)
+
+
+def test_cluster_index_compiled_equals_the_reference():
+    rng = np.random.default_rng(10)
+    cases = [(rng.integers(0, 9, 150), 9), (rng.integers(-2, 12, 60), 10),  # out of range
+             (np.array([5, 5, 5]), 6), (np.zeros(0, dtype=np.int64), 4)]
+    for dtype in (np.int8, np.int16, np.int64, np.uint8):
+        for labels, n_labels in cases:
+            if dtype == np.uint8 and labels.size and labels.min() < 0:
+                continue
+            labels = labels.astype(dtype)
+            compiled, reference = (cluster_index(labels, n_labels),
+                                   cluster_index_reference(labels, n_labels))
+            assert compiled[0] == reference[0]
+            assert compiled[1].dtype == reference[1].dtype == np.float64
+            assert compiled[1].tobytes() == reference[1].tobytes()
+            assert np.array_equal(compiled[2], reference[2])
+    assert not cluster_index(np.array([0, 3]), 3)[0]  # negative control: out of range seen
+    assert cluster_index(np.array([0, 2]), 3)[0]
+    with pytest.raises(ValueError, match="integer labels"):
+        cluster_index(np.array([0.0, 1.0]), 3)
 
 
 @pytest.mark.parametrize("prior", ["dp", "py", "finite", "mfm"])

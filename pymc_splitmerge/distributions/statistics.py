@@ -42,7 +42,7 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.link.c.op import COp
 
-from pymc_splitmerge.core.cluster_sums import cluster_sums
+from pymc_splitmerge.core.cluster_sums import cluster_index, cluster_sums
 from pymc_splitmerge.core.linalg import (
     inverse_stack_compiled,
     log_det_spd_stack,
@@ -156,16 +156,9 @@ class ClusterStatistics(_DerivativeOp):
             storage[0] = result.copy() if isinstance(result, np.ndarray) else result
 
     def _compute(self, labels, values):
-        labels = np.asarray(labels)
-        in_range = bool(np.all((labels >= 0) & (labels < self.n_labels))) if labels.size else True
-        safe = np.clip(labels, 0, self.n_labels - 1).astype(np.int64)
-        counts = np.bincount(safe, minlength=self.n_labels)
-        occupied = np.flatnonzero(counts)
-        compact = np.empty(self.n_labels, dtype=np.int64)
-        compact[occupied] = np.arange(occupied.size)
-        index = compact[safe]
-        n_clusters = occupied.size
-        results = [np.array(in_range, dtype=np.int8), counts[occupied].astype(np.float64)]
+        in_range, sizes, index = cluster_index(labels, self.n_labels)
+        n_clusters = sizes.shape[0]
+        results = [np.array(in_range, dtype=np.int8), sizes]
         for value in values:  # one compiled loop per value array
             flat = np.asarray(value, dtype=np.float64).reshape(labels.shape[0], -1)
             table = cluster_sums(index, flat, n_clusters)

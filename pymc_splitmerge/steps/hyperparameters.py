@@ -28,6 +28,7 @@ Neal, R. M. (2003). Slice sampling. *Annals of Statistics* 31(3), 705–767.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -277,16 +278,26 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
         """The block's conditional log density at ``flat`` (a vector of the block's
         unconstrained values) given ``fixed`` (:meth:`_fixed_inputs`); NaN and errors give
         ``-inf``."""
-        try:
-            value = float(self._density(flat, *fixed))
-        except (ValueError, np.linalg.LinAlgError):
-            return -np.inf
-        return value if not np.isnan(value) else -np.inf  # NaN: outside the domain
+        return self._log_density_given(fixed)(flat)
+
+    def _log_density_given(self, fixed):
+        """:meth:`log_density` as a function of ``flat`` alone, for the moves of one round
+        (the fixed inputs bound once: the function is called some 15 times a round)."""
+        density = self._density
+
+        def log_density(flat) -> float:
+            try:
+                value = float(density(flat, *fixed))
+            except (ValueError, np.linalg.LinAlgError):
+                return -math.inf
+            return -math.inf if math.isnan(value) else value  # NaN: outside the domain
+
+        return log_density
 
     def step(self, point) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        fixed = self._fixed_inputs(point)
+        log_density = self._log_density_given(self._fixed_inputs(point))
         current = self._flatten(point)
-        log_current = self.log_density(current, fixed)
+        log_current = log_density(current)
         if not np.isfinite(log_current):
             names = [v.name for v in self.vars]
             raise SamplingError(
@@ -296,7 +307,7 @@ class HyperparameterSlice(PerChainSetup, BlockedStep):
         evaluations = 1
         for direction in self._next_directions(self.n_updates):
             current, log_current, used = hit_and_run_slice_move(
-                lambda flat: self.log_density(flat, fixed), current, log_current,
+                log_density, current, log_current,
                 self.metric.factor, self.width, self.max_steps, self.rng, direction)
             evaluations += used
         if self.tune:
