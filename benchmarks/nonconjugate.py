@@ -607,6 +607,9 @@ def main():
                         help="only the cost of a slot step's draw by move, two compile modes")
     parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
                         choices=["numba", "default"])
+    parser.add_argument("--draw-cost-moves", default="laplace+psm3", metavar="CONTENDER",
+                        choices=list(CONTENDER_MOVES),
+                        help="the slot contender whose moves --draw-cost times")
     parser.add_argument("--move-counts", metavar="CONTENDER", choices=list(CONTENDER_MOVES),
                         help="only what changes K and the largest cluster, by move, for one "
                              "slot contender (Student-t, --n-student, --draws, --tune, "
@@ -618,7 +621,7 @@ def main():
                     args.move_counts)
         return
     if args.draw_cost:
-        draw_cost(args.n_student, args.capacity, args.draws, args.seed,
+        draw_cost(args.n_student, args.capacity, args.draws, args.seed, args.draw_cost_moves,
                   modes=[{"numba": "NUMBA", "default": None}[m] for m in args.draw_cost_modes])
         return
     if args.update_cost:
