@@ -419,7 +419,8 @@ def update_cost(n, capacity, repeats, seed):
 
 
 def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", None)):
-    """Milliseconds per draw of ``SlotGibbsStep`` (``CONTENDER_MOVES[moves]``) by move, from
+    """Milliseconds per draw of ``SlotGibbsStep`` (``CONTENDER_MOVES[moves]``) by move (wall
+    clock; the whole draw also in CPU time, which a loaded machine inflates less), from
     the true labels of the Student-t data, with the parameter moves' fits compiled in the
     numba mode and in PyTensor's default mode, interleaved draw by draw in one process; and
     the seconds of building the step and of its first two draws (which compile: run with a
@@ -448,7 +449,7 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", No
     for name, label in parts.items():
         setattr(slot_steps, name, timed(slot_steps, name, label))
     default_mode = slot_steps.FIT_COMPILE_MODE
-    steps, points, seconds, by_part = {}, {}, {}, {}
+    steps, points, seconds, by_part, cpu_seconds = {}, {}, {}, {}, {}
     for mode in modes:
         slot_steps.FIT_COMPILE_MODE = mode
         start = time.perf_counter()
@@ -466,13 +467,15 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", No
         print(f"  {mode or 'default'} mode: step built in {built:.1f} s, first two draws "
               f"{first[0]:.1f} s and {first[1]:.1f} s", flush=True)
         steps[mode], points[mode], seconds[mode], by_part[mode] = step, point, 0.0, {}
+        cpu_seconds[mode] = 0.0
     slot_steps.FIT_COMPILE_MODE = default_mode
     for _ in range(draws):
         for mode, step in steps.items():
             timers.clear()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             points[mode], _ = step.step(points[mode])
             seconds[mode] += time.perf_counter() - start
+            cpu_seconds[mode] += time.process_time() - start_cpu
             for label, value in timers.items():
                 by_part[mode][label] = by_part[mode].get(label, 0.0) + value
     for name, function in originals.items():
@@ -485,6 +488,8 @@ def draw_cost(n, capacity, draws, seed, moves="laplace+psm3", modes=("NUMBA", No
         print(f"  {label:<28}" + "".join(f"{1000 * by_part[m].get(label, 0.0) / draws:9.1f}"
                                          for m in steps))
     print(f"  {'whole draw':<28}" + "".join(f"{1000 * seconds[m] / draws:9.1f}" for m in steps))
+    print(f"  {'whole draw, ms of CPU':<28}"
+          + "".join(f"{1000 * cpu_seconds[m] / draws:9.1f}" for m in steps))
     if len(steps) == 2:
         print(f"  default / numba: {seconds[None] / seconds['NUMBA']:.2f}x")
 
@@ -607,6 +612,9 @@ def main():
                         help="only the cost of a slot step's draw by move, two compile modes")
     parser.add_argument("--draw-cost-modes", nargs="+", default=["numba", "default"],
                         choices=["numba", "default"])
+    parser.add_argument("--draw-cost-moves", default="laplace+psm3", metavar="CONTENDER",
+                        choices=list(CONTENDER_MOVES),
+                        help="the slot contender whose moves --draw-cost times")
     parser.add_argument("--move-counts", metavar="CONTENDER", choices=list(CONTENDER_MOVES),
                         help="only what changes K and the largest cluster, by move, for one "
                              "slot contender (Student-t, --n-student, --draws, --tune, "
@@ -618,7 +626,7 @@ def main():
                     args.move_counts)
         return
     if args.draw_cost:
-        draw_cost(args.n_student, args.capacity, args.draws, args.seed,
+        draw_cost(args.n_student, args.capacity, args.draws, args.seed, args.draw_cost_moves,
                   modes=[{"numba": "NUMBA", "default": None}[m] for m in args.draw_cost_modes])
         return
     if args.update_cost:

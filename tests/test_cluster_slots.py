@@ -222,6 +222,56 @@ def test_negative_control_without_the_cluster_point_anchor_ratio():
     assert chisquare_partitions(labels, exact).pvalue < GOF_PVALUE_THRESHOLD
 
 
+@pytest.mark.parametrize("anchors", ["uniform", "cluster_point"])
+def test_split_merge_early_rejection_changes_no_outcome(anchors):
+    """A merge that the log ratio's bound without the reverse allocation (a log probability,
+    <= 0) already rejects is rejected before that O(block) allocation: from the same seeds the
+    labels, sizes and decisions are those of the full computation, and the bound is never
+    below the full log ratio.  States from well-separated to flat likelihoods, so that merges
+    are both rejected early and accepted."""
+    from pymc_splitmerge.kernels.cluster_slots import _slot_split_merge
+
+    rng = np.random.default_rng(_seed("early_rejection", anchors))
+    n, capacity = 40, 8
+    log_v, log_w = PRIORS["py"].tables(n)
+    early = accepted_merges = 0
+    for _ in range(600):
+        labels = rng.integers(0, rng.integers(2, 6), size=n)
+        theta = rng.normal(0.0, 2.0, size=capacity)
+        # the points near their slots' parameters (merges mostly rejected) or anywhere
+        y = theta[labels] + 0.3 * rng.normal(size=n) if rng.random() < 0.5 else rng.normal(size=n)
+        log_likelihood = -0.5 * (y[:, None] - theta[None, :]) ** 2 / np.exp(rng.uniform(-3, 3))
+        sizes = slot_sizes(labels, capacity)
+        seed = int(rng.integers(2**32))
+        outcomes = []
+        for early_rejection in (True, False):
+            new_labels, new_sizes = labels.copy(), sizes.copy()
+            move, accepted, log_ratio = _slot_split_merge(
+                log_likelihood, new_labels, new_sizes, log_v, log_w, seed,
+                anchors == "cluster_point", False, early_rejection)
+            outcomes.append((move, accepted, log_ratio, new_labels, new_sizes))
+        (move, accepted, bound, labels_a, sizes_a), (move_b, accepted_b, log_ratio, labels_b,
+                                                     sizes_b) = outcomes
+        assert (move, accepted) == (move_b, accepted_b)
+        np.testing.assert_array_equal(labels_a, labels_b)
+        np.testing.assert_array_equal(sizes_a, sizes_b)
+        if move == 2:
+            assert bound >= log_ratio
+            early += bound != log_ratio
+            accepted_merges += accepted
+        else:
+            np.testing.assert_equal(bound, log_ratio)
+    assert early > 100 and accepted_merges > 10
+
+
+def test_split_merge_refuses_labels_beyond_the_capacity():
+    log_v, log_w = PRIORS["dp"].tables(4)
+    labels = np.array([0, 1, 3, 1])
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\)"):
+        slot_split_merge(np.zeros((4, 3)), labels, slot_sizes(labels, 4)[:3], log_v, log_w,
+                         np.random.default_rng(0))
+
+
 def test_problem_densities_match_scipy():
     theta = np.linspace(-3, 3, 7)
     for i in range(5):
