@@ -118,9 +118,15 @@ from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 __all__ = [
     "TemperedPrepared",
     "TemperedSMCResult",
+    "informed_reference",
+    "label_swaps",
+    "labelled_gibbs_sweeps",
+    "labelled_reference_draws",
     "next_temperature",
+    "pilot_partition",
     "population_log_likelihoods",
     "population_log_prior_ratios",
+    "population_log_reference",
     "prepare_tempered",
     "prior_draws",
     "reference_draws",
@@ -195,6 +201,156 @@ def population_log_prior_ratios(population, log_v, log_w, log_v_reference, out):
         for j in range(k):
             total += log_w[population.sizes[p, population.active[p, j]]]
         out[p] = total
+
+
+# ------------------------------------------------------- the path from an informed reference
+@njit(cache=True)
+def labelled_reference_draws(model, population, empty_row, cumulative):
+    """Draw every particle from ``r(z) = prod_i q_i(z_i)``: point ``i`` takes label ``l`` (slot
+    ``l``) with probability ``q_i(l)`` (``cumulative[i]``: the running sums of ``q_i``, last 1)."""
+    n, num_labels = cumulative.shape
+    for p in range(population.labels.shape[0]):
+        part = particle(population, empty_row, p)
+        for i in range(n):
+            uniform = np.random.random()
+            label = 0
+            while label < num_labels - 1 and cumulative[i, label] <= uniform:
+                label += 1
+            add(model, part, i, label)
+
+
+@njit(cache=True)
+def population_log_reference(population, log_q, out):
+    """``out[p] = log r(z^p) = sum_i log q_i(z^p_i)`` of every particle (labels are slots)."""
+    n = log_q.shape[0]
+    for p in range(population.labels.shape[0]):
+        total = 0.0
+        for i in range(n):
+            total += log_q[i, population.labels[p, i]]
+        out[p] = total
+
+
+@njit(cache=True)
+def labelled_gibbs_sweeps(model, population, empty_row, log_v, log_w, log_q, betas, moving,
+                          changes, log_prior_predictive, n_sweeps, scratch, label_weights,
+                          order):
+    """``n_sweeps`` random-scan Gibbs sweeps over the labels ``z`` of particle ``p``, invariant
+    for ``γ_β(z) = r(z)^(1-β) {p(c) m(y | c) / (K)_k}^β`` with ``β = betas[p]``, for every
+    ``p`` with ``moving[p]`` (module docstring).
+
+    Point ``i`` (removed; ``k`` blocks among the others) takes label ``l`` with weight
+    ``q_i(l)^(1-β)`` times, to the power ``β``: ``W(m_l + 1)/W(m_l) f(y_i | y_l)`` when label
+    ``l`` holds ``m_l > 0`` other points, ``V(n, k+1)/V(n, k) W(1) f(y_i) / (K - k)`` when it
+    is free (``(K)_(k+1) / (K)_k = K - k``: the ``K - k`` free labels share the new block's
+    weight).  ``changes[p]`` is increased by the number of point updates that changed the
+    point's label; returns their total.
+    """
+    n = model.x.shape[0]
+    num_labels = log_q.shape[1]
+    changed = 0
+    for p in range(population.labels.shape[0]):
+        if not moving[p]:
+            continue
+        beta = betas[p]
+        part = particle(population, empty_row, p)
+        for _ in range(n_sweeps):
+            np.random.shuffle(order)
+            for r in range(n):
+                i = order[r]
+                old = remove(model, part, i)
+                k = part.cluster_count[0]
+                free = -np.inf
+                if k < num_labels:
+                    free = (log_open_weight(log_v, log_w, k, 1) - np.log(num_labels - k)
+                            + log_prior_predictive[i])
+                for label in range(num_labels):
+                    label_weights[label] = free
+                dispatch.log_predictive_many(model.family_id, model.params, part.stats,
+                                             part.active, k, model.x[i], scratch)
+                for j in range(k):
+                    slot = part.active[j]
+                    label_weights[slot] = (log_join_weight(log_w, part.sizes[slot], 1)
+                                           + scratch[j])
+                for label in range(num_labels):
+                    value = (1.0 - beta) * log_q[i, label]
+                    if beta > 0.0:
+                        value += beta * label_weights[label]
+                    label_weights[label] = -np.inf if np.isnan(value) else value
+                choice = sample_log_weights(label_weights, num_labels, np.random.random())
+                if choice < 0:
+                    choice = old
+                if choice != old:
+                    changed += 1
+                    changes[p] += 1
+                add(model, part, i, choice)
+    return changed
+
+
+@njit(cache=True)
+def _swap_labels(part, a, b):
+    """Exchange labels (slots) ``a`` and ``b`` of a partition: their points, sizes, statistics
+    rows and places in the active list (either may be free)."""
+    labels = part.labels
+    for i in range(labels.shape[0]):
+        if labels[i] == a:
+            labels[i] = b
+        elif labels[i] == b:
+            labels[i] = a
+    for column in range(part.stats.shape[1]):
+        value = part.stats[a, column]
+        part.stats[a, column] = part.stats[b, column]
+        part.stats[b, column] = value
+    size = part.sizes[a]
+    part.sizes[a] = part.sizes[b]
+    part.sizes[b] = size
+    position = part.where[a]
+    part.where[a] = part.where[b]
+    part.where[b] = position
+    if part.where[a] >= 0:
+        part.active[part.where[a]] = a
+    if part.where[b] >= 0:
+        part.active[part.where[b]] = b
+
+
+@njit(cache=True)
+def label_swaps(population, empty_row, log_q, betas, moving, changes, n_swaps):
+    """``n_swaps`` Metropolis label exchanges of particle ``p``, invariant for ``γ_β``
+    (``β = betas[p] < 1``), for every ``p`` with ``moving[p]``.
+
+    Two distinct labels ``a, b`` uniformly at random exchange their points (a symmetric
+    proposal); the partition, hence ``p(c) m(y | c) / (K)_k``, is unchanged, so the log
+    acceptance ratio is ``(1 - β) (log r(z*) - log r(z))``.  At ``β`` near 1 these moves carry
+    the particles between the labellings of one partition that ``γ_β`` comes to weigh
+    equally.  ``changes[p]`` is increased by the accepted exchanges; returns their total.
+    """
+    n, num_labels = log_q.shape
+    accepted = 0
+    if num_labels < 2:
+        return 0
+    for p in range(population.labels.shape[0]):
+        beta = betas[p]
+        if not moving[p] or beta >= 1.0:
+            continue
+        part = particle(population, empty_row, p)
+        for _ in range(n_swaps):
+            a = np.random.randint(num_labels)
+            b = np.random.randint(num_labels - 1)
+            if b >= a:
+                b += 1
+            if part.sizes[a] == 0 and part.sizes[b] == 0:
+                continue
+            delta = 0.0
+            for i in range(n):
+                label = part.labels[i]
+                if label == a:
+                    delta += log_q[i, b] - log_q[i, a]
+                elif label == b:
+                    delta += log_q[i, a] - log_q[i, b]
+            if np.log(np.random.random()) < (1.0 - beta) * delta:
+                _swap_labels(part, a, b)
+                accepted += 1
+                changes[p] += 1
+    return accepted
 
 
 @njit(cache=True, inline="always")
@@ -752,14 +908,126 @@ def reference_log_v(num_labels: int, n: int) -> np.ndarray:
     return values
 
 
+def pilot_partition(prior, family, x, rng: np.random.Generator, n_rounds: int = 20,
+                    n_split_merge: int = 100) -> np.ndarray:
+    """A partition of ``x`` near the posterior's bulk: greedy allocation in a random order
+    (``kernels.allocation``), then ``n_rounds`` rounds of a collapsed Gibbs sweep and
+    ``n_split_merge`` cluster-anchor SAMS moves (the default step's moves).  A point estimate
+    for :func:`informed_reference` (any partition serves: the reference it builds is fixed
+    before the tempered run, so ``Ẑ`` stays unbiased whatever it is).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Canonical labels.
+    """
+    from pymc_splitmerge.kernels.allocation import allocate_greedily
+    from pymc_splitmerge.kernels.gibbs import build_gibbs_sweep
+    from pymc_splitmerge.kernels.sams import build_sams_move
+    from pymc_splitmerge.kernels.state import PartitionState
+
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    n = x.shape[0]
+    log_v, log_w = prior.tables(n)
+    labels = allocate_greedily(family, x, np.full(n, -1), rng.permutation(n), log_v, log_w)
+    state = PartitionState(family, x, labels)
+    tables = state.tables(log_v, log_w)
+    sweep = build_gibbs_sweep("random", 1)
+    moves = (build_sams_move(cluster_anchors=True, n_updates=int(n_split_merge))
+             if n_split_merge > 0 else None)
+    for _ in range(int(n_rounds)):
+        sweep(state.model, state.partition, tables, rng)
+        if moves is not None:
+            moves(state.model, state.partition, tables, rng)
+    return state.labels()
+
+
+def informed_reference(prior, family, x, labels, num_labels: int,
+                       floor: float = 0.05) -> np.ndarray:
+    """The label probabilities ``q`` of the informed reference ``r(z) = prod_i q_i(z_i)``.
+
+    For the ``K̂`` blocks of ``labels`` (a point estimate, e.g. :func:`pilot_partition`),
+    ``q̃_i(l)`` for ``l < K̂`` is the collapsed Gibbs weight of point ``i`` joining block ``l``
+    without itself, ``W(m_l + 1)/W(m_l) f(y_i | y_{l - i})`` (``kernels.gibbs.
+    point_conditional``), normalised over the blocks, and ``0`` for ``l >= K̂``; then
+    ``q_i = (1 - floor) q̃_i + floor / K`` so that ``r`` has full support on ``{0..K-1}^n``.
+
+    Parameters
+    ----------
+    prior : GibbsTypePrior
+    family : ComponentFamily
+    x : ndarray, shape (n, data_dim)
+        Prepared data.
+    labels : array of int, shape (n,)
+    num_labels : int
+        ``K``, at least the number of blocks of ``labels``.
+    floor : float
+        In ``(0, 1]``: the probability spread uniformly over all ``K`` labels.
+
+    Returns
+    -------
+    ndarray of float64, shape (n, K)
+        Rows summing to 1.
+    """
+    from pymc_splitmerge.kernels.gibbs import point_conditional
+    from pymc_splitmerge.kernels.state import PartitionState
+
+    if not 0.0 < float(floor) <= 1.0:
+        raise ValueError(f"floor must be in (0, 1]; got {floor!r}")
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    n = x.shape[0]
+    labels = canonical_labels(np.asarray(labels, dtype=np.int64))
+    blocks = int(labels.max()) + 1
+    if int(num_labels) != num_labels or num_labels < blocks:
+        raise ValueError(f"reference_labels ({num_labels!r}) must be an integer at least the "
+                         f"number of blocks of the pilot partition ({blocks})")
+    log_v, log_w = prior.tables(n)
+    state = PartitionState(family, x, labels)
+    slot_label = np.full(state.sizes.shape[0], -1, dtype=np.int64)
+    slot_label[state.slot_labels] = labels
+    q = np.zeros((n, int(num_labels)))
+    for i in range(n):
+        slots, probabilities = point_conditional(state, i, log_v, log_w)
+        joins = slots >= 0
+        q[i, slot_label[slots[joins]]] = probabilities[joins]
+        total = q[i].sum()
+        if total > 0:
+            q[i] /= total
+        else:  # point i alone in its pilot block: its own label
+            q[i, labels[i]] = 1.0
+    return (1.0 - float(floor)) * q + float(floor) / int(num_labels)
+
+
+def _check_reference_probabilities(probabilities, n, most_blocks, reference_labels,
+                                   chain_length, n_split_merge):
+    q = np.ascontiguousarray(probabilities, dtype=np.float64)
+    if q.ndim != 2 or q.shape[0] != n or not 1 <= q.shape[1] <= n:
+        raise ValueError("reference_probabilities must have shape (n, K) with 1 <= K <= n "
+                         f"= {n}; got {np.shape(probabilities)}")
+    if not np.all(np.isfinite(q)) or np.any(q <= 0.0) or np.any(
+            np.abs(q.sum(axis=1) - 1.0) > 1e-8):
+        raise ValueError("reference_probabilities must be positive with rows summing to 1 "
+                         "(the reference must give every labelling positive probability)")
+    if reference_labels is not None:
+        raise ValueError("reference_probabilities and reference_labels are two references: "
+                         "give one")
+    if chain_length > 1 or n_split_merge > 0:
+        raise ValueError("the informed reference's moves are labelled Gibbs sweeps and label "
+                         "exchanges: set chain_length=1 and n_split_merge=0")
+    if most_blocks < n and q.shape[1] > most_blocks:
+        raise ValueError(f"K = {q.shape[1]} labels is more than the prior's largest number of "
+                         f"blocks ({most_blocks}): use K <= {most_blocks}")
+    return q
+
+
 def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   rng: np.random.Generator, *, n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
                   correlation_threshold: float = 0.1, cluster_anchors: bool = False,
                   chain_length: int = 1, reference_labels: int | None = None,
-                  resample_threshold: float = 1.0, prepared=None,
-                  max_stages: int = 10_000) -> list[TemperedSMCResult]:
+                  resample_threshold: float = 1.0, reference_probabilities=None,
+                  prepared=None, max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
     The runs share one population (run ``r`` owns particles ``r L .. (r + 1) L - 1``) so that
@@ -817,6 +1085,14 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         weights falls below it (and the last stage always), the temperatures keep the
         conditional ESS at ``ess_threshold`` (module docstring).  Not with ``chain_length >
         1`` (``ValueError``).
+    reference_probabilities : ndarray of float, shape (n, K), optional
+        ``q``: start from the informed reference ``r(z) = prod_i q_i(z_i)`` on labelled
+        vectors and temper along ``γ_β(z) = r(z)^(1-β) {p(c) m(y | c) / (K)_k}^β`` in
+        labelled space (module docstring; :func:`informed_reference` builds ``q`` from a
+        pilot partition).  Rows positive, summing to 1.  ``Ẑ`` estimates ``p(y, k <= K)``.
+        The moves are ``n_gibbs_sweeps`` labelled Gibbs sweeps and ``K`` label exchanges per
+        round: not with ``reference_labels``, ``n_split_merge > 0`` or ``chain_length > 1``
+        (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -837,6 +1113,14 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
     n = model.x.shape[0]
+    labelled = reference_probabilities is not None
+    if labelled:
+        most_blocks = int(np.flatnonzero(np.isfinite(prepared.log_v[: n + 1]))[-1])
+        log_q = np.log(_check_reference_probabilities(
+            reference_probabilities, n, most_blocks, reference_labels, chain_length,
+            n_split_merge))
+        num_labels = log_q.shape[1]
+        label_weights = np.empty(num_labels)
     runs, size = int(num_runs), int(num_particles)
     total = runs * size
     seed_numba_from(rng)
@@ -844,7 +1128,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     spare = empty_population(total, n, empty_row)
     scratch = np.empty(n + 2)
     particle_scales = np.ones(total)
-    if reference_labels is None:
+    if labelled:
+        # log (K)_k: the labellings of a k-block partition by K labels
+        log_v_reference = reference_log_v(num_labels, n) + n * np.log(num_labels)
+        cumulative = np.cumsum(np.exp(log_q), axis=1)
+        cumulative[:, -1] = 1.0
+        labelled_reference_draws(model, population, empty_row, cumulative)
+    elif reference_labels is None:
         log_v_reference = np.zeros(n + 2)
         prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
     else:
@@ -860,11 +1150,18 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                         np.empty(int(reference_labels), dtype=np.int64))
     log_prior_ratios = np.zeros(total)
     log_likelihood_buffer = np.empty(total)
+    log_reference_buffer = np.empty(total)
 
     def log_targets():
         """``log γ_1 - log γ_0`` of every particle (the tempered part of the target): ``ℓ(c)``,
-        plus ``log p(c) - log r_K(c)`` on the path from the reference."""
+        plus ``log p(c) - log r_K(c)`` on the path from the reference, ``log p(c) - log (K)_k
+        - log r(z)`` on the path from the informed reference."""
         population_log_likelihoods(model, population, log_likelihood_buffer)
+        if labelled:
+            population_log_prior_ratios(population, prepared.log_v, prepared.log_w,
+                                        log_v_reference, log_prior_ratios)
+            population_log_reference(population, log_q, log_reference_buffer)
+            return log_likelihood_buffer + log_prior_ratios - log_reference_buffer
         if reference_labels is not None:
             population_log_prior_ratios(population, prepared.log_v, prepared.log_w,
                                         log_v_reference, log_prior_ratios)
@@ -887,7 +1184,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     threshold = float(resample_threshold)
     sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
     length = int(chain_length)
-    updates_per_round = (size - size // length if length > 1 else size) * (n * sweeps + moves)
+    if labelled:
+        moves = 0  # the label exchanges: K per round
+        swaps = num_labels
+    else:
+        swaps = 0
+    updates_per_round = (size - size // length if length > 1 else size) * (
+        n * sweeps + moves + swaps)
     stage = 0
     while np.any(beta < 1.0):
         if stage >= max_stages:
@@ -925,7 +1228,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         if reference_labels is not None:
             particle_scales.reshape(runs, size)[active] = new[:, None]
         moving_runs = np.zeros(runs, dtype=np.bool_)
-        moving_runs[active] = sweeps + moves > 0
+        moving_runs[active] = sweeps + moves + swaps > 0
         start = log_likelihoods.reshape(runs, size).copy()
         changes = np.zeros(total, dtype=np.int64)
         count = np.zeros(runs, dtype=np.int64)
@@ -941,7 +1244,15 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                 log_likelihoods = log_targets()
                 break
             moving = np.repeat(moving_runs, size)
-            if sweeps:
+            if labelled:
+                if sweeps:
+                    labelled_gibbs_sweeps(model, population, empty_row, prepared.log_v,
+                                          prepared.log_w, log_q, particle_betas, moving,
+                                          changes, prepared.log_prior_predictive, sweeps,
+                                          scratch, label_weights, order)
+                label_swaps(population, empty_row, log_q, particle_betas, moving, changes,
+                            swaps)
+            if sweeps and not labelled:
                 tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
                                       prepared.log_w, particle_betas, particle_scales,
                                       log_v_reference, moving, changes,
@@ -982,7 +1293,8 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
     ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``chain_length``,
-    ``reference_labels``, ``resample_threshold``, ``prepared``, ``max_stages``).
+    ``reference_labels``, ``resample_threshold``, ``reference_probabilities``, ``prepared``,
+    ``max_stages``).
 
     Returns
     -------
