@@ -478,7 +478,7 @@ def _state_counts(labels, num_labels):
 
 def _labelled_one_step(move, beta=0.4, seed=0, move_log_q=None, num_samples=6000):
     """Exact draws from γ_β of the informed path (n = 4, K = 3, DP, NIW), one move each:
-    ``move`` "gibbs" (a labelled Gibbs sweep) or "swaps" (K label exchanges); ``move_log_q``
+    ``move`` "gibbs" (a labelled Gibbs sweep) or "exchanges" (K label exchanges); ``move_log_q``
     replaces the move's log q (a negative control)."""
     family, x = niw_problem(LABELLED_N)
     prior = PRIORS["dp"]
@@ -499,13 +499,14 @@ def _labelled_one_step(move, beta=0.4, seed=0, move_log_q=None, num_samples=6000
                                  prepared.log_prior_predictive, 1, np.empty(LABELLED_N + 2),
                                  np.empty(LABELLED_K), np.arange(LABELLED_N))
     else:
-        ts.label_swaps(population, prepared.empty_row, log_q, betas, moving, changes,
-                       LABELLED_K)
+        ts.label_exchanges(population, prepared.empty_row, log_q, betas, moving, changes,
+                           LABELLED_K, np.empty((LABELLED_K, LABELLED_K)),
+                           np.empty(LABELLED_K))
     assert changes.sum() > 0.05 * num_samples  # the move does move
     return _state_counts(population.labels, LABELLED_K), probabilities
 
 
-@pytest.mark.parametrize("move", ["gibbs", "swaps"])
+@pytest.mark.parametrize("move", ["gibbs", "exchanges"])
 def test_labelled_moves_leave_the_informed_path_invariant(move):
     """One labelled Gibbs sweep, or K label exchanges, from exact draws of γ_β (β = 0.4, a
     non-uniform q): the labelled vectors (81 cells) still follow γ_β."""
@@ -513,7 +514,7 @@ def test_labelled_moves_leave_the_informed_path_invariant(move):
     assert_counts_gof(counts, probabilities)
 
 
-@pytest.mark.parametrize("move", ["gibbs", "swaps"])
+@pytest.mark.parametrize("move", ["gibbs", "exchanges"])
 def test_negative_control_labelled_moves_without_the_reference_factor_are_rejected(move):
     """The same moves with the factor q^(1 - β) left out (log q = 0) are not invariant."""
     counts, probabilities = _labelled_one_step(
@@ -845,7 +846,7 @@ def test_sample_smc_tempered_clear_errors():
                        temperatures=np.array([0.0, 0.5, 1.0]), cluster_anchors=True,
                        progressbar=False)
     # control: the defaults written out are not "given"
-    psm.sample_smc(draws=8, chains=2, model=model, n_gibbs_sweeps=2, n_split_merge=30,
+    psm.sample_smc(draws=8, chains=2, model=model, n_gibbs_sweeps=2, n_split_merge=None,
                    temperatures=None, resample_threshold=1.0, progressbar=False, cores=1)
 
 
@@ -908,6 +909,47 @@ def test_sample_smc_tempered_from_the_reference_evidence_and_warning():
         psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
                        reference_labels=1, random_seed=1, progressbar=False)
 
+
+
+def test_sample_smc_tempered_from_an_informed_reference():
+    """``reference="informed"``: a pilot per chain, the evidence against enumeration (K = n:
+    p(y) exactly), the labels used per chain, identical for cores=1 and 2, clear errors, and
+    refused with the sequential method."""
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    n = len(SMC_DATA)
+    options = {"draws": 40, "chains": 4, "method": "tempered", "reference": "informed",
+               "reference_labels": n, "random_seed": 6, "progressbar": False}
+    idata = psm.sample_smc(model=_model(1.0), cores=1, **options)
+    stats = get_group(idata, "sample_stats")
+    assert stats.attrs["reference"] == "informed" and stats.attrs["n_split_merge"] == 0
+    assert np.all(stats["reference_labels"].values == n)
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    row = psm.compare_evidence({"informed": idata}).loc["informed"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
+    again = psm.sample_smc(model=_model(1.0), cores=2, **options)
+    np.testing.assert_array_equal(stats["log_marginal_likelihood"].values,
+                                  get_group(again, "sample_stats")["log_marginal_likelihood"]
+                                  .values)
+    automatic = psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                               reference="informed", random_seed=1, progressbar=False)
+    assert np.all(get_group(automatic, "sample_stats")["reference_labels"].values >= 1)
+    for bad, match in (({"reference": "pilot"}, "reference must be"),
+                       ({"reference_floor": 0.0}, "reference_floor must be in"),
+                       ({"n_split_merge": 5}, "n_split_merge: reference='informed'"),
+                       ({"cluster_anchors": True}, "cluster_anchors: reference='informed'"),
+                       ({"reference": "uniform", "reference_floor": 0.1},
+                        "reference_floor belongs")):
+        with pytest.raises(ValueError, match=match):
+            psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                           progressbar=False, **{"reference": "informed", **bad})
+    with pytest.raises(ValueError, match="reference belongs to method='tempered'"):
+        psm.sample_smc(draws=8, chains=2, model=_model(1.0), reference="informed",
+                       progressbar=False)
 
 # ----------------------------------------------------- batched runs, adaptive move rounds
 

@@ -118,8 +118,9 @@ from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 __all__ = [
     "TemperedPrepared",
     "TemperedSMCResult",
+    "default_reference_labels",
     "informed_reference",
-    "label_swaps",
+    "label_exchanges",
     "labelled_gibbs_sweeps",
     "labelled_reference_draws",
     "next_temperature",
@@ -313,15 +314,42 @@ def _swap_labels(part, a, b):
 
 
 @njit(cache=True)
-def label_swaps(population, empty_row, log_q, betas, moving, changes, n_swaps):
-    """``n_swaps`` Metropolis label exchanges of particle ``p``, invariant for ``γ_β``
-    (``β = betas[p] < 1``), for every ``p`` with ``moving[p]``.
+def _exchange_log_weights(block_sums, a, scale, out):
+    """``out[m] = scale · (log r(τ_am z) - log r(z))`` for every label ``m`` (``τ_am``: labels
+    ``a`` and ``m`` exchange their points; ``out[a] = 0``), from ``block_sums[l, m] = Σ_{i:
+    z_i = l} log q_i(m)`` (zero rows for free labels).  Returns the log-sum-exp of ``out``."""
+    num_labels = block_sums.shape[0]
+    peak = -np.inf
+    for m in range(num_labels):
+        value = 0.0
+        if m != a:
+            value = scale * (block_sums[a, m] - block_sums[a, a] + block_sums[m, a]
+                             - block_sums[m, m])
+        out[m] = value
+        if value > peak:
+            peak = value
+    total = 0.0
+    for m in range(num_labels):
+        total += np.exp(out[m] - peak)
+    return peak + np.log(total)
 
-    Two distinct labels ``a, b`` uniformly at random exchange their points (a symmetric
-    proposal); the partition, hence ``p(c) m(y | c) / (K)_k``, is unchanged, so the log
-    acceptance ratio is ``(1 - β) (log r(z*) - log r(z))``.  At ``β`` near 1 these moves carry
-    the particles between the labellings of one partition that ``γ_β`` comes to weigh
-    equally.  ``changes[p]`` is increased by the accepted exchanges; returns their total.
+
+@njit(cache=True)
+def label_exchanges(population, empty_row, log_q, betas, moving, changes, n_moves,
+                    block_sums, weights):
+    """``n_moves`` Metropolis–Hastings label exchanges of particle ``p``, invariant for
+    ``γ_β`` (``β = betas[p] < 1``), for every ``p`` with ``moving[p]``.
+
+    A block is chosen uniformly among the ``k`` occupied labels (label ``a``); a label ``m``
+    is proposed with probability ``∝ γ_β(τ_am z)`` (``τ_am``: labels ``a`` and ``m`` exchange
+    their points, ``m = a`` included; the partition, hence ``p(c) m(y | c) / (K)_k``, is
+    unchanged, so ``γ_β(τ_am z) ∝ r(τ_am z)^(1-β)``), and accepted with probability
+    ``min(1, N(z) / N(τ_am z))``, ``N`` the proposal's normaliser at each state (the reverse
+    move chooses the same block, now at label ``m``, and proposes ``a``).  A large block can so
+    move to its best label in one step; near ``β = 1`` these moves spread the particles over
+    the labellings of one partition that ``γ_β`` comes to weigh equally.
+    ``block_sums`` (K, K) and ``weights`` (K,) are scratch.  ``changes[p]`` is increased by
+    the accepted exchanges; returns their total.
     """
     n, num_labels = log_q.shape
     accepted = 0
@@ -332,24 +360,35 @@ def label_swaps(population, empty_row, log_q, betas, moving, changes, n_swaps):
         if not moving[p] or beta >= 1.0:
             continue
         part = particle(population, empty_row, p)
-        for _ in range(n_swaps):
-            a = np.random.randint(num_labels)
-            b = np.random.randint(num_labels - 1)
-            if b >= a:
-                b += 1
-            if part.sizes[a] == 0 and part.sizes[b] == 0:
+        block_sums[:, :] = 0.0
+        for i in range(n):
+            label = part.labels[i]
+            for m in range(num_labels):
+                block_sums[label, m] += log_q[i, m]
+        scale = 1.0 - beta
+        for _ in range(n_moves):
+            a = part.active[np.random.randint(part.cluster_count[0])]
+            log_norm = _exchange_log_weights(block_sums, a, scale, weights)
+            m = sample_log_weights(weights, num_labels, np.random.random())
+            if m == a or m < 0:
                 continue
-            delta = 0.0
-            for i in range(n):
-                label = part.labels[i]
-                if label == a:
-                    delta += log_q[i, b] - log_q[i, a]
-                elif label == b:
-                    delta += log_q[i, a] - log_q[i, b]
-            if np.log(np.random.random()) < (1.0 - beta) * delta:
-                _swap_labels(part, a, b)
+            # log N(z) / N(τ_am z), the normalisers taken relative to each state's own r^(1-β)
+            log_ratio = log_norm - scale * (block_sums[a, m] - block_sums[a, a]
+                                            + block_sums[m, a] - block_sums[m, m])
+            for column in range(num_labels):  # rows a and m exchange: the sums at τ_am z
+                value = block_sums[a, column]
+                block_sums[a, column] = block_sums[m, column]
+                block_sums[m, column] = value
+            log_norm_reverse = _exchange_log_weights(block_sums, m, scale, weights)
+            if np.log(np.random.random()) < log_ratio - log_norm_reverse:
+                _swap_labels(part, a, m)
                 accepted += 1
                 changes[p] += 1
+            else:
+                for column in range(num_labels):
+                    value = block_sums[a, column]
+                    block_sums[a, column] = block_sums[m, column]
+                    block_sums[m, column] = value
     return accepted
 
 
@@ -998,6 +1037,16 @@ def informed_reference(prior, family, x, labels, num_labels: int,
     return (1.0 - float(floor)) * q + float(floor) / int(num_labels)
 
 
+def default_reference_labels(pilot_blocks: int, log_v) -> int:
+    """``K`` of the informed reference when the user gives none: ``max(2 K̂, K̂ + 10)`` labels
+    for a pilot of ``K̂`` blocks (room for the posterior's small blocks: ``Ẑ`` estimates
+    ``p(y, k <= K)``), at most the prior's largest number of blocks and the number of points
+    (``log_v = log V(n, ·)``, length ``n + 2``)."""
+    n = len(log_v) - 2
+    most_blocks = int(np.flatnonzero(np.isfinite(np.asarray(log_v)[: n + 1]))[-1])
+    return int(min(max(2 * pilot_blocks, pilot_blocks + 10), most_blocks, n))
+
+
 def _check_reference_probabilities(probabilities, n, most_blocks, reference_labels,
                                    chain_length, n_split_merge):
     q = np.ascontiguousarray(probabilities, dtype=np.float64)
@@ -1090,8 +1139,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         vectors and temper along ``γ_β(z) = r(z)^(1-β) {p(c) m(y | c) / (K)_k}^β`` in
         labelled space (module docstring; :func:`informed_reference` builds ``q`` from a
         pilot partition).  Rows positive, summing to 1.  ``Ẑ`` estimates ``p(y, k <= K)``.
-        The moves are ``n_gibbs_sweeps`` labelled Gibbs sweeps and ``K`` label exchanges per
-        round: not with ``reference_labels``, ``n_split_merge > 0`` or ``chain_length > 1``
+        The moves are ``n_gibbs_sweeps`` labelled Gibbs sweeps and ``K`` label exchanges
+        (:func:`label_exchanges`) per round: not with ``reference_labels``, ``n_split_merge > 0`` or ``chain_length > 1``
         (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
@@ -1121,6 +1170,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
             n_split_merge))
         num_labels = log_q.shape[1]
         label_weights = np.empty(num_labels)
+        block_sums = np.empty((num_labels, num_labels))
     runs, size = int(num_runs), int(num_particles)
     total = runs * size
     seed_numba_from(rng)
@@ -1185,7 +1235,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
     length = int(chain_length)
     if labelled:
-        moves = 0  # the label exchanges: K per round
+        moves = 0  # the label exchanges: one per label per round
         swaps = num_labels
     else:
         swaps = 0
@@ -1250,8 +1300,8 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                                           prepared.log_w, log_q, particle_betas, moving,
                                           changes, prepared.log_prior_predictive, sweeps,
                                           scratch, label_weights, order)
-                label_swaps(population, empty_row, log_q, particle_betas, moving, changes,
-                            swaps)
+                label_exchanges(population, empty_row, log_q, particle_betas, moving, changes,
+                                swaps, block_sums, label_weights)
             if sweeps and not labelled:
                 tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
                                       prepared.log_w, particle_betas, particle_scales,
