@@ -64,6 +64,34 @@ moves serve it (prior terms scaled by ``prior_scales[p]`` :math:`= \beta`, the r
 is at least the prior's largest number of blocks (``n`` for a DP), and otherwise short by
 the posterior mass of partitions with more than ``K`` blocks.
 
+**The path from an informed reference** (``reference_probabilities = q``, shape ``(n, K)``).
+Uniform labels leave the particles to build the clusters along the path.  A reference close to
+the posterior, :math:`r(z) = \prod_i q_i(z_i)` with label probabilities fitted to a pilot
+partition (:func:`pilot_partition`, :func:`informed_reference`), is not exchangeable in the
+labels, so this path runs on labelled vectors :math:`z \in \{0..K-1\}^n` (label ``l`` is slot
+``l`` of the particle's partition :math:`c(z)`, with :math:`k` blocks):
+
+.. math::
+
+    \gamma_\beta(z) = r(z)^{1-\beta}\,\Bigl\{\frac{p(c(z))\,m(y \mid c(z))}{(K)_k}\Bigr\}^{\beta},
+    \qquad (K)_k = \frac{K!}{(K-k)!}.
+
+The :math:`(K)_k` labellings of a :math:`k`-block partition share its weight at
+:math:`\beta = 1`, so :math:`\sum_z \gamma_1(z) = p(y, k \le K)` and :math:`\hat Z` estimates
+what the uniform-label path estimates (which is this path with :math:`q_i` uniform:
+:math:`(K)_k\,r(z) = r_K(c)`); :math:`r` is normalised and drawn exactly
+(:func:`labelled_reference_draws`), and :math:`\hat Z` is unbiased for a fixed schedule
+whatever ``q`` is, since ``q`` is fixed before the run.  The tempered quantity of steps 1–2 is
+:math:`\ell(c) + \log p(c) - \log (K)_k - \log r(z)`.  The moves, invariant for
+:math:`\gamma_\beta`: labelled Gibbs sweeps (:func:`labelled_gibbs_sweeps`: point :math:`i`
+takes label :math:`l` with weight :math:`q_i(l)^{1-\beta}` times the Gibbs weight of step 4
+raised to :math:`\beta`, a free label sharing the new block's weight with the other
+:math:`K - k` free labels) and label exchanges (:func:`label_exchanges`: a block moves to the
+label proposed by the reference weights, the block there taking its old label; near
+:math:`\beta = 1`, where :math:`\gamma_\beta` comes to weigh every labelling of a partition
+equally, they carry the particles across the labellings that single-point updates cannot
+reach).  Split-merge moves and waste-free chains are not used on this path.
+
 With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Chopin 2022): only
 ``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
 every state (the start included) becoming one of the ``L`` particles of the next stage.

@@ -114,11 +114,13 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and ``n_split_merge``
     tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the logs of the stages'
     weighted mean incremental weights.  It does not depend on the order of the
-    points; on overlapping clusters start it from uniform labels (``reference_labels``), and
-    the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
-    n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
-    about 27 CPU s, the tempered method from 30 uniform labels by 0.65–1.0 nats at about 40 CPU
-    s, 0.7–1.8 nats lower), and it is the one for adding data (``previous``).
+    points; on overlapping clusters start it from an informed reference
+    (``reference="informed"``) or from uniform labels (``reference_labels``); the sequential
+    method with ``rejuvenation`` is still more precise (``docs/benchmarks.md``: at n = 1,000,
+    ``draws=2000, rejuvenation=30`` spreads by 0.3–0.4 nats between chains at about 32 CPU s;
+    the tempered method from an informed reference by 0.9–1.4 nats at 12–14 CPU s, from 30
+    uniform labels by 0.65–1.0 nats at about 40 CPU s, both 0.6–1.8 nats lower), and it is the
+    one for adding data (``previous``).
 
     Parameters
     ----------
