@@ -1060,7 +1060,7 @@ def informed_reference(prior, family, x, labels, num_labels: int,
         total = q[i].sum()
         if total > 0:
             q[i] /= total
-        else:  # point i alone in its pilot block: its own label
+        else:  # no other block to join (every join weight 0): its own label
             q[i, labels[i]] = 1.0
     return (1.0 - float(floor)) * q + float(floor) / int(num_labels)
 
