@@ -94,7 +94,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                correlation_threshold: float = 0.1, cluster_anchors: bool = False,
                chain_length: int = 1, reference_labels: int | None = None,
                resample_threshold: float = 1.0, reference: str = "uniform",
-               reference_floor: float = 0.05):
+               reference_floor: float | None = None):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -226,9 +226,9 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         ``reference_labels`` or, when that is ``None``, :math:`\max(2\hat K, \hat K + 10)`
         (the labels used are the ``reference_labels`` statistic per chain).  The estimate is
         of :math:`p(y, k \le K)`, as with uniform labels.
-    reference_floor : float
+    reference_floor : float, optional
         In ``(0, 1]``: the probability of the informed reference spread uniformly over all
-        ``K`` labels (``reference="informed"`` only).
+        ``K`` labels (``reference="informed"`` only; default 0.05).
 
     Returns
     -------
@@ -378,6 +378,9 @@ def _run_tasks(function, tasks, cores):
         return list(executor.map(function, tasks, chunksize=max(1, -(-len(tasks) // workers))))
 
 
+#: ``reference_floor`` of ``reference="informed"`` when none is given
+DEFAULT_REFERENCE_FLOOR = 0.05
+
 #: the arguments of :func:`sample_smc` that only one method reads
 _METHOD_ARGUMENTS = {
     "sequential": ("order", "rejuvenation", "anneal", "resampling", "previous"),
@@ -411,12 +414,12 @@ def _check_reference(reference, reference_floor, n_split_merge, cluster_anchors,
     """Validate ``reference`` and the options it excludes; ``True`` for ``"informed"``."""
     if reference not in ("uniform", "informed"):
         raise ValueError(f"reference must be 'uniform' or 'informed'; got {reference!r}")
-    if not 0.0 < float(reference_floor) <= 1.0:
-        raise ValueError(f"reference_floor must be in (0, 1]; got {reference_floor!r}")
     if reference == "uniform":
-        if reference_floor != 0.05:
+        if reference_floor is not None:
             raise ValueError("reference_floor belongs to reference='informed'")
         return False
+    if reference_floor is not None and not 0.0 < float(reference_floor) <= 1.0:
+        raise ValueError(f"reference_floor must be in (0, 1]; got {reference_floor!r}")
     excluded = [name for name, given in (("n_split_merge", n_split_merge not in (None, 0)),
                                          ("cluster_anchors", bool(cluster_anchors)),
                                          ("chain_length", chain_length != 1)) if given]
@@ -466,6 +469,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "resample_threshold": float(resample_threshold)}
     pilot = None
     if informed:
+        if reference_floor is None:
+            reference_floor = DEFAULT_REFERENCE_FLOOR
         pilot = {"num_labels": options.pop("reference_labels"),
                  "floor": float(reference_floor)}
     tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options, pilot)
@@ -537,7 +542,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "chain_length": int(chain_length),
                "resample_threshold": float(resample_threshold),
                "reference_labels": "none" if reference_labels is None else int(reference_labels),
-               "reference": str(reference), "reference_floor": float(reference_floor),
+               "reference": str(reference),
+               "reference_floor": "none" if reference_floor is None else float(reference_floor),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
