@@ -244,6 +244,24 @@ def _runs(function, runs):
     return np.array(values), (time.process_time() - start) / runs
 
 
+def _tempered_result(prior, family, x, particles, rng, prepared, options):
+    """One tempered run; with ``options["reference"] == "informed"`` its pilot first (as
+    ``psm.sample_smc(reference="informed")`` does, in the run's CPU time)."""
+    from pymc_splitmerge.kernels import tempered_smc
+
+    options = dict(options)
+    reference, floor = options.pop("reference", "uniform"), options.pop("reference_floor", 0.05)
+    if reference == "informed":
+        pilot = tempered_smc.pilot_partition(prior, family, x, rng)
+        num_labels = options.pop("reference_labels") or tempered_smc.default_reference_labels(
+            int(pilot.max()) + 1, prepared.log_v)
+        options["reference_probabilities"] = tempered_smc.informed_reference(
+            prior, family, x, pilot, num_labels, floor)
+        options["cluster_anchors"] = False
+    return tempered_smc.run_tempered_smc(prior, family, x, particles, rng, prepared=prepared,
+                                         **options)
+
+
 def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng,
                                 sequential_rejuvenation=20, sequential=True,
                                 fixed_schedule=False):
@@ -261,21 +279,22 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
     for prior_name in ("DP(1)", "MFM(1, Poisson(3))"):
         prior = PRIORS[prior_name]
         prepared = tempered_smc.prepare_tempered(prior, family, x)
-        tempered_smc.run_tempered_smc(prior, family, x[:10], 2, rng)  # warm-up
+        _tempered_result(prior, family, x[:10], 2, rng,
+                         tempered_smc.prepare_tempered(prior, family, x[:10]),
+                         options)  # warm-up
         stages, move_rounds, resampled = [], [], []
         prior_options = dict(options)
         if fixed_schedule:  # a pilot run's temperatures, then every run on them (unbiased Ẑ)
             start = time.process_time()
-            pilot = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
-                                                  prepared=prepared, **options)
+            pilot = _tempered_result(prior, family, x, particles, rng, prepared, options)
             prior_options["temperatures"] = pilot.temperatures
             print(f"| pilot (adaptive) | {prior_name} | {pilot.log_evidence:.2f} | | | "
                   f"{pilot.temperatures.size - 1} | {time.process_time() - start:.1f} |")
 
         def tempered_run(prior=prior, prepared=prepared, stages=stages, move_rounds=move_rounds,
                          resampled=resampled, prior_options=prior_options):
-            result = tempered_smc.run_tempered_smc(prior, family, x, particles, rng,
-                                                   prepared=prepared, **prior_options)
+            result = _tempered_result(prior, family, x, particles, rng, prepared,
+                                      prior_options)
             stages.append(result.log_evidence_increments.size)
             move_rounds.append(result.move_rounds.sum())
             resampled.append(result.resampled.sum())
@@ -447,8 +466,13 @@ def _options_text(options):
             f"≤ {options['max_move_rounds']} rounds per stage (correlation ≤ "
             f"{options['correlation_threshold']}), waste-free chains of "
             f"{options['chain_length']}"
-            + ("" if options.get("reference_labels") is None else
+            + ("" if options.get("reference_labels") is None
+               or options.get("reference", "uniform") == "informed" else
                f", from {options['reference_labels']} uniform labels (prior tempered too)")
+            + ("" if options.get("reference", "uniform") != "informed" else
+               f", from an informed reference (pilot, floor {options['reference_floor']}, "
+               f"{options.get('reference_labels') or 'max(2 K̂, K̂ + 10)'} labels; labelled "
+               "Gibbs sweeps and label exchanges)")
             + ("" if options.get("resample_threshold", 1.0) >= 1.0 else
                f", weighted particles resampled at ESS < {options['resample_threshold']} "
                "(conditional-ESS temperatures)"))
@@ -469,11 +493,11 @@ def neal_2000(runs, particles, options, rng):
     print("| method | L | mean log Z − exact | sd log Z | pooled − exact (SE) | CPU s / run |")
     print("|---|---|---|---|---|---|")
     prepared = tempered_smc.prepare_tempered(prior, family, x)
-    tempered_smc.run_tempered_smc(prior, family, x, 2, rng, prepared=prepared)  # warm-up
+    _tempered_result(prior, family, x, 2, rng, prepared, options)  # warm-up
     smc.run_smc(prior, family, x, 2, rng, rejuvenation=5)
     for method, function in (
-            ("tempered", lambda: tempered_smc.run_tempered_smc(
-                prior, family, x, particles, rng, prepared=prepared, **options).log_evidence),
+            ("tempered", lambda: _tempered_result(prior, family, x, particles, rng, prepared,
+                                                  options).log_evidence),
             ("sequential", lambda: smc.run_smc(prior, family, x, particles, rng,
                                                rejuvenation=5).log_evidence)):
         values, seconds = _runs(function, runs)
@@ -534,6 +558,12 @@ def main():
     parser.add_argument("--resample-threshold", type=float, default=1.0,
                         help="tempered SMC: weighted particles, resampled only when the ESS "
                              "of their weights falls below this (1: every stage)")
+    parser.add_argument("--reference", choices=("uniform", "informed"), default="uniform",
+                        help="tempered SMC: 'informed' tempers in labelled space from label "
+                             "probabilities fitted to a pilot partition (--split-merge 0; "
+                             "--reference-labels K, default max(2 K̂, K̂ + 10))")
+    parser.add_argument("--reference-floor", type=float, default=0.05,
+                        help="the informed reference's probability spread over all labels")
     parser.add_argument("--skip-sequential", action="store_true",
                         help="section 5: tempered SMC only (no sequential runs beside it)")
     args = parser.parse_args()
@@ -571,7 +601,8 @@ def main():
                    "max_move_rounds": args.rounds, "correlation_threshold": args.correlation,
                    "cluster_anchors": args.cluster_anchors, "chain_length": args.chain_length,
                    "reference_labels": args.reference_labels,
-                   "resample_threshold": args.resample_threshold}
+                   "resample_threshold": args.resample_threshold,
+                   "reference": args.reference, "reference_floor": args.reference_floor}
         neal_2000(max(runs, 10), 100, options, rng)
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
                                     options, rng, args.sequential_rejuvenation,

@@ -35,6 +35,7 @@ from pymc_splitmerge.kernels.smc import empty_population, particle
 from pymc_splitmerge.kernels.state import add
 from pymc_splitmerge.testing import (
     GOF_PVALUE_THRESHOLD,
+    assert_counts_gof,
     assert_partition_gof,
     exact_posterior,
     exact_prior,
@@ -427,6 +428,246 @@ def test_reference_labels_clear_errors():
                          reference_labels=4)
 
 
+# ------------------------------------------------ the path from an informed reference (labels)
+LABELLED_N, LABELLED_K = 4, 3  # 3^4 = 81 labelled states: every one a chi^2 cell
+
+
+def _random_reference(rng, n, num_labels, floor=0.2):
+    """A non-uniform label law q (rows summing to 1, every label positive)."""
+    return (1.0 - floor) * rng.dirichlet(np.full(num_labels, 0.5), size=n) + floor / num_labels
+
+
+def _labelled_exact(prior, family, x, q, beta, drop_falling_factorial=False):
+    """Every labelled vector z in {0..K-1}^n with its probability under the informed path's
+    γ_β(z) ∝ r(z)^(1 - β) {p(c) m(y | c) / (K)_k}^β (enumerated; ``drop_falling_factorial``:
+    without the 1/(K)_k)."""
+    from itertools import product
+
+    from scipy.special import gammaln
+
+    n, num_labels = q.shape
+    posterior = exact_posterior(prior, family, x)
+    index = {tuple(row): j for j, row in enumerate(posterior.partitions)}
+    log_joint = posterior.log_prob + posterior.log_evidence
+    states = np.array(list(product(range(num_labels), repeat=n)), dtype=np.int64)
+    canonical = ts.canonical_labels(states)
+    log_gamma = np.empty(len(states))
+    for s, (z, c) in enumerate(zip(states, canonical, strict=True)):
+        k = np.unique(z).size
+        log_falling = 0.0 if drop_falling_factorial else (gammaln(num_labels + 1.0)
+                                                         - gammaln(num_labels - k + 1.0))
+        log_reference = np.sum(np.log(q[np.arange(n), z]))
+        log_gamma[s] = ((1.0 - beta) * log_reference
+                        + beta * (log_joint[index[tuple(c)]] - log_falling))
+    probabilities = np.exp(log_gamma - log_gamma.max())
+    return states, probabilities / probabilities.sum()
+
+
+def assert_counts_rejected(counts, probabilities):
+    """The χ² test of :func:`assert_counts_gof` rejects ``counts`` (a negative control)."""
+    with pytest.raises(AssertionError, match="goodness-of-fit failed"):
+        assert_counts_gof(counts, probabilities)
+
+
+def _state_counts(labels, num_labels):
+    """Counts of the labelled vectors (rows of ``labels``) in the order of ``product``."""
+    n = labels.shape[1]
+    codes = labels @ (num_labels ** np.arange(n - 1, -1, -1))
+    return np.bincount(codes, minlength=num_labels**n).astype(float)
+
+
+def _labelled_one_step(move, beta=0.4, seed=0, move_log_q=None, num_samples=6000):
+    """Exact draws from γ_β of the informed path (n = 4, K = 3, DP, NIW), one move each:
+    ``move`` "gibbs" (a labelled Gibbs sweep) or "exchanges" (K label exchanges); ``move_log_q``
+    replaces the move's log q (a negative control)."""
+    family, x = niw_problem(LABELLED_N)
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(seed)
+    q = _random_reference(rng, LABELLED_N, LABELLED_K)
+    states, probabilities = _labelled_exact(prior, family, x, q, beta)
+    draws = states[rng.choice(len(states), size=num_samples, p=probabilities)]
+    prepared = ts.prepare_tempered(prior, family, x)
+    population = _population(prepared, draws)
+    ts.seed_numba_from(rng)
+    log_q = np.log(q) if move_log_q is None else move_log_q
+    betas = np.full(num_samples, beta)
+    moving = np.ones(num_samples, dtype=np.bool_)
+    changes = np.zeros(num_samples, dtype=np.int64)
+    if move == "gibbs":
+        ts.labelled_gibbs_sweeps(prepared.model, population, prepared.empty_row, prepared.log_v,
+                                 prepared.log_w, log_q, betas, moving, changes,
+                                 prepared.log_prior_predictive, 1, np.empty(LABELLED_N + 2),
+                                 np.empty(LABELLED_K), np.arange(LABELLED_N))
+    else:
+        ts.label_exchanges(population, prepared.empty_row, log_q, betas, moving, changes,
+                           LABELLED_K, np.empty((LABELLED_K, LABELLED_K)),
+                           np.empty(LABELLED_K))
+    assert changes.sum() > 0.05 * num_samples  # the move does move
+    return _state_counts(population.labels, LABELLED_K), probabilities
+
+
+@pytest.mark.parametrize("move", ["gibbs", "exchanges"])
+def test_labelled_moves_leave_the_informed_path_invariant(move):
+    """One labelled Gibbs sweep, or K label exchanges, from exact draws of γ_β (β = 0.4, a
+    non-uniform q): the labelled vectors (81 cells) still follow γ_β."""
+    counts, probabilities = _labelled_one_step(move, seed=zlib.crc32(move.encode()))
+    assert_counts_gof(counts, probabilities)
+
+
+@pytest.mark.parametrize("move", ["gibbs", "exchanges"])
+def test_negative_control_labelled_moves_without_the_reference_factor_are_rejected(move):
+    """The same moves with the factor q^(1 - β) left out (log q = 0) are not invariant."""
+    counts, probabilities = _labelled_one_step(
+        move, seed=5, move_log_q=np.zeros((LABELLED_N, LABELLED_K)))
+    assert_counts_rejected(counts, probabilities)
+
+
+def test_negative_control_labelled_law_without_the_falling_factorial_differs():
+    """The enumerated γ_β depends on the 1/(K)_k (the Gibbs test above can tell, β = 0.9):
+    the correct Gibbs sweep's draws are rejected against the law without it."""
+    family, x = niw_problem(LABELLED_N)
+    rng = np.random.default_rng(9)
+    q = _random_reference(rng, LABELLED_N, LABELLED_K)
+    counts, law = _labelled_one_step("gibbs", beta=0.9, seed=9)
+    assert_counts_gof(counts, law)
+    _, without = _labelled_exact(PRIORS["dp"], family, x, q, 0.9, drop_falling_factorial=True)
+    assert_counts_rejected(counts, without)
+
+
+def test_labelled_reference_draws_follow_the_reference():
+    """The particles at β = 0 are exact draws of r(z) = prod_i q_i(z_i)."""
+    family, x = niw_problem(LABELLED_N)
+    rng = np.random.default_rng(17)
+    q = _random_reference(rng, LABELLED_N, LABELLED_K)
+    prepared = ts.prepare_tempered(PRIORS["dp"], family, x)
+    population = empty_population(4000, LABELLED_N, prepared.empty_row)
+    cumulative = np.cumsum(q, axis=1)
+    cumulative[:, -1] = 1.0
+    ts.seed_numba_from(rng)
+    ts.labelled_reference_draws(prepared.model, population, prepared.empty_row, cumulative)
+    _, reference = _labelled_exact(PRIORS["dp"], family, x, q, 0.0)
+    assert_counts_gof(_state_counts(population.labels, LABELLED_K), reference)
+    out = np.empty(4000)
+    ts.population_log_reference(population, np.log(q), out)
+    np.testing.assert_allclose(
+        out, np.log(q[np.arange(LABELLED_N), population.labels]).sum(axis=1))
+
+
+def _informed_options(prior, family, x, rng, num_labels=None, **options):
+    n = x.shape[0]
+    num_labels = _largest_block_count(prior, n) if num_labels is None else num_labels
+    return {"temperatures": SCHEDULE, "n_gibbs_sweeps": 1, "n_split_merge": 0,
+            "reference_probabilities": _random_reference(rng, n, num_labels), **options}
+
+
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+@pytest.mark.parametrize("prior_name", list(PRIORS))
+def test_informed_path_fixed_schedule_evidence_is_unbiased(prior_name, family_name):
+    """Particles from a non-uniform labelled reference with K = the prior's largest number of
+    blocks: Ẑ is unbiased for p(y)."""
+    family, x = _problem(family_name)
+    prior = PRIORS[prior_name]
+    rng = np.random.default_rng(zlib.crc32(f"informed-z-{prior_name}-{family_name}".encode()))
+    z, mean = _evidence_z(prior, family, x, rng, **_informed_options(prior, family, x, rng))
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_informed_path_with_fewer_labels_estimates_the_restricted_evidence():
+    """K = 3 labels for 5 points: Ẑ is unbiased for p(y, k <= 3)."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(44)
+    restricted = _restricted_log_evidence(prior, family, x, 3)
+    z, mean = _evidence_z(prior, family, x, rng, log_z=restricted,
+                          **_informed_options(prior, family, x, rng, num_labels=3))
+    assert _two_sided(z) >= GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_negative_control_informed_path_without_the_falling_factorial_is_rejected(
+        monkeypatch):
+    """Stage weights without the -log (K)_k of γ_1 (labelled target p m instead of p m /
+    (K)_k) are biased: the same test rejects them."""
+    family, x = _problem("bernoulli")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(27)
+    options = _informed_options(prior, family, x, rng)
+    monkeypatch.setattr(ts, "reference_log_v",
+                        lambda num_labels, n: np.full(n + 2, -n * np.log(num_labels)))
+    z, mean = _evidence_z(prior, family, x, rng, **options)
+    assert _two_sided(z) < GOF_PVALUE_THRESHOLD, (mean, z)
+
+
+def test_informed_path_final_particles_follow_the_posterior():
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(47)
+    q = _random_reference(rng, x.shape[0], x.shape[0])
+    labels = _final_particles(prior, family, x, rng, n_split_merge=0,
+                              max_temperature_step=0.4, reference_probabilities=q)
+    assert_partition_gof(labels, exact_posterior(prior, family, x))
+
+
+def test_negative_control_informed_path_final_particles_at_wrong_temperature(monkeypatch):
+    """Labelled Gibbs sweeps at 0.3 β: the final law is rejected by the same test."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    rng = np.random.default_rng(48)
+    q = _random_reference(rng, x.shape[0], x.shape[0])
+    original = ts.labelled_gibbs_sweeps
+
+    def colder(model, population, empty_row, log_v, log_w, log_q, betas, *rest):
+        return original(model, population, empty_row, log_v, log_w, log_q, 0.3 * betas, *rest)
+
+    monkeypatch.setattr(ts, "labelled_gibbs_sweeps", colder)
+    labels = _final_particles(prior, family, x, rng, n_split_merge=0,
+                              max_temperature_step=0.4, reference_probabilities=q)
+    assert chisquare_partitions(labels, exact_posterior(prior, family, x)).pvalue \
+        < GOF_PVALUE_THRESHOLD
+
+
+def test_informed_reference_from_a_pilot_partition():
+    """q from a pilot partition: rows sum to 1, at least floor / K everywhere, each point's
+    most probable label its pilot block on separated data; clear errors."""
+    family, x = _problem("niw")
+    prior = PRIORS["dp"]
+    pilot = ts.pilot_partition(prior, family, x, np.random.default_rng(3), n_rounds=3,
+                               n_split_merge=5)
+    blocks = int(pilot.max()) + 1
+    q = ts.informed_reference(prior, family, x, pilot, blocks + 2, floor=0.1)
+    assert q.shape == (x.shape[0], blocks + 2)
+    np.testing.assert_allclose(q.sum(axis=1), 1.0)
+    assert q.min() >= 0.1 / (blocks + 2) - 1e-12
+    np.testing.assert_allclose(q[:, blocks:], 0.1 / (blocks + 2))
+    labels = np.array([0, 0, 1, 1, 0])
+    q = ts.informed_reference(prior, family, x, labels, 3, floor=0.05)
+    assert np.array_equal(q[:4].argmax(axis=1), labels[:4])
+    with pytest.raises(ValueError, match="at least the number of blocks"):
+        ts.informed_reference(prior, family, x, labels, 1)
+    with pytest.raises(ValueError, match="floor must be in"):
+        ts.informed_reference(prior, family, x, labels, 3, floor=0.0)
+
+
+def test_reference_probabilities_clear_errors():
+    family, x = _problem("niw")
+    n = x.shape[0]
+    q = np.full((n, 3), 1 / 3)
+
+    def run(prior_name="dp", **options):
+        ts.tempered_runs(PRIORS[prior_name], family, x, 4, 1, np.random.default_rng(0),
+                         **{"n_split_merge": 0, "reference_probabilities": q, **options})
+
+    with pytest.raises(ValueError, match="shape"):
+        run(reference_probabilities=np.full((n - 1, 3), 1 / 3))
+    with pytest.raises(ValueError, match="rows summing to 1"):
+        run(reference_probabilities=np.full((n, 3), 0.3))
+    with pytest.raises(ValueError, match="give one"):
+        run(reference_labels=3)
+    with pytest.raises(ValueError, match="n_split_merge=0"):
+        run(n_split_merge=1)
+    with pytest.raises(ValueError, match="largest number of blocks"):
+        run("finite", reference_probabilities=np.full((n, 4), 0.25))
+
+
 def test_temperature_steps_are_capped():
     log_likelihoods = np.array([-10.0, -10.0, -10.0])  # particles that agree: ESS stays 1
     assert ts.next_temperature(log_likelihoods, 0.0, 0.5) == 1.0
@@ -605,7 +846,7 @@ def test_sample_smc_tempered_clear_errors():
                        temperatures=np.array([0.0, 0.5, 1.0]), cluster_anchors=True,
                        progressbar=False)
     # control: the defaults written out are not "given"
-    psm.sample_smc(draws=8, chains=2, model=model, n_gibbs_sweeps=2, n_split_merge=30,
+    psm.sample_smc(draws=8, chains=2, model=model, n_gibbs_sweeps=2, n_split_merge=None,
                    temperatures=None, resample_threshold=1.0, progressbar=False, cores=1)
 
 
@@ -668,6 +909,47 @@ def test_sample_smc_tempered_from_the_reference_evidence_and_warning():
         psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
                        reference_labels=1, random_seed=1, progressbar=False)
 
+
+
+def test_sample_smc_tempered_from_an_informed_reference():
+    """``reference="informed"``: a pilot per chain, the evidence against enumeration (K = n:
+    p(y) exactly), the labels used per chain, identical for cores=1 and 2, clear errors, and
+    refused with the sequential method."""
+    import pymc_splitmerge as psm
+    from pymc_splitmerge.analysis._arviz_compat import get_group
+    from pymc_splitmerge.components import BetaBernoulli
+    from pymc_splitmerge.priors import DirichletProcessPrior
+
+    n = len(SMC_DATA)
+    options = {"draws": 40, "chains": 4, "method": "tempered", "reference": "informed",
+               "reference_labels": n, "random_seed": 6, "progressbar": False}
+    idata = psm.sample_smc(model=_model(1.0), cores=1, **options)
+    stats = get_group(idata, "sample_stats")
+    assert stats.attrs["reference"] == "informed" and stats.attrs["n_split_merge"] == 0
+    assert np.all(stats["reference_labels"].values == n)
+    exact = exact_posterior(DirichletProcessPrior(alpha=1.0), BetaBernoulli(a=1.0, b=1.0),
+                            SMC_DATA)
+    row = psm.compare_evidence({"informed": idata}).loc["informed"]
+    assert abs(row["log_evidence"] - exact.log_evidence) < 5 * row["mcse"] + 0.05
+    again = psm.sample_smc(model=_model(1.0), cores=2, **options)
+    np.testing.assert_array_equal(stats["log_marginal_likelihood"].values,
+                                  get_group(again, "sample_stats")["log_marginal_likelihood"]
+                                  .values)
+    automatic = psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                               reference="informed", random_seed=1, progressbar=False)
+    assert np.all(get_group(automatic, "sample_stats")["reference_labels"].values >= 1)
+    for bad, match in (({"reference": "pilot"}, "reference must be"),
+                       ({"reference_floor": 0.0}, "reference_floor must be in"),
+                       ({"n_split_merge": 5}, "n_split_merge: reference='informed'"),
+                       ({"cluster_anchors": True}, "cluster_anchors: reference='informed'"),
+                       ({"reference": "uniform", "reference_floor": 0.1},
+                        "reference_floor belongs")):
+        with pytest.raises(ValueError, match=match):
+            psm.sample_smc(draws=8, chains=2, model=_model(1.0), method="tempered",
+                           progressbar=False, **{"reference": "informed", **bad})
+    with pytest.raises(ValueError, match="reference belongs to method='tempered'"):
+        psm.sample_smc(draws=8, chains=2, model=_model(1.0), reference="informed",
+                       progressbar=False)
 
 # ----------------------------------------------------- batched runs, adaptive move rounds
 

@@ -64,6 +64,34 @@ moves serve it (prior terms scaled by ``prior_scales[p]`` :math:`= \beta`, the r
 is at least the prior's largest number of blocks (``n`` for a DP), and otherwise short by
 the posterior mass of partitions with more than ``K`` blocks.
 
+**The path from an informed reference** (``reference_probabilities = q``, shape ``(n, K)``).
+Uniform labels leave the particles to build the clusters along the path.  A reference close to
+the posterior, :math:`r(z) = \prod_i q_i(z_i)` with label probabilities fitted to a pilot
+partition (:func:`pilot_partition`, :func:`informed_reference`), is not exchangeable in the
+labels, so this path runs on labelled vectors :math:`z \in \{0..K-1\}^n` (label ``l`` is slot
+``l`` of the particle's partition :math:`c(z)`, with :math:`k` blocks):
+
+.. math::
+
+    \gamma_\beta(z) = r(z)^{1-\beta}\,\Bigl\{\frac{p(c(z))\,m(y \mid c(z))}{(K)_k}\Bigr\}^{\beta},
+    \qquad (K)_k = \frac{K!}{(K-k)!}.
+
+The :math:`(K)_k` labellings of a :math:`k`-block partition share its weight at
+:math:`\beta = 1`, so :math:`\sum_z \gamma_1(z) = p(y, k \le K)` and :math:`\hat Z` estimates
+what the uniform-label path estimates (which is this path with :math:`q_i` uniform:
+:math:`(K)_k\,r(z) = r_K(c)`); :math:`r` is normalised and drawn exactly
+(:func:`labelled_reference_draws`), and :math:`\hat Z` is unbiased for a fixed schedule
+whatever ``q`` is, since ``q`` is fixed before the run.  The tempered quantity of steps 1–2 is
+:math:`\ell(c) + \log p(c) - \log (K)_k - \log r(z)`.  The moves, invariant for
+:math:`\gamma_\beta`: labelled Gibbs sweeps (:func:`labelled_gibbs_sweeps`: point :math:`i`
+takes label :math:`l` with weight :math:`q_i(l)^{1-\beta}` times the Gibbs weight of step 4
+raised to :math:`\beta`, a free label sharing the new block's weight with the other
+:math:`K - k` free labels) and label exchanges (:func:`label_exchanges`: a block moves to the
+label proposed by the reference weights, the block there taking its old label; near
+:math:`\beta = 1`, where :math:`\gamma_\beta` comes to weigh every labelling of a partition
+equally, they carry the particles across the labellings that single-point updates cannot
+reach).  Split-merge moves and waste-free chains are not used on this path.
+
 With ``chain_length = P > 1`` steps 3–4 are those of waste-free SMC (Dau & Chopin 2022): only
 ``L / P`` particles are resampled, and a chain of ``P - 1`` rounds of moves runs from each,
 every state (the start included) becoming one of the ``L`` particles of the next stage.
@@ -118,9 +146,16 @@ from pymc_splitmerge.priors.seating import log_join_weight, log_open_weight
 __all__ = [
     "TemperedPrepared",
     "TemperedSMCResult",
+    "default_reference_labels",
+    "informed_reference",
+    "label_exchanges",
+    "labelled_gibbs_sweeps",
+    "labelled_reference_draws",
     "next_temperature",
+    "pilot_partition",
     "population_log_likelihoods",
     "population_log_prior_ratios",
+    "population_log_reference",
     "prepare_tempered",
     "prior_draws",
     "reference_draws",
@@ -195,6 +230,194 @@ def population_log_prior_ratios(population, log_v, log_w, log_v_reference, out):
         for j in range(k):
             total += log_w[population.sizes[p, population.active[p, j]]]
         out[p] = total
+
+
+# ------------------------------------------------------- the path from an informed reference
+@njit(cache=True)
+def labelled_reference_draws(model, population, empty_row, cumulative):
+    """Draw every particle from ``r(z) = prod_i q_i(z_i)``: point ``i`` takes label ``l`` (slot
+    ``l``) with probability ``q_i(l)`` (``cumulative[i]``: the running sums of ``q_i``, last 1)."""
+    n, num_labels = cumulative.shape
+    for p in range(population.labels.shape[0]):
+        part = particle(population, empty_row, p)
+        for i in range(n):
+            uniform = np.random.random()
+            label = 0
+            while label < num_labels - 1 and cumulative[i, label] <= uniform:
+                label += 1
+            add(model, part, i, label)
+
+
+@njit(cache=True)
+def population_log_reference(population, log_q, out):
+    """``out[p] = log r(z^p) = sum_i log q_i(z^p_i)`` of every particle (labels are slots)."""
+    n = log_q.shape[0]
+    for p in range(population.labels.shape[0]):
+        total = 0.0
+        for i in range(n):
+            total += log_q[i, population.labels[p, i]]
+        out[p] = total
+
+
+@njit(cache=True)
+def labelled_gibbs_sweeps(model, population, empty_row, log_v, log_w, log_q, betas, moving,
+                          changes, log_prior_predictive, n_sweeps, scratch, label_weights,
+                          order):
+    """``n_sweeps`` random-scan Gibbs sweeps over the labels ``z`` of particle ``p``, invariant
+    for ``γ_β(z) = r(z)^(1-β) {p(c) m(y | c) / (K)_k}^β`` with ``β = betas[p]``, for every
+    ``p`` with ``moving[p]`` (module docstring).
+
+    Point ``i`` (removed; ``k`` blocks among the others) takes label ``l`` with weight
+    ``q_i(l)^(1-β)`` times, to the power ``β``: ``W(m_l + 1)/W(m_l) f(y_i | y_l)`` when label
+    ``l`` holds ``m_l > 0`` other points, ``V(n, k+1)/V(n, k) W(1) f(y_i) / (K - k)`` when it
+    is free (``(K)_(k+1) / (K)_k = K - k``: the ``K - k`` free labels share the new block's
+    weight).  ``changes[p]`` is increased by the number of point updates that changed the
+    point's label; returns their total.
+    """
+    n = model.x.shape[0]
+    num_labels = log_q.shape[1]
+    changed = 0
+    for p in range(population.labels.shape[0]):
+        if not moving[p]:
+            continue
+        beta = betas[p]
+        part = particle(population, empty_row, p)
+        for _ in range(n_sweeps):
+            np.random.shuffle(order)
+            for r in range(n):
+                i = order[r]
+                old = remove(model, part, i)
+                k = part.cluster_count[0]
+                free = -np.inf
+                if k < num_labels:
+                    free = (log_open_weight(log_v, log_w, k, 1) - np.log(num_labels - k)
+                            + log_prior_predictive[i])
+                for label in range(num_labels):
+                    label_weights[label] = free
+                dispatch.log_predictive_many(model.family_id, model.params, part.stats,
+                                             part.active, k, model.x[i], scratch)
+                for j in range(k):
+                    slot = part.active[j]
+                    label_weights[slot] = (log_join_weight(log_w, part.sizes[slot], 1)
+                                           + scratch[j])
+                for label in range(num_labels):
+                    value = (1.0 - beta) * log_q[i, label]
+                    if beta > 0.0:
+                        value += beta * label_weights[label]
+                    label_weights[label] = -np.inf if np.isnan(value) else value
+                choice = sample_log_weights(label_weights, num_labels, np.random.random())
+                if choice < 0:
+                    choice = old
+                if choice != old:
+                    changed += 1
+                    changes[p] += 1
+                add(model, part, i, choice)
+    return changed
+
+
+@njit(cache=True)
+def _swap_labels(part, a, b):
+    """Exchange labels (slots) ``a`` and ``b`` of a partition: their points, sizes, statistics
+    rows and places in the active list (either may be free)."""
+    labels = part.labels
+    for i in range(labels.shape[0]):
+        if labels[i] == a:
+            labels[i] = b
+        elif labels[i] == b:
+            labels[i] = a
+    for column in range(part.stats.shape[1]):
+        value = part.stats[a, column]
+        part.stats[a, column] = part.stats[b, column]
+        part.stats[b, column] = value
+    size = part.sizes[a]
+    part.sizes[a] = part.sizes[b]
+    part.sizes[b] = size
+    position = part.where[a]
+    part.where[a] = part.where[b]
+    part.where[b] = position
+    if part.where[a] >= 0:
+        part.active[part.where[a]] = a
+    if part.where[b] >= 0:
+        part.active[part.where[b]] = b
+
+
+@njit(cache=True)
+def _exchange_log_weights(block_sums, a, scale, out):
+    """``out[m] = scale · (log r(τ_am z) - log r(z))`` for every label ``m`` (``τ_am``: labels
+    ``a`` and ``m`` exchange their points; ``out[a] = 0``), from ``block_sums[l, m] = Σ_{i:
+    z_i = l} log q_i(m)`` (zero rows for free labels).  Returns the log-sum-exp of ``out``."""
+    num_labels = block_sums.shape[0]
+    peak = -np.inf
+    for m in range(num_labels):
+        value = 0.0
+        if m != a:
+            value = scale * (block_sums[a, m] - block_sums[a, a] + block_sums[m, a]
+                             - block_sums[m, m])
+        out[m] = value
+        if value > peak:
+            peak = value
+    total = 0.0
+    for m in range(num_labels):
+        total += np.exp(out[m] - peak)
+    return peak + np.log(total)
+
+
+@njit(cache=True)
+def label_exchanges(population, empty_row, log_q, betas, moving, changes, n_moves,
+                    block_sums, weights):
+    """``n_moves`` Metropolis–Hastings label exchanges of particle ``p``, invariant for
+    ``γ_β`` (``β = betas[p] < 1``), for every ``p`` with ``moving[p]``.
+
+    A block is chosen uniformly among the ``k`` occupied labels (label ``a``); a label ``m``
+    is proposed with probability ``∝ γ_β(τ_am z)`` (``τ_am``: labels ``a`` and ``m`` exchange
+    their points, ``m = a`` included; the partition, hence ``p(c) m(y | c) / (K)_k``, is
+    unchanged, so ``γ_β(τ_am z) ∝ r(τ_am z)^(1-β)``), and accepted with probability
+    ``min(1, N(z) / N(τ_am z))``, ``N`` the proposal's normaliser at each state (the reverse
+    move chooses the same block, now at label ``m``, and proposes ``a``).  A large block can so
+    move to its best label in one step; near ``β = 1`` these moves spread the particles over
+    the labellings of one partition that ``γ_β`` comes to weigh equally.
+    ``block_sums`` (K, K) and ``weights`` (K,) are scratch.  ``changes[p]`` is increased by
+    the accepted exchanges; returns their total.
+    """
+    n, num_labels = log_q.shape
+    accepted = 0
+    if num_labels < 2:
+        return 0
+    for p in range(population.labels.shape[0]):
+        beta = betas[p]
+        if not moving[p] or beta >= 1.0:
+            continue
+        part = particle(population, empty_row, p)
+        block_sums[:, :] = 0.0
+        for i in range(n):
+            label = part.labels[i]
+            for m in range(num_labels):
+                block_sums[label, m] += log_q[i, m]
+        scale = 1.0 - beta
+        for _ in range(n_moves):
+            a = part.active[np.random.randint(part.cluster_count[0])]
+            log_norm = _exchange_log_weights(block_sums, a, scale, weights)
+            m = sample_log_weights(weights, num_labels, np.random.random())
+            if m == a or m < 0:
+                continue
+            # log N(z) / N(τ_am z), the normalisers taken relative to each state's own r^(1-β)
+            log_ratio = log_norm - scale * (block_sums[a, m] - block_sums[a, a]
+                                            + block_sums[m, a] - block_sums[m, m])
+            for column in range(num_labels):  # rows a and m exchange: the sums at τ_am z
+                value = block_sums[a, column]
+                block_sums[a, column] = block_sums[m, column]
+                block_sums[m, column] = value
+            log_norm_reverse = _exchange_log_weights(block_sums, m, scale, weights)
+            if np.log(np.random.random()) < log_ratio - log_norm_reverse:
+                _swap_labels(part, a, m)
+                accepted += 1
+                changes[p] += 1
+            else:
+                for column in range(num_labels):
+                    value = block_sums[a, column]
+                    block_sums[a, column] = block_sums[m, column]
+                    block_sums[m, column] = value
+    return accepted
 
 
 @njit(cache=True, inline="always")
@@ -752,14 +975,136 @@ def reference_log_v(num_labels: int, n: int) -> np.ndarray:
     return values
 
 
+def pilot_partition(prior, family, x, rng: np.random.Generator, n_rounds: int = 20,
+                    n_split_merge: int = 100) -> np.ndarray:
+    """A partition of ``x`` near the posterior's bulk: greedy allocation in a random order
+    (``kernels.allocation``), then ``n_rounds`` rounds of a collapsed Gibbs sweep and
+    ``n_split_merge`` cluster-anchor SAMS moves (the default step's moves).  A point estimate
+    for :func:`informed_reference` (any partition serves: the reference it builds is fixed
+    before the tempered run, so ``Ẑ`` stays unbiased whatever it is).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Canonical labels.
+    """
+    from pymc_splitmerge.kernels.allocation import allocate_greedily
+    from pymc_splitmerge.kernels.gibbs import build_gibbs_sweep
+    from pymc_splitmerge.kernels.sams import build_sams_move
+    from pymc_splitmerge.kernels.state import PartitionState
+
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    n = x.shape[0]
+    log_v, log_w = prior.tables(n)
+    labels = allocate_greedily(family, x, np.full(n, -1), rng.permutation(n), log_v, log_w)
+    state = PartitionState(family, x, labels)
+    tables = state.tables(log_v, log_w)
+    sweep = build_gibbs_sweep("random", 1)
+    moves = (build_sams_move(cluster_anchors=True, n_updates=int(n_split_merge))
+             if n_split_merge > 0 else None)
+    for _ in range(int(n_rounds)):
+        sweep(state.model, state.partition, tables, rng)
+        if moves is not None:
+            moves(state.model, state.partition, tables, rng)
+    return state.labels()
+
+
+def informed_reference(prior, family, x, labels, num_labels: int,
+                       floor: float = 0.05) -> np.ndarray:
+    """The label probabilities ``q`` of the informed reference ``r(z) = prod_i q_i(z_i)``.
+
+    For the ``K̂`` blocks of ``labels`` (a point estimate, e.g. :func:`pilot_partition`),
+    ``q̃_i(l)`` for ``l < K̂`` is the collapsed Gibbs weight of point ``i`` joining block ``l``
+    without itself, ``W(m_l + 1)/W(m_l) f(y_i | y_{l - i})`` (``kernels.gibbs.
+    point_conditional``), normalised over the blocks, and ``0`` for ``l >= K̂``; then
+    ``q_i = (1 - floor) q̃_i + floor / K`` so that ``r`` has full support on ``{0..K-1}^n``.
+
+    Parameters
+    ----------
+    prior : GibbsTypePrior
+    family : ComponentFamily
+    x : ndarray, shape (n, data_dim)
+        Prepared data.
+    labels : array of int, shape (n,)
+    num_labels : int
+        ``K``, at least the number of blocks of ``labels``.
+    floor : float
+        In ``(0, 1]``: the probability spread uniformly over all ``K`` labels.
+
+    Returns
+    -------
+    ndarray of float64, shape (n, K)
+        Rows summing to 1.
+    """
+    from pymc_splitmerge.kernels.gibbs import point_conditional
+    from pymc_splitmerge.kernels.state import PartitionState
+
+    if not 0.0 < float(floor) <= 1.0:
+        raise ValueError(f"floor must be in (0, 1]; got {floor!r}")
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    n = x.shape[0]
+    labels = canonical_labels(np.asarray(labels, dtype=np.int64))
+    blocks = int(labels.max()) + 1
+    if int(num_labels) != num_labels or num_labels < blocks:
+        raise ValueError(f"reference_labels ({num_labels!r}) must be an integer at least the "
+                         f"number of blocks of the pilot partition ({blocks})")
+    log_v, log_w = prior.tables(n)
+    state = PartitionState(family, x, labels)
+    slot_label = np.full(state.sizes.shape[0], -1, dtype=np.int64)
+    slot_label[state.slot_labels] = labels
+    q = np.zeros((n, int(num_labels)))
+    for i in range(n):
+        slots, probabilities = point_conditional(state, i, log_v, log_w)
+        joins = slots >= 0
+        q[i, slot_label[slots[joins]]] = probabilities[joins]
+        total = q[i].sum()
+        if total > 0:
+            q[i] /= total
+        else:  # no other block to join (every join weight 0): its own label
+            q[i, labels[i]] = 1.0
+    return (1.0 - float(floor)) * q + float(floor) / int(num_labels)
+
+
+def default_reference_labels(pilot_blocks: int, log_v) -> int:
+    """``K`` of the informed reference when the user gives none: ``max(2 K̂, K̂ + 10)`` labels
+    for a pilot of ``K̂`` blocks (room for the posterior's small blocks: ``Ẑ`` estimates
+    ``p(y, k <= K)``), at most the prior's largest number of blocks and the number of points
+    (``log_v = log V(n, ·)``, length ``n + 2``)."""
+    n = len(log_v) - 2
+    most_blocks = int(np.flatnonzero(np.isfinite(np.asarray(log_v)[: n + 1]))[-1])
+    return int(min(max(2 * pilot_blocks, pilot_blocks + 10), most_blocks, n))
+
+
+def _check_reference_probabilities(probabilities, n, most_blocks, reference_labels,
+                                   chain_length, n_split_merge):
+    q = np.ascontiguousarray(probabilities, dtype=np.float64)
+    if q.ndim != 2 or q.shape[0] != n or not 1 <= q.shape[1] <= n:
+        raise ValueError("reference_probabilities must have shape (n, K) with 1 <= K <= n "
+                         f"= {n}; got {np.shape(probabilities)}")
+    if not np.all(np.isfinite(q)) or np.any(q <= 0.0) or np.any(
+            np.abs(q.sum(axis=1) - 1.0) > 1e-8):
+        raise ValueError("reference_probabilities must be positive with rows summing to 1 "
+                         "(the reference must give every labelling positive probability)")
+    if reference_labels is not None:
+        raise ValueError("reference_probabilities and reference_labels are two references: "
+                         "give one")
+    if chain_length > 1 or n_split_merge > 0:
+        raise ValueError("the informed reference's moves are labelled Gibbs sweeps and label "
+                         "exchanges: set chain_length=1 and n_split_merge=0")
+    if most_blocks < n and q.shape[1] > most_blocks:
+        raise ValueError(f"K = {q.shape[1]} labels is more than the prior's largest number of "
+                         f"blocks ({most_blocks}): use K <= {most_blocks}")
+    return q
+
+
 def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                   rng: np.random.Generator, *, n_gibbs_sweeps: int = 2, n_split_merge: int = 0,
                   ess_threshold: float = 0.5, max_temperature_step: float = 0.05,
                   temperatures=None, max_move_rounds: int = 1,
                   correlation_threshold: float = 0.1, cluster_anchors: bool = False,
                   chain_length: int = 1, reference_labels: int | None = None,
-                  resample_threshold: float = 1.0, prepared=None,
-                  max_stages: int = 10_000) -> list[TemperedSMCResult]:
+                  resample_threshold: float = 1.0, reference_probabilities=None,
+                  prepared=None, max_stages: int = 10_000) -> list[TemperedSMCResult]:
     """``num_runs`` independent likelihood-tempered SMC runs over the partitions of ``x``.
 
     The runs share one population (run ``r`` owns particles ``r L .. (r + 1) L - 1``) so that
@@ -817,6 +1162,14 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         weights falls below it (and the last stage always), the temperatures keep the
         conditional ESS at ``ess_threshold`` (module docstring).  Not with ``chain_length >
         1`` (``ValueError``).
+    reference_probabilities : ndarray of float, shape (n, K), optional
+        ``q``: start from the informed reference ``r(z) = prod_i q_i(z_i)`` on labelled
+        vectors and temper along ``γ_β(z) = r(z)^(1-β) {p(c) m(y | c) / (K)_k}^β`` in
+        labelled space (module docstring; :func:`informed_reference` builds ``q`` from a
+        pilot partition).  Rows positive, summing to 1.  ``Ẑ`` estimates ``p(y, k <= K)``.
+        The moves are ``n_gibbs_sweeps`` labelled Gibbs sweeps and ``K`` label exchanges
+        (:func:`label_exchanges`) per round: not with ``reference_labels``, ``n_split_merge > 0`` or ``chain_length > 1``
+        (``ValueError``).
     prepared : TemperedPrepared, optional
         :func:`prepare_tempered` computed once for many runs.
     max_stages : int
@@ -837,6 +1190,15 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         prepared = prepare_tempered(prior, family, x)
     model, empty_row = prepared.model, prepared.empty_row
     n = model.x.shape[0]
+    labelled = reference_probabilities is not None
+    if labelled:
+        most_blocks = int(np.flatnonzero(np.isfinite(prepared.log_v[: n + 1]))[-1])
+        log_q = np.log(_check_reference_probabilities(
+            reference_probabilities, n, most_blocks, reference_labels, chain_length,
+            n_split_merge))
+        num_labels = log_q.shape[1]
+        label_weights = np.empty(num_labels)
+        block_sums = np.empty((num_labels, num_labels))
     runs, size = int(num_runs), int(num_particles)
     total = runs * size
     seed_numba_from(rng)
@@ -844,7 +1206,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     spare = empty_population(total, n, empty_row)
     scratch = np.empty(n + 2)
     particle_scales = np.ones(total)
-    if reference_labels is None:
+    if labelled:
+        # log (K)_k: the labellings of a k-block partition by K labels
+        log_v_reference = reference_log_v(num_labels, n) + n * np.log(num_labels)
+        cumulative = np.cumsum(np.exp(log_q), axis=1)
+        cumulative[:, -1] = 1.0
+        labelled_reference_draws(model, population, empty_row, cumulative)
+    elif reference_labels is None:
         log_v_reference = np.zeros(n + 2)
         prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
     else:
@@ -860,11 +1228,18 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                         np.empty(int(reference_labels), dtype=np.int64))
     log_prior_ratios = np.zeros(total)
     log_likelihood_buffer = np.empty(total)
+    log_reference_buffer = np.empty(total)
 
     def log_targets():
         """``log γ_1 - log γ_0`` of every particle (the tempered part of the target): ``ℓ(c)``,
-        plus ``log p(c) - log r_K(c)`` on the path from the reference."""
+        plus ``log p(c) - log r_K(c)`` on the path from the reference, ``log p(c) - log (K)_k
+        - log r(z)`` on the path from the informed reference."""
         population_log_likelihoods(model, population, log_likelihood_buffer)
+        if labelled:
+            population_log_prior_ratios(population, prepared.log_v, prepared.log_w,
+                                        log_v_reference, log_prior_ratios)
+            population_log_reference(population, log_q, log_reference_buffer)
+            return log_likelihood_buffer + log_prior_ratios - log_reference_buffer
         if reference_labels is not None:
             population_log_prior_ratios(population, prepared.log_v, prepared.log_w,
                                         log_v_reference, log_prior_ratios)
@@ -887,7 +1262,13 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     threshold = float(resample_threshold)
     sweeps, moves = int(n_gibbs_sweeps), int(n_split_merge)
     length = int(chain_length)
-    updates_per_round = (size - size // length if length > 1 else size) * (n * sweeps + moves)
+    if labelled:
+        moves = 0  # the label exchanges: one per label per round
+        swaps = num_labels
+    else:
+        swaps = 0
+    updates_per_round = (size - size // length if length > 1 else size) * (
+        n * sweeps + moves + swaps)
     stage = 0
     while np.any(beta < 1.0):
         if stage >= max_stages:
@@ -925,7 +1306,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         if reference_labels is not None:
             particle_scales.reshape(runs, size)[active] = new[:, None]
         moving_runs = np.zeros(runs, dtype=np.bool_)
-        moving_runs[active] = sweeps + moves > 0
+        moving_runs[active] = sweeps + moves + swaps > 0
         start = log_likelihoods.reshape(runs, size).copy()
         changes = np.zeros(total, dtype=np.int64)
         count = np.zeros(runs, dtype=np.int64)
@@ -941,7 +1322,15 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
                 log_likelihoods = log_targets()
                 break
             moving = np.repeat(moving_runs, size)
-            if sweeps:
+            if labelled:
+                if sweeps:
+                    labelled_gibbs_sweeps(model, population, empty_row, prepared.log_v,
+                                          prepared.log_w, log_q, particle_betas, moving,
+                                          changes, prepared.log_prior_predictive, sweeps,
+                                          scratch, label_weights, order)
+                label_exchanges(population, empty_row, log_q, particle_betas, moving, changes,
+                                swaps, block_sums, label_weights)
+            if sweeps and not labelled:
                 tempered_gibbs_sweeps(model, population, empty_row, prepared.log_v,
                                       prepared.log_w, particle_betas, particle_scales,
                                       log_v_reference, moving, changes,
@@ -982,7 +1371,8 @@ def run_tempered_smc(prior, family, x, num_particles: int, rng: np.random.Genera
     The keyword ``options`` are those of :func:`tempered_runs` (``n_gibbs_sweeps``,
     ``n_split_merge``, ``ess_threshold``, ``max_temperature_step``, ``temperatures``,
     ``max_move_rounds``, ``correlation_threshold``, ``cluster_anchors``, ``chain_length``,
-    ``reference_labels``, ``resample_threshold``, ``prepared``, ``max_stages``).
+    ``reference_labels``, ``resample_threshold``, ``reference_probabilities``, ``prepared``,
+    ``max_stages``).
 
     Returns
     -------

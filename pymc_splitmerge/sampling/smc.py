@@ -89,11 +89,12 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                rejuvenation: int = 0, anneal: dict | None = None, ess_threshold: float = 0.5,
                resampling: str = "systematic", random_seed=None, cores=None,
                progressbar: bool = True, previous=None, method: str = "sequential",
-               n_gibbs_sweeps: int = 2, n_split_merge: int = 30, temperatures=None,
+               n_gibbs_sweeps: int = 2, n_split_merge: int | None = None, temperatures=None,
                max_temperature_step: float = 0.05, max_move_rounds: int = 1,
                correlation_threshold: float = 0.1, cluster_anchors: bool = False,
                chain_length: int = 1, reference_labels: int | None = None,
-               resample_threshold: float = 1.0):
+               resample_threshold: float = 1.0, reference: str = "uniform",
+               reference_floor: float | None = None):
     r"""Sequential Monte Carlo over the partition, with an estimate of the model evidence.
 
     Each chain is one independent SMC run with ``draws`` particles that adds the points one
@@ -113,11 +114,13 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
     moving each particle by ``n_gibbs_sweeps`` tempered Gibbs sweeps and ``n_split_merge``
     tempered SAMS split-merge moves; :math:`\log\hat Z` is the sum of the logs of the stages'
     weighted mean incremental weights.  It does not depend on the order of the
-    points; on overlapping clusters start it from uniform labels (``reference_labels``), and
-    the sequential method with ``rejuvenation`` is still cheaper (``docs/benchmarks.md``: at
-    n = 1,000, ``draws=1000, rejuvenation=20`` spreads by about 0.4 nats between chains at
-    about 27 CPU s, the tempered method from 30 uniform labels by 0.65–1.0 nats at about 40 CPU
-    s, 0.7–1.8 nats lower), and it is the one for adding data (``previous``).
+    points; on overlapping clusters start it from an informed reference
+    (``reference="informed"``) or from uniform labels (``reference_labels``); the sequential
+    method with ``rejuvenation`` is still more precise (``docs/benchmarks.md``: at n = 1,000,
+    ``draws=2000, rejuvenation=30`` spreads by 0.3–0.4 nats between chains at about 32 CPU s;
+    the tempered method from an informed reference by 0.9–1.4 nats at 12–14 CPU s, from 30
+    uniform labels by 0.65–1.0 nats at about 40 CPU s, both 0.6–1.8 nats lower), and it is the
+    one for adding data (``previous``).
 
     Parameters
     ----------
@@ -163,8 +166,9 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         ignored.
     n_gibbs_sweeps : int
         Tempered Gibbs sweeps per particle and stage (``method="tempered"``).
-    n_split_merge : int
-        Tempered SAMS split-merge moves per particle and stage (``method="tempered"``).
+    n_split_merge : int, optional
+        Tempered SAMS split-merge moves per particle and stage (``method="tempered"``);
+        default 30, and 0 (the only value allowed) with ``reference="informed"``.
     temperatures : array of float, optional
         A fixed schedule ``0 = β_0 < ... < β_T = 1`` instead of the adaptive one
         (``method="tempered"``); with a fixed schedule :math:`\hat Z` is exactly unbiased,
@@ -207,6 +211,24 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         below ``resample_threshold`` (and the last stage always), the temperatures follow the
         conditional ESS of Zhou, Johansen & Aston (2016) and :math:`\log\hat Z` adds
         :math:`\log\sum_p W^p w^p` per stage.  Not with ``chain_length > 1``.
+    reference : {"uniform", "informed"}
+        ``method="tempered"``.  ``"uniform"`` (default): the path of ``reference_labels``
+        above (from the prior when it is ``None``).  ``"informed"``: each chain first runs a
+        short pilot (greedy allocation, then 20 rounds of a Gibbs sweep and 100 SAMS moves;
+        its CPU time counts in ``sampling_time``), whose partition of ``K̂`` blocks gives each
+        point label probabilities :math:`q_i` (its collapsed Gibbs weights of joining each
+        block, mixed with ``reference_floor`` spread over all ``K`` labels), and tempers in
+        labelled space from :math:`r(z)=\prod_i q_i(z_i)` along
+        :math:`r(z)^{1-\beta}\{p(c)m(y\mid c)/(K)_k\}^\beta`
+        (:mod:`pymc_splitmerge.kernels.tempered_smc`), moving the particles by
+        ``n_gibbs_sweeps`` labelled Gibbs sweeps and ``K`` label exchanges per stage (no
+        split-merge moves, no waste-free chains, no cluster anchors).  ``K`` is
+        ``reference_labels`` or, when that is ``None``, :math:`\max(2\hat K, \hat K + 10)`
+        (the labels used are the ``reference_labels`` statistic per chain).  The estimate is
+        of :math:`p(y, k \le K)`, as with uniform labels.
+    reference_floor : float, optional
+        In ``(0, 1]``: the probability of the informed reference spread uniformly over all
+        ``K`` labels (``reference="informed"`` only; default 0.05).
 
     Returns
     -------
@@ -235,7 +257,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
                                 progressbar, n_gibbs_sweeps, n_split_merge, temperatures,
                                 max_temperature_step, max_move_rounds, correlation_threshold,
                                 cluster_anchors, chain_length, reference_labels,
-                                resample_threshold)
+                                resample_threshold, reference, reference_floor)
     _check_arguments(draws, chains, order, anneal, rejuvenation, ess_threshold, resampling)
     partition, described, prior, family, observed_array, x = _model_data(model)
     n = x.shape[0]
@@ -356,12 +378,15 @@ def _run_tasks(function, tasks, cores):
         return list(executor.map(function, tasks, chunksize=max(1, -(-len(tasks) // workers))))
 
 
+#: ``reference_floor`` of ``reference="informed"`` when none is given
+DEFAULT_REFERENCE_FLOOR = 0.05
+
 #: the arguments of :func:`sample_smc` that only one method reads
 _METHOD_ARGUMENTS = {
     "sequential": ("order", "rejuvenation", "anneal", "resampling", "previous"),
     "tempered": ("n_gibbs_sweeps", "n_split_merge", "temperatures", "max_temperature_step",
                  "max_move_rounds", "correlation_threshold", "cluster_anchors", "chain_length",
-                 "reference_labels", "resample_threshold"),
+                 "reference_labels", "resample_threshold", "reference", "reference_floor"),
 }
 
 
@@ -384,14 +409,39 @@ def _refuse_other_methods_arguments(method: str, given: dict) -> None:
                          f"method={other!r}")
 
 
+def _check_reference(reference, reference_floor, n_split_merge, cluster_anchors,
+                     chain_length) -> bool:
+    """Validate ``reference`` and the options it excludes; ``True`` for ``"informed"``."""
+    if reference not in ("uniform", "informed"):
+        raise ValueError(f"reference must be 'uniform' or 'informed'; got {reference!r}")
+    if reference == "uniform":
+        if reference_floor is not None:
+            raise ValueError("reference_floor belongs to reference='informed'")
+        return False
+    if reference_floor is not None and not 0.0 < float(reference_floor) <= 1.0:
+        raise ValueError(f"reference_floor must be in (0, 1]; got {reference_floor!r}")
+    excluded = [name for name, given in (("n_split_merge", n_split_merge not in (None, 0)),
+                                         ("cluster_anchors", bool(cluster_anchors)),
+                                         ("chain_length", chain_length != 1)) if given]
+    if excluded:
+        raise ValueError(f"{', '.join(excluded)}: reference='informed' moves the labels by "
+                         "Gibbs sweeps and label exchanges (no split-merge moves, no "
+                         "waste-free chains); leave them at their defaults")
+    return True
+
+
 def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, progressbar,
                      n_gibbs_sweeps, n_split_merge, temperatures, max_temperature_step,
                      max_move_rounds, correlation_threshold, cluster_anchors, chain_length,
-                     reference_labels, resample_threshold):
+                     reference_labels, resample_threshold, reference, reference_floor):
     """``sample_smc(method="tempered")``: independent likelihood-tempered SMC runs."""
     for name, value in (("draws", draws), ("chains", chains)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    informed = _check_reference(reference, reference_floor, n_split_merge, cluster_anchors,
+                                chain_length)
+    if n_split_merge is None:
+        n_split_merge = 0 if informed else 30
     tempered_kernel._check_tempered_arguments(draws, n_gibbs_sweeps, n_split_merge,
                                               ess_threshold, temperatures, max_temperature_step,
                                               max_move_rounds, correlation_threshold)
@@ -401,6 +451,9 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     n = x.shape[0]
     if reference_labels is not None:
         tempered_kernel.reference_log_v(reference_labels, n)  # the clear error, early
+        if informed and reference_labels > n:
+            raise ValueError(f"reference_labels ({reference_labels}) must be at most the "
+                             f"number of points ({n}) with reference='informed'")
     rng = random_seed if isinstance(random_seed, np.random.Generator) else \
         np.random.default_rng(random_seed)
     cores = _check_cores(cores, chains)
@@ -414,10 +467,16 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "cluster_anchors": bool(cluster_anchors), "chain_length": int(chain_length),
                "reference_labels": None if reference_labels is None else int(reference_labels),
                "resample_threshold": float(resample_threshold)}
-    tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options)
+    pilot = None
+    if informed:
+        if reference_floor is None:
+            reference_floor = DEFAULT_REFERENCE_FLOOR
+        pilot = {"num_labels": options.pop("reference_labels"),
+                 "floor": float(reference_floor)}
+    tasks = [_TemperedTask(prior, family, x, int(draws), int(seed), prepared, options, pilot)
              for seed in chain_seeds]
     outputs = _run_tasks(_run_tempered_chain, tasks, cores)
-    stages = max(len(output.log_evidence_increments) for output, _ in outputs)
+    stages = max(len(output.log_evidence_increments) for output, *_ in outputs)
     labels = np.empty((chains, draws, n), dtype=partition.dtype)
     log_evidence = np.empty(chains)
     beta = np.full((chains, stages), np.nan)
@@ -427,7 +486,9 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
     resampled = np.zeros((chains, stages), dtype=bool)
     counts = np.empty(chains, dtype=np.int64)
     seconds = np.empty(chains)
-    for chain, (output, elapsed) in enumerate(outputs):
+    num_labels = np.empty(chains, dtype=np.int64)
+    for chain, (output, elapsed, labels_used) in enumerate(outputs):
+        num_labels[chain] = -1 if labels_used is None else labels_used
         count = len(output.log_evidence_increments)
         labels[chain] = output.labels
         log_evidence[chain] = output.log_evidence
@@ -441,12 +502,16 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
         if progressbar:
             print(f"sample_smc (tempered): chain {chain + 1}/{chains}: log p(y) = "
                   f"{log_evidence[chain]:.3f}, {count} stages, {elapsed:.2f} s")
-    most_blocks = int(labels.max(initial=0)) + 1  # canonical labels 0 .. k - 1
-    if reference_labels is not None and reference_labels < n and most_blocks >= reference_labels:
+    most_blocks = labels.max(axis=(1, 2), initial=0) + 1  # canonical labels 0 .. k - 1
+    limits = num_labels if informed else np.full(chains, -1 if reference_labels is None
+                                                 else int(reference_labels))
+    reached = (limits > 0) & (limits < n) & (most_blocks >= limits)
+    if reached.any():
+        chain = int(np.flatnonzero(reached)[0])
         warnings.warn(
-            f"a final particle has {most_blocks} blocks, at least reference_labels = "
-            f"{reference_labels}: log_marginal_likelihood estimates p(y, k <= "
-            f"{reference_labels}), which may then fall short of p(y); increase "
+            f"a final particle has {most_blocks[chain]} blocks, at least the reference's "
+            f"{limits[chain]} labels: log_marginal_likelihood estimates p(y, k <= "
+            f"{limits[chain]}), which may then fall short of p(y); increase "
             "reference_labels", UserWarning, stacklevel=3)
     name = partition.name
     posterior = xr.Dataset(
@@ -464,6 +529,7 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
             "resampled": (("chain", "smc_stage"), resampled),
             "stages": (("chain",), counts),
             "sampling_time": (("chain",), seconds),
+            **({"reference_labels": (("chain",), num_labels)} if informed else {}),
         },
         coords={"chain": np.arange(chains), "smc_stage": np.arange(stages)},
         attrs={"method": "tempered", "num_particles": int(draws),
@@ -476,6 +542,8 @@ def _sample_tempered(draws, chains, model, ess_threshold, random_seed, cores, pr
                "chain_length": int(chain_length),
                "resample_threshold": float(resample_threshold),
                "reference_labels": "none" if reference_labels is None else int(reference_labels),
+               "reference": str(reference),
+               "reference_floor": "none" if reference_floor is None else float(reference_floor),
                "temperatures": "adaptive" if temperatures is None else repr(temperatures),
                "prior": repr(prior)})
     return from_groups({"posterior": posterior, "sample_stats": sample_stats,
@@ -490,14 +558,28 @@ class _TemperedTask(NamedTuple):
     seed: int
     prepared: object
     options: dict
+    pilot: dict | None = None
 
 
 def _run_tempered_chain(task: _TemperedTask):
+    """One tempered run; with an informed reference its pilot first (in the run's CPU time).
+    Returns the result, the CPU seconds and the number of labels of the informed reference
+    (``None`` otherwise)."""
     clock = time.process_time()
+    rng = np.random.default_rng(task.seed)
+    options = dict(task.options)
+    num_labels = None
+    if task.pilot is not None:
+        pilot = tempered_kernel.pilot_partition(task.prior, task.family, task.x, rng)
+        num_labels = task.pilot["num_labels"]
+        if num_labels is None:
+            num_labels = tempered_kernel.default_reference_labels(
+                int(pilot.max()) + 1, task.prepared.log_v)
+        options["reference_probabilities"] = tempered_kernel.informed_reference(
+            task.prior, task.family, task.x, pilot, num_labels, task.pilot["floor"])
     result = tempered_kernel.run_tempered_smc(
-        task.prior, task.family, task.x, task.draws, np.random.default_rng(task.seed),
-        prepared=task.prepared, **task.options)
-    return result, time.process_time() - clock
+        task.prior, task.family, task.x, task.draws, rng, prepared=task.prepared, **options)
+    return result, time.process_time() - clock, num_labels
 
 
 class _ChainTask(NamedTuple):
