@@ -47,23 +47,3 @@ def test_reset_row_refuses_a_row_of_another_width():
         with pytest.raises(ValueError, match="one entry per column"):
             reset_row(stats, 0, np.zeros(width))
     np.testing.assert_array_equal(stats[0], [0, 1, 2, 3])
-
-
-def test_state_from_any_labelling_matches_numpy_unique():
-    """The compiled relabelling of a state's labels equals ``np.unique``'s inverse (the ranks
-    of the labels), in range or not (negative or large labels, float labels: NumPy's path)."""
-    rng = np.random.default_rng(5)
-    family = NormalInverseWishart(mu0=np.zeros(2), kappa0=0.5, nu0=4.0, psi0=np.eye(2))
-    x = family.prepare_data(rng.normal(size=(30, 2)))
-    cases = [rng.integers(0, 30, 30).astype(np.int8), rng.integers(5, 9, 30),
-             rng.integers(-3, 3, 30), rng.integers(0, 10**6, 30),
-             rng.integers(0, 4, 30).astype(np.uint16), rng.integers(0, 4, 30).astype(float)]
-    for labels in cases:
-        expected = np.unique(labels, return_inverse=True)[1].reshape(-1)
-        dense = st._dense_labels(np.asarray(labels), 32)
-        assert dense.dtype == np.int64 and np.array_equal(dense, expected)
-        state = st.PartitionState(family, x, labels)
-        state.check()
-        # same partition as the labels given
-        same = labels[:, None] == labels[None, :]
-        assert np.array_equal(same, state.labels()[:, None] == state.labels()[None, :])

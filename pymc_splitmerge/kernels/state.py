@@ -25,7 +25,6 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, typeof_impl
 
 from pymc_splitmerge.components import dispatch
-from pymc_splitmerge.core.cluster_sums import cluster_index
 from pymc_splitmerge.core.jit import njit
 from pymc_splitmerge.core.slots import close_slot, free_slot, open_slot, reset_row
 
@@ -239,17 +238,6 @@ def _canonical_slot_labels(slot_labels, capacity):
     return out
 
 
-def _dense_labels(labels: np.ndarray, bound: int) -> np.ndarray:
-    """``np.unique(labels, return_inverse=True)[1]`` as int64 (each label's rank among the
-    distinct labels), in one compiled pass (:func:`~pymc_splitmerge.core.cluster_sums.
-    cluster_index`) for integer labels in ``[0, bound)``, the labels of a step's point."""
-    if labels.dtype.kind in "iu" and bound > 0:
-        in_range, _, index = cluster_index(labels, bound)
-        if in_range:
-            return index
-    return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
-
-
 class PartitionState:
     """Labels, cluster sizes and per-cluster sufficient statistics of one partition.
 
@@ -289,8 +277,8 @@ class PartitionState:
         self.active = np.zeros(capacity, dtype=np.int64)
         self.where = np.full(capacity, -1, dtype=np.int64)
         self.cluster_count = np.zeros(1, dtype=np.int64)
-        canonical = _dense_labels(labels, capacity)
-        _build(self.family_id, self.params, self.x, canonical, self.sizes,
+        _, canonical = np.unique(labels, return_inverse=True)
+        _build(self.family_id, self.params, self.x, canonical.astype(np.int64), self.sizes,
                self.stats, self.empty_row, self.active, self.where, self.cluster_count,
                self.slot_labels)
 
