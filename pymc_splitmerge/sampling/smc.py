@@ -217,8 +217,7 @@ def sample_smc(draws: int = 1000, chains: int = 4, model=None, order=None,
         short pilot (greedy allocation, then 20 rounds of a Gibbs sweep and 100 SAMS moves;
         its CPU time counts in ``sampling_time``), whose partition of ``K̂`` blocks gives each
         point label probabilities :math:`q_i` (its collapsed Gibbs weights of joining each
-        block of at least a quarter of the largest block's size, the smaller blocks dropped,
-        mixed with ``reference_floor`` spread over all ``K`` labels), and tempers in
+        block, mixed with ``reference_floor`` spread over all ``K`` labels), and tempers in
         labelled space from :math:`r(z)=\prod_i q_i(z_i)` along
         :math:`r(z)^{1-\beta}\{p(c)m(y\mid c)/(K)_k\}^\beta`
         (:mod:`pymc_splitmerge.kernels.tempered_smc`), moving the particles by
