@@ -645,16 +645,6 @@ def test_informed_reference_from_a_pilot_partition():
         ts.informed_reference(prior, family, x, labels, 1)
     with pytest.raises(ValueError, match="floor must be in"):
         ts.informed_reference(prior, family, x, labels, 3, floor=0.0)
-    # a block smaller than min_block_fraction x the largest is dropped: its label floor only
-    labels = np.array([0, 0, 0, 0, 1])
-    kept = ts.informed_reference(prior, family, x, labels, 3, floor=0.1, min_block_fraction=0)
-    dropped = ts.informed_reference(prior, family, x, labels, 3, floor=0.1,
-                                    min_block_fraction=0.5)
-    assert kept[:4, 1].max() > 0.1 / 3 + 1e-6
-    np.testing.assert_allclose(dropped[:, 1:], 0.1 / 3)
-    np.testing.assert_allclose(dropped.sum(axis=1), 1.0)
-    with pytest.raises(ValueError, match="min_block_fraction must be in"):
-        ts.informed_reference(prior, family, x, labels, 3, min_block_fraction=1.5)
 
 
 def test_reference_probabilities_clear_errors():

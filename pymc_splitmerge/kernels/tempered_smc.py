@@ -1010,17 +1010,14 @@ def pilot_partition(prior, family, x, rng: np.random.Generator, n_rounds: int = 
 
 
 def informed_reference(prior, family, x, labels, num_labels: int,
-                       floor: float = 0.05, min_block_fraction: float = 0.25) -> np.ndarray:
+                       floor: float = 0.05) -> np.ndarray:
     """The label probabilities ``q`` of the informed reference ``r(z) = prod_i q_i(z_i)``.
 
     For the ``K̂`` blocks of ``labels`` (a point estimate, e.g. :func:`pilot_partition`),
     ``q̃_i(l)`` for ``l < K̂`` is the collapsed Gibbs weight of point ``i`` joining block ``l``
     without itself, ``W(m_l + 1)/W(m_l) f(y_i | y_{l - i})`` (``kernels.gibbs.
-    point_conditional``), normalised over the kept blocks, and ``0`` for ``l >= K̂`` and for
-    the blocks smaller than ``min_block_fraction`` times the largest block (dropped: a pilot's
-    medium block that the posterior seldom holds would keep the particles in partitions with
-    it; ``docs/benchmarks.md``); then ``q_i = (1 - floor) q̃_i + floor / K`` so that ``r``
-    has full support on ``{0..K-1}^n``.  A dropped block's label stays free (floor only).
+    point_conditional``), normalised over the blocks, and ``0`` for ``l >= K̂``; then
+    ``q_i = (1 - floor) q̃_i + floor / K`` so that ``r`` has full support on ``{0..K-1}^n``.
 
     Parameters
     ----------
@@ -1033,9 +1030,6 @@ def informed_reference(prior, family, x, labels, num_labels: int,
         ``K``, at least the number of blocks of ``labels``.
     floor : float
         In ``(0, 1]``: the probability spread uniformly over all ``K`` labels.
-    min_block_fraction : float
-        In ``[0, 1]``: blocks of ``labels`` with fewer points than this times the largest
-        block's get no weight beyond the floor (``0`` keeps every block).
 
     Returns
     -------
@@ -1047,8 +1041,6 @@ def informed_reference(prior, family, x, labels, num_labels: int,
 
     if not 0.0 < float(floor) <= 1.0:
         raise ValueError(f"floor must be in (0, 1]; got {floor!r}")
-    if not 0.0 <= float(min_block_fraction) <= 1.0:
-        raise ValueError(f"min_block_fraction must be in [0, 1]; got {min_block_fraction!r}")
     x = np.ascontiguousarray(x, dtype=np.float64)
     n = x.shape[0]
     labels = canonical_labels(np.asarray(labels, dtype=np.int64))
@@ -1060,22 +1052,16 @@ def informed_reference(prior, family, x, labels, num_labels: int,
     state = PartitionState(family, x, labels)
     slot_label = np.full(state.sizes.shape[0], -1, dtype=np.int64)
     slot_label[state.slot_labels] = labels
-    sizes = np.bincount(labels)
-    kept = np.zeros(int(num_labels), dtype=bool)
-    kept[:blocks] = sizes >= float(min_block_fraction) * sizes.max()
     q = np.zeros((n, int(num_labels)))
     for i in range(n):
         slots, probabilities = point_conditional(state, i, log_v, log_w)
         joins = slots >= 0
         q[i, slot_label[slots[joins]]] = probabilities[joins]
-        q[i, ~kept] = 0.0
         total = q[i].sum()
         if total > 0:
             q[i] /= total
-        elif kept[labels[i]]:  # no other block to join (every join weight 0): its own label
+        else:  # no other block to join (every join weight 0): its own label
             q[i, labels[i]] = 1.0
-        else:  # only dropped blocks to join: the kept blocks alike
-            q[i, kept] = 1.0 / kept.sum()
     return (1.0 - float(floor)) * q + float(floor) / int(num_labels)
 
 
