@@ -35,7 +35,9 @@ up before timing):
    and likelihood together (``reference_labels``); ``--skip-sequential``: tempered runs only;
    ``--fixed-schedule``: a pilot run's adaptive temperatures, then every tempered run on them;
    ``--resample-threshold R``: weighted particles, resampled only when the ESS of their weights
-   falls below R (temperatures by the conditional ESS; default 1: every stage resamples).
+   falls below R (temperatures by the conditional ESS; default 1: every stage resamples);
+   ``--pool P``: the runs also pooled in consecutive groups of P, as ``compare_evidence``
+   pools the chains of one ``sample_smc(chains=P)`` call (sd over groups, sign per group).
    ``--configurations`` (section 5c only): tempered configurations (particles, moves,
    cluster anchors, waste-free chains, ESS) at similar CPU on that mixture, DP(1), with the
    sd over runs of log Ẑ accumulated up to β = 0.5, 0.8, ..., 1 (where the spread arises).
@@ -264,7 +266,7 @@ def _tempered_result(prior, family, x, particles, rng, prepared, options):
 
 def tempered_against_sequential(n, runs, particles, sequential_particles, options, rng,
                                 sequential_rejuvenation=20, sequential=True,
-                                fixed_schedule=False):
+                                fixed_schedule=False, pool=1):
     from pymc_splitmerge.kernels import tempered_smc
     from pymc_splitmerge.sampling.smc import pooled_log_evidence
 
@@ -327,6 +329,39 @@ def tempered_against_sequential(n, runs, particles, sequential_particles, option
         agree = int(np.sum(np.sign(per_run) == np.sign(pooled)))
         print(f"| {method} | {', '.join(f'{v:.2f}' for v in per_run)} | {agree}/{runs} | "
               f"{pooled:.2f} ({np.hypot(dp_se, mfm_se):.2f}) |")
+    print()
+    if pool > 1:
+        _pooled_runs(results, pool, ("tempered", "sequential")[:2 if sequential else 1])
+
+
+def _pooled_runs(results, pool, methods):
+    """``--pool P``: consecutive runs pooled in groups of P (``compare_evidence``'s log mean
+    exp over P chains), as if one estimate came from ``sample_smc(chains=P)``: the sd over
+    groups and the paired DP − MFM sign per group."""
+    from pymc_splitmerge.sampling.smc import pooled_log_evidence
+
+    print(f"Runs pooled in groups of {pool} (one estimate per group):\n")
+    print("| method | prior | groups | mean of pooled log Z | sd over groups | "
+          "mean jackknife SE |")
+    print("|---|---|---|---|---|---|")
+    grouped = {}
+    for (method, prior_name), values in results.items():
+        if method not in methods:
+            continue
+        groups = values[: values.size // pool * pool].reshape(-1, pool)
+        pooled = np.array([pooled_log_evidence(group) for group in groups])
+        grouped[(method, prior_name)] = pooled[:, 0]
+        print(f"| {method} | {prior_name} | {len(groups)} | {pooled[:, 0].mean():.2f} | "
+              f"{pooled[:, 0].std(ddof=1):.3f} | {pooled[:, 1].mean():.3f} |")
+    print("\n| method | log BF DP − MFM per group | same sign as all runs pooled |")
+    print("|---|---|---|")
+    for method in methods:
+        dp, mfm = (results[(method, name)] for name in ("DP(1)", "MFM(1, Poisson(3))"))
+        overall = pooled_log_evidence(dp)[0] - pooled_log_evidence(mfm)[0]
+        per_group = grouped[(method, "DP(1)")] - grouped[(method, "MFM(1, Poisson(3))")]
+        agree = int(np.sum(np.sign(per_group) == np.sign(overall)))
+        print(f"| {method} | {', '.join(f'{v:.2f}' for v in per_group)} | "
+              f"{agree}/{per_group.size} |")
     print()
 
 
@@ -564,6 +599,10 @@ def main():
                              "--reference-labels K, default max(2 K̂, K̂ + 10))")
     parser.add_argument("--reference-floor", type=float, default=0.05,
                         help="the informed reference's probability spread over all labels")
+    parser.add_argument("--pool", type=int, default=1, metavar="P",
+                        help="section 5: also pool consecutive runs in groups of P (one "
+                             "estimate per sample_smc(chains=P)): sd over groups, DP − MFM "
+                             "sign per group")
     parser.add_argument("--skip-sequential", action="store_true",
                         help="section 5: tempered SMC only (no sequential runs beside it)")
     args = parser.parse_args()
@@ -607,7 +646,7 @@ def main():
         tempered_against_sequential(args.n, runs, args.particles, args.sequential_particles,
                                     options, rng, args.sequential_rejuvenation,
                                     sequential=not args.skip_sequential,
-                                    fixed_schedule=args.fixed_schedule)
+                                    fixed_schedule=args.fixed_schedule, pool=args.pool)
 
 
 if __name__ == "__main__":
