@@ -3,9 +3,8 @@ compiled loop.
 
 :func:`cluster_index` finds the non-empty clusters of integer labels (whether they lie in
 range, the cluster sizes in increasing label order, each point's cluster), what
-:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics` and the dense labels of a
-:class:`~pymc_splitmerge.kernels.state.PartitionState` need, in one pass instead of a NumPy
-call per step (:func:`cluster_index_reference`).  Then :func:`cluster_sums`, with that index:
+:class:`~pymc_splitmerge.distributions.statistics.ClusterStatistics` needs, in one pass
+instead of a NumPy call per step (:func:`cluster_index_reference`).  Then :func:`cluster_sums`, with that index:
 
 ``out[k] = sum over the points i with index[i] == k of rows[i]``, the points added in their
 order (the order ``numpy.bincount`` adds its weights in, so the compiled loop and the
