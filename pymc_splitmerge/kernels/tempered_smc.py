@@ -1065,13 +1065,19 @@ def informed_reference(prior, family, x, labels, num_labels: int,
     return (1.0 - float(floor)) * q + float(floor) / int(num_labels)
 
 
+def _largest_block_count(log_v, n: int) -> int:
+    """The prior's largest number of blocks of ``n`` points: the last ``k <= n`` with
+    ``log V(n, k)`` finite (``log_v`` of length ``n + 2``)."""
+    return int(np.flatnonzero(np.isfinite(np.asarray(log_v)[: n + 1]))[-1])
+
+
 def default_reference_labels(pilot_blocks: int, log_v) -> int:
     """``K`` of the informed reference when the user gives none: ``max(2 K̂, K̂ + 10)`` labels
     for a pilot of ``K̂`` blocks (room for the posterior's small blocks: ``Ẑ`` estimates
     ``p(y, k <= K)``), at most the prior's largest number of blocks and the number of points
     (``log_v = log V(n, ·)``, length ``n + 2``)."""
     n = len(log_v) - 2
-    most_blocks = int(np.flatnonzero(np.isfinite(np.asarray(log_v)[: n + 1]))[-1])
+    most_blocks = _largest_block_count(log_v, n)
     return int(min(max(2 * pilot_blocks, pilot_blocks + 10), most_blocks, n))
 
 
@@ -1192,7 +1198,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
     n = model.x.shape[0]
     labelled = reference_probabilities is not None
     if labelled:
-        most_blocks = int(np.flatnonzero(np.isfinite(prepared.log_v[: n + 1]))[-1])
+        most_blocks = _largest_block_count(prepared.log_v, n)
         log_q = np.log(_check_reference_probabilities(
             reference_probabilities, n, most_blocks, reference_labels, chain_length,
             n_split_merge))
@@ -1217,7 +1223,7 @@ def tempered_runs(prior, family, x, num_particles: int, num_runs: int,
         prior_draws(model, population, empty_row, prepared.log_v_steps, prepared.log_w, scratch)
     else:
         log_v_reference = reference_log_v(int(reference_labels), n)
-        most_blocks = int(np.flatnonzero(np.isfinite(prepared.log_v[: n + 1]))[-1])
+        most_blocks = _largest_block_count(prepared.log_v, n)
         if most_blocks < n and reference_labels > most_blocks:
             raise ValueError(
                 f"reference_labels ({reference_labels}) is more than the prior's largest "
